@@ -1,0 +1,1 @@
+//! levee-config
