@@ -1,0 +1,69 @@
+//! Glob matchers for session-cookie names and never-cache paths.
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::ConfigError;
+
+fn build(option: &'static str, patterns: &[String], case_insensitive: bool) -> Result<GlobSet, ConfigError> {
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        let glob = GlobBuilder::new(p)
+            .case_insensitive(case_insensitive)
+            .literal_separator(false)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| ConfigError::invalid(option, format!("`{p}` is not a glob pattern: {e}")))?;
+        b.add(glob);
+    }
+    b.build()
+        .map_err(|e| ConfigError::invalid(option, e.to_string()))
+}
+
+/// Which cookie names belong to a session. Matching ignores case: a false positive
+/// only costs a cache pass, a false negative could share a private page.
+#[derive(Debug, Clone)]
+pub struct CookieMatcher {
+    set: GlobSet,
+    patterns: Vec<String>,
+}
+
+impl CookieMatcher {
+    pub fn new(patterns: &[String]) -> Result<Self, ConfigError> {
+        Ok(CookieMatcher {
+            set: build("anonymous.session_cookies", patterns, true)?,
+            patterns: patterns.to_vec(),
+        })
+    }
+
+    pub fn is_session(&self, name: &str) -> bool {
+        self.set.is_match(name)
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
+
+/// Paths (matched against `path?query`) that are never cached nor stripped of cookies.
+#[derive(Debug, Clone)]
+pub struct PathMatcher {
+    set: GlobSet,
+    patterns: Vec<String>,
+}
+
+impl PathMatcher {
+    pub fn new(patterns: &[String]) -> Result<Self, ConfigError> {
+        Ok(PathMatcher {
+            set: build("anonymous.pass_paths", patterns, false)?,
+            patterns: patterns.to_vec(),
+        })
+    }
+
+    pub fn is_match(&self, path_and_query: &str) -> bool {
+        !self.patterns.is_empty() && self.set.is_match(path_and_query)
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
