@@ -1,0 +1,143 @@
+//! One stored response and the request-header values it was selected by (its Vary key).
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, VARY};
+use http::StatusCode;
+
+use crate::policy::Freshness;
+
+/// The request-header values named by a response's `Vary`, in the order `Vary` lists them.
+/// Two requests select the same stored response only if these match (RFC 9111 §4.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VaryKey(Box<[(HeaderName, Option<Bytes>)]>);
+
+impl VaryKey {
+    /// Builds the key from the response's `Vary` and the request that produced it.
+    pub fn new(response: &HeaderMap, request: &HeaderMap) -> VaryKey {
+        let mut fields = Vec::new();
+        for v in response.get_all(VARY) {
+            let Ok(s) = v.to_str() else { continue };
+            for name in s.split(',') {
+                let name = name.trim();
+                if name.is_empty() {
+                    continue;
+                }
+                if let Ok(h) = HeaderName::from_bytes(name.as_bytes()) {
+                    if !fields.iter().any(|(n, _)| n == &h) {
+                        let value = normalized(request, &h);
+                        fields.push((h, value));
+                    }
+                }
+            }
+        }
+        VaryKey(fields.into_boxed_slice())
+    }
+
+    /// Does `request` select a response stored under this key?
+    pub fn matches(&self, request: &HeaderMap) -> bool {
+        self.0.iter().all(|(name, value)| normalized(request, name) == *value)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// All field lines of `name` combined with ", ", whitespace around commas removed, as
+/// RFC 9111 §4.1 allows a cache to normalise.
+fn normalized(request: &HeaderMap, name: &HeaderName) -> Option<Bytes> {
+    let mut values = request.get_all(name).iter().peekable();
+    values.peek()?;
+    let mut out = Vec::new();
+    for v in values {
+        for part in v.as_bytes().split(|b| *b == b',') {
+            let part = part.trim_ascii();
+            if !out.is_empty() {
+                out.push(b',');
+            }
+            out.extend_from_slice(part);
+        }
+    }
+    Some(Bytes::from(out))
+}
+
+/// A complete stored response.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub status: StatusCode,
+    /// Headers as sent to clients: hop-by-hop fields, `Age` and stripped cookies removed.
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub vary: VaryKey,
+    pub freshness: Freshness,
+    /// `corrected_initial_age` of RFC 9111 §4.2.3.
+    pub initial_age: Duration,
+    /// When the response (or the 304 that refreshed it) arrived.
+    pub response_time: Instant,
+}
+
+impl Entry {
+    /// `current_age` (RFC 9111 §4.2.3).
+    pub fn age(&self, now: Instant) -> Duration {
+        self.initial_age + now.saturating_duration_since(self.response_time)
+    }
+
+    /// Time left until stale, or how stale it is.
+    pub fn staleness(&self, now: Instant) -> Result<Duration, Duration> {
+        let age = self.age(now);
+        if age < self.freshness.lifetime {
+            Ok(self.freshness.lifetime - age)
+        } else {
+            Err(age - self.freshness.lifetime)
+        }
+    }
+
+    /// How long the entry is worth keeping from `now`.
+    pub fn time_to_keep(&self, now: Instant) -> Duration {
+        let total = self.freshness.lifetime + self.freshness.retain;
+        total.saturating_sub(self.age(now))
+    }
+
+    /// Bytes charged against the cache size: body, headers and a fixed overhead.
+    pub fn weight(&self) -> u32 {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 48)
+            .sum();
+        let total = self.body.len() + headers + 256;
+        u32::try_from(total).unwrap_or(u32::MAX)
+    }
+
+    pub fn etag(&self) -> Option<&HeaderValue> {
+        self.headers.get(http::header::ETAG)
+    }
+
+    pub fn last_modified(&self) -> Option<&HeaderValue> {
+        self.headers.get(http::header::LAST_MODIFIED)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vary_matches_normalized_values() {
+        let mut resp = HeaderMap::new();
+        resp.insert(VARY, HeaderValue::from_static("Accept-Language, accept-encoding"));
+        let mut req = HeaderMap::new();
+        req.insert("accept-language", HeaderValue::from_static("ko, en"));
+        let key = VaryKey::new(&resp, &req);
+        let mut other = HeaderMap::new();
+        other.insert("accept-language", HeaderValue::from_static("ko,en"));
+        assert!(key.matches(&other));
+        other.insert("accept-encoding", HeaderValue::from_static("gzip"));
+        assert!(!key.matches(&other), "absent and present differ");
+        other.remove("accept-encoding");
+        other.insert("accept-language", HeaderValue::from_static("en"));
+        assert!(!key.matches(&other));
+    }
+}

@@ -1,0 +1,333 @@
+//! Request coalescing: one backend fetch per key, streamed to every waiting client as it
+//! arrives and collected for storage at the same time.
+//!
+//! The fetch runs in its own task (the *filler*), so a client that goes away does not
+//! cancel it. Clients are *readers*: a reader that joins late first replays the chunks
+//! already received, then follows the live stream. The filler waits on the slowest
+//! reader (backpressure, like Varnish streaming) but drops a reader that stalls longer
+//! than the read timeout, so one slow client cannot hold the fill.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, Notify};
+
+/// What a reader learns when the backend's response head arrives.
+pub type Head<H> = Arc<H>;
+
+enum HeadState<H> {
+    Pending,
+    Ready(Head<H>),
+}
+
+struct State<H> {
+    head: HeadState<H>,
+    /// Chunks kept for late readers and for storage, while `buffering`.
+    chunks: Vec<Bytes>,
+    buffered: usize,
+    buffering: bool,
+    /// New readers may join (false once the body outgrew the buffer limit).
+    joinable: bool,
+    done: bool,
+    failed: bool,
+    readers: Vec<mpsc::Sender<Chunk>>,
+}
+
+enum Chunk {
+    Data(Bytes),
+    Error,
+}
+
+/// One in-flight fetch shared by every request for the same key.
+pub struct Fill<H> {
+    state: Mutex<State<H>>,
+    head_ready: Notify,
+    max_buffer: usize,
+}
+
+/// The body stream of one client attached to a [`Fill`].
+pub struct Reader {
+    replay: std::vec::IntoIter<Bytes>,
+    failed_at_join: bool,
+    rx: mpsc::Receiver<Chunk>,
+}
+
+/// The body could not be completed (the backend failed mid-stream, or this reader was
+/// too slow and was dropped).
+#[derive(Debug, Clone, Copy)]
+pub struct Incomplete;
+
+
+impl std::fmt::Display for Incomplete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the backend response ended before it was complete")
+    }
+}
+
+const READER_CHANNEL: usize = 64;
+
+impl<H> Fill<H> {
+    /// A new fill that keeps at most `max_buffer` bytes for late readers and storage.
+    pub fn new(max_buffer: usize) -> Arc<Fill<H>> {
+        Arc::new(Fill {
+            state: Mutex::new(State {
+                head: HeadState::Pending,
+                chunks: Vec::new(),
+                buffered: 0,
+                buffering: true,
+                joinable: true,
+                done: false,
+                failed: false,
+                readers: Vec::new(),
+            }),
+            head_ready: Notify::new(),
+            max_buffer,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<H>> {
+        // A poisoned lock means a panic elsewhere while holding it; the state is still
+        // plain data, so keep going rather than cascade the panic.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for the response head.
+    pub async fn head(&self) -> Head<H> {
+        loop {
+            let notified = self.head_ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let HeadState::Ready(h) = &self.lock().head {
+                return h.clone();
+            }
+            notified.await;
+        }
+    }
+
+    /// Publishes the response head to every waiting request.
+    pub fn set_head(&self, head: H) {
+        self.lock().head = HeadState::Ready(Arc::new(head));
+        self.head_ready.notify_waiters();
+    }
+
+    /// Attaches a reader, or `None` when the body is no longer kept for late readers.
+    pub fn join(&self) -> Option<Reader> {
+        let mut s = self.lock();
+        if !s.joinable {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel(READER_CHANNEL);
+        let replay = s.chunks.clone().into_iter();
+        let failed_at_join = s.failed;
+        if !s.done {
+            s.readers.push(tx);
+        }
+        Some(Reader {
+            replay,
+            failed_at_join,
+            rx,
+        })
+    }
+
+    /// Sends one chunk to every reader and keeps it for storage if it still fits.
+    /// Returns false when no reader is left and nothing is being buffered (the fetch
+    /// may stop).
+    pub async fn push(&self, chunk: Bytes, stall_timeout: Duration) -> bool {
+        let mut readers = {
+            let mut s = self.lock();
+            if s.buffering {
+                if s.buffered + chunk.len() <= self.max_buffer {
+                    s.buffered += chunk.len();
+                    s.chunks.push(chunk.clone());
+                } else {
+                    s.buffering = false;
+                    s.joinable = false;
+                    s.chunks = Vec::new();
+                }
+            }
+            std::mem::take(&mut s.readers)
+        };
+        send_all(&mut readers, Chunk::Data(chunk), stall_timeout).await;
+        let mut s = self.lock();
+        readers.append(&mut s.readers);
+        s.readers = readers;
+        !s.readers.is_empty() || s.buffering
+    }
+
+    /// The body is complete: readers see the end of the stream.
+    pub fn finish(&self) {
+        let mut s = self.lock();
+        s.done = true;
+        s.readers.clear();
+    }
+
+    /// The backend failed mid-body: readers see an error, nothing is stored.
+    pub async fn fail(&self, stall_timeout: Duration) {
+        let mut readers = {
+            let mut s = self.lock();
+            s.done = true;
+            s.failed = true;
+            s.buffering = false;
+            s.chunks = Vec::new();
+            std::mem::take(&mut s.readers)
+        };
+        send_all(&mut readers, Chunk::Error, stall_timeout).await;
+    }
+
+    /// The complete body, if it was kept (it fit the buffer and did not fail).
+    pub fn take_body(&self) -> Option<Vec<Bytes>> {
+        let mut s = self.lock();
+        if s.done && s.buffering && !s.failed {
+            Some(s.chunks.clone())
+        } else {
+            None
+        }
+    }
+
+    /// Whether the body is still being kept (it fits the storage limit so far).
+    pub fn is_buffering(&self) -> bool {
+        self.lock().buffering
+    }
+}
+
+async fn send_all(readers: &mut Vec<mpsc::Sender<Chunk>>, chunk: Chunk, stall_timeout: Duration) {
+    let mut i = 0;
+    while i < readers.len() {
+        let c = match &chunk {
+            Chunk::Data(b) => Chunk::Data(b.clone()),
+            Chunk::Error => Chunk::Error,
+        };
+        let ok = match readers[i].try_send(c) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(mpsc::error::TrySendError::Full(c)) => {
+                matches!(tokio::time::timeout(stall_timeout, readers[i].send(c)).await, Ok(Ok(())))
+            }
+        };
+        if ok {
+            i += 1;
+        } else {
+            readers.swap_remove(i);
+        }
+    }
+}
+
+impl Reader {
+    /// The next piece of the body; `None` at the end.
+    pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Incomplete>>> {
+        if let Some(b) = self.replay.next() {
+            return Poll::Ready(Some(Ok(b)));
+        }
+        if self.failed_at_join {
+            self.failed_at_join = false;
+            return Poll::Ready(Some(Err(Incomplete)));
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(Chunk::Data(b))) => Poll::Ready(Some(Ok(b))),
+            Poll::Ready(Some(Chunk::Error)) => Poll::Ready(Some(Err(Incomplete))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    pub async fn next_chunk(&mut self) -> Option<Result<Bytes, Incomplete>> {
+        std::future::poll_fn(|cx| self.poll_chunk(cx)).await
+    }
+}
+
+/// The fills in flight, by cache key.
+pub struct Coalescer<H> {
+    inflight: Mutex<HashMap<String, Arc<Fill<H>>>>,
+}
+
+impl<H> Default for Coalescer<H> {
+    fn default() -> Self {
+        Coalescer {
+            inflight: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<H> Coalescer<H> {
+    /// The fill for `key`, and whether this call created it (the caller must then start
+    /// the fetch).
+    pub fn get_or_create(&self, key: &str, max_buffer: usize) -> (Arc<Fill<H>>, bool) {
+        let mut map = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = map.get(key) {
+            return (f.clone(), false);
+        }
+        let f = Fill::new(max_buffer);
+        map.insert(key.to_string(), f.clone());
+        (f, true)
+    }
+
+    /// The fill for `key`, if one is running.
+    pub fn get(&self, key: &str) -> Option<Arc<Fill<H>>> {
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner()).get(key).cloned()
+    }
+
+    /// Removes `fill` from the map if it is still the one registered for `key`.
+    pub fn remove(&self, key: &str, fill: &Arc<Fill<H>>) {
+        let mut map = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(key).is_some_and(|f| Arc::ptr_eq(f, fill)) {
+            map.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn late_reader_replays_then_follows() {
+        let fill: Arc<Fill<u16>> = Fill::new(1024);
+        let mut early = fill.join().unwrap();
+        fill.set_head(200);
+        assert_eq!(*fill.head().await, 200);
+        let t = Duration::from_secs(1);
+        fill.push(Bytes::from_static(b"a"), t).await;
+        let mut late = fill.join().unwrap();
+        fill.push(Bytes::from_static(b"b"), t).await;
+        fill.finish();
+        let mut got = Vec::new();
+        while let Some(c) = late.next_chunk().await {
+            got.push(c.unwrap());
+        }
+        assert_eq!(got, vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+        assert_eq!(early.next_chunk().await.unwrap().unwrap(), "a");
+        assert_eq!(early.next_chunk().await.unwrap().unwrap(), "b");
+        assert!(early.next_chunk().await.is_none());
+        assert_eq!(fill.take_body().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn oversize_body_stops_buffering_and_joining() {
+        let fill: Arc<Fill<u16>> = Fill::new(3);
+        let mut r = fill.join().unwrap();
+        let t = Duration::from_secs(1);
+        fill.push(Bytes::from_static(b"ab"), t).await;
+        fill.push(Bytes::from_static(b"cd"), t).await;
+        assert!(fill.join().is_none());
+        fill.finish();
+        assert!(fill.take_body().is_none());
+        assert_eq!(r.next_chunk().await.unwrap().unwrap(), "ab");
+        assert_eq!(r.next_chunk().await.unwrap().unwrap(), "cd");
+    }
+
+    #[tokio::test]
+    async fn failure_reaches_readers() {
+        let fill: Arc<Fill<u16>> = Fill::new(10);
+        let mut r = fill.join().unwrap();
+        fill.push(Bytes::from_static(b"ab"), Duration::from_secs(1)).await;
+        fill.fail(Duration::from_secs(1)).await;
+        assert!(r.next_chunk().await.unwrap().is_ok());
+        assert!(r.next_chunk().await.unwrap().is_err());
+        assert!(fill.take_body().is_none());
+    }
+}
+
+impl std::error::Error for Incomplete {}

@@ -1,0 +1,128 @@
+//! Bounded in-memory storage: moka's TinyLFU admission and eviction, weighed in bytes,
+//! with each entry expiring when it is no longer worth keeping.
+//!
+//! The primary key is the effective request URI (RFC 9111 §4). Getting it wrong is cache
+//! poisoning, so it is built in one place ([`key`]) from the scheme, the `Host` the
+//! client asked for and the full path with query. Responses that `Vary` are kept as a
+//! short list of variants under the primary key.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::HeaderMap;
+use moka::sync::Cache;
+use moka::Expiry;
+
+use crate::entry::Entry;
+
+/// At most this many variants per URL; the oldest is dropped first.
+const MAX_VARIANTS: usize = 16;
+
+/// The cache key of a request: scheme, host and path with query.
+pub fn key(scheme: &str, host: &str, path_and_query: &str) -> String {
+    let mut k = String::with_capacity(scheme.len() + host.len() + path_and_query.len() + 4);
+    k.push_str(scheme);
+    k.push_str("://");
+    // Host names are case-insensitive; paths are not.
+    for c in host.chars() {
+        k.push(c.to_ascii_lowercase());
+    }
+    k.push_str(path_and_query);
+    k
+}
+
+/// The stored responses of one URL, one per Vary key.
+#[derive(Debug, Clone, Default)]
+pub struct Variants(Vec<Arc<Entry>>);
+
+impl Variants {
+    fn select(&self, request: &HeaderMap) -> Option<&Arc<Entry>> {
+        self.0.iter().find(|e| e.vary.matches(request))
+    }
+    fn weight(&self) -> u32 {
+        self.0.iter().fold(0u32, |w, e| w.saturating_add(e.weight()))
+    }
+    fn keep_for(&self, now: Instant) -> Duration {
+        self.0.iter().map(|e| e.time_to_keep(now)).max().unwrap_or_default()
+    }
+}
+
+struct KeepUntilUseless;
+
+impl Expiry<String, Arc<Variants>> for KeepUntilUseless {
+    fn expire_after_create(&self, _key: &String, value: &Arc<Variants>, created_at: Instant) -> Option<Duration> {
+        Some(value.keep_for(created_at))
+    }
+    fn expire_after_update(
+        &self,
+        _key: &String,
+        value: &Arc<Variants>,
+        updated_at: Instant,
+        _duration_until_expiry: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(value.keep_for(updated_at))
+    }
+}
+
+/// The response cache.
+#[derive(Clone)]
+pub struct Store {
+    entries: Cache<String, Arc<Variants>>,
+}
+
+impl Store {
+    /// A store holding at most `capacity` bytes.
+    pub fn new(capacity: u64) -> Store {
+        let entries = Cache::builder()
+            .max_capacity(capacity)
+            .weigher(|_k: &String, v: &Arc<Variants>| v.weight())
+            .expire_after(KeepUntilUseless)
+            .build();
+        Store { entries }
+    }
+
+    /// The stored response for `key` that `request` selects, fresh or not.
+    pub fn get(&self, key: &str, request: &HeaderMap) -> Option<Arc<Entry>> {
+        let variants = self.entries.get(key)?;
+        variants.select(request).cloned()
+    }
+
+    /// Stores `entry`, replacing the variant with the same Vary key.
+    pub fn insert(&self, key: String, entry: Arc<Entry>) {
+        let mut list: Vec<Arc<Entry>> = match self.entries.get(&key) {
+            Some(v) => v.0.iter().filter(|e| e.vary != entry.vary).cloned().collect(),
+            None => Vec::new(),
+        };
+        // A response without Vary replaces every variant: the resource stopped varying.
+        if entry.vary.is_empty() {
+            list.clear();
+        }
+        list.insert(0, entry);
+        list.truncate(MAX_VARIANTS);
+        self.entries.insert(key, Arc::new(Variants(list)));
+    }
+
+    /// Removes every variant of `key` (RFC 9111 §4.4 invalidation).
+    pub fn invalidate(&self, key: &str) {
+        self.entries.invalidate(key);
+    }
+
+    /// Number of URLs stored (approximate while eviction runs).
+    pub fn len(&self) -> u64 {
+        self.entries.entry_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes charged against the capacity.
+    pub fn weighted_size(&self) -> u64 {
+        self.entries.weighted_size()
+    }
+
+    /// Runs pending eviction work now (tests and stats).
+    pub fn run_pending_tasks(&self) {
+        self.entries.run_pending_tasks();
+    }
+}
