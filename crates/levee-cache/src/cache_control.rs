@@ -55,7 +55,9 @@ impl CacheControl {
         if !headers.contains_key(CACHE_CONTROL) {
             for value in headers.get_all(PRAGMA) {
                 if let Ok(s) = value.to_str() {
-                    if s.split(',').any(|d| d.trim().eq_ignore_ascii_case("no-cache")) {
+                    if s.split(',')
+                        .any(|d| d.trim().eq_ignore_ascii_case("no-cache"))
+                    {
                         cc.no_cache = true;
                     }
                 }
@@ -81,8 +83,12 @@ impl CacheControl {
                 "must-revalidate" => self.must_revalidate = true,
                 "proxy-revalidate" => self.proxy_revalidate = true,
                 "only-if-cached" => self.only_if_cached = true,
-                "max-age" => self.max_age = Some(min_opt(self.max_age, value.map_or(0, delta_seconds))),
-                "s-maxage" => self.s_maxage = Some(min_opt(self.s_maxage, value.map_or(0, delta_seconds))),
+                "max-age" => {
+                    self.max_age = Some(min_opt(self.max_age, value.map_or(0, delta_seconds)))
+                }
+                "s-maxage" => {
+                    self.s_maxage = Some(min_opt(self.s_maxage, value.map_or(0, delta_seconds)))
+                }
                 "max-stale" => self.max_stale = Some(value.map_or(u64::MAX, delta_seconds)),
                 "min-fresh" => self.min_fresh = Some(value.map_or(0, delta_seconds)),
                 "stale-while-revalidate" => {
@@ -155,7 +161,10 @@ mod tests {
         assert_eq!(cc("max-age=abc").max_age, Some(0));
         assert_eq!(cc("max-age=-5").max_age, Some(0));
         assert_eq!(cc("max-age=60, max-age=10").max_age, Some(10));
-        assert_eq!(cc("max-age=99999999999999999999999").max_age, Some(u64::MAX));
+        assert_eq!(
+            cc("max-age=99999999999999999999999").max_age,
+            Some(u64::MAX)
+        );
     }
 
     #[test]

@@ -2,7 +2,10 @@
 
 use std::time::SystemTime;
 
-use http::header::{HeaderMap, HeaderValue, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_UNMODIFIED_SINCE, LAST_MODIFIED};
+use http::header::{
+    HeaderMap, HeaderValue, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_UNMODIFIED_SINCE,
+    LAST_MODIFIED,
+};
 use http::{Method, StatusCode};
 
 /// The answer to a conditional request, if it is not the full response.
@@ -21,7 +24,11 @@ pub fn evaluate(method: &Method, request: &HeaderMap, response: &HeaderMap) -> O
     let safe = method == Method::GET || method == Method::HEAD;
     if let Some(inm) = request.get(IF_NONE_MATCH) {
         if etag_list_matches(inm, etag, true) {
-            return Some(if safe { StatusCode::NOT_MODIFIED } else { StatusCode::PRECONDITION_FAILED });
+            return Some(if safe {
+                StatusCode::NOT_MODIFIED
+            } else {
+                StatusCode::PRECONDITION_FAILED
+            });
         }
     } else if safe {
         if let (Some(ims), Some(lm)) = (date(request.get(IF_MODIFIED_SINCE)), last_modified) {
@@ -40,11 +47,15 @@ fn date(v: Option<&HeaderValue>) -> Option<SystemTime> {
 
 /// `*` or a comma-separated list of entity tags; `weak` selects weak comparison.
 fn etag_list_matches(list: &HeaderValue, etag: Option<&HeaderValue>, weak: bool) -> bool {
-    let Ok(list) = list.to_str() else { return false };
+    let Ok(list) = list.to_str() else {
+        return false;
+    };
     if list.trim() == "*" {
         return etag.is_some();
     }
-    let Some(etag) = etag.and_then(|e| e.to_str().ok()) else { return false };
+    let Some(etag) = etag.and_then(|e| e.to_str().ok()) else {
+        return false;
+    };
     let (etag_weak, etag_opaque) = split_weak(etag.trim());
     list.split(',').any(|candidate| {
         let (cand_weak, cand_opaque) = split_weak(candidate.trim());
@@ -78,26 +89,54 @@ mod tests {
     #[test]
     fn if_none_match_uses_weak_comparison() {
         let resp = h(&[(ETAG, "W/\"abc\"")]);
-        assert_eq!(evaluate(&Method::GET, &h(&[(IF_NONE_MATCH, "\"x\", \"abc\"")]), &resp), Some(StatusCode::NOT_MODIFIED));
-        assert_eq!(evaluate(&Method::GET, &h(&[(IF_NONE_MATCH, "\"x\"")]), &resp), None);
-        assert_eq!(evaluate(&Method::GET, &h(&[(IF_NONE_MATCH, "*")]), &resp), Some(StatusCode::NOT_MODIFIED));
+        assert_eq!(
+            evaluate(
+                &Method::GET,
+                &h(&[(IF_NONE_MATCH, "\"x\", \"abc\"")]),
+                &resp
+            ),
+            Some(StatusCode::NOT_MODIFIED)
+        );
+        assert_eq!(
+            evaluate(&Method::GET, &h(&[(IF_NONE_MATCH, "\"x\"")]), &resp),
+            None
+        );
+        assert_eq!(
+            evaluate(&Method::GET, &h(&[(IF_NONE_MATCH, "*")]), &resp),
+            Some(StatusCode::NOT_MODIFIED)
+        );
     }
 
     #[test]
     fn if_match_uses_strong_comparison() {
         let resp = h(&[(ETAG, "W/\"abc\"")]);
-        assert_eq!(evaluate(&Method::GET, &h(&[(IF_MATCH, "W/\"abc\"")]), &resp), Some(StatusCode::PRECONDITION_FAILED));
+        assert_eq!(
+            evaluate(&Method::GET, &h(&[(IF_MATCH, "W/\"abc\"")]), &resp),
+            Some(StatusCode::PRECONDITION_FAILED)
+        );
         let resp = h(&[(ETAG, "\"abc\"")]);
-        assert_eq!(evaluate(&Method::GET, &h(&[(IF_MATCH, "\"abc\"")]), &resp), None);
+        assert_eq!(
+            evaluate(&Method::GET, &h(&[(IF_MATCH, "\"abc\"")]), &resp),
+            None
+        );
     }
 
     #[test]
     fn if_modified_since_is_ignored_when_if_none_match_present() {
-        let resp = h(&[(ETAG, "\"a\""), (LAST_MODIFIED, "Sun, 06 Nov 1994 08:49:37 GMT")]);
-        let req = h(&[(IF_NONE_MATCH, "\"b\""), (IF_MODIFIED_SINCE, "Sun, 06 Nov 1994 08:49:37 GMT")]);
+        let resp = h(&[
+            (ETAG, "\"a\""),
+            (LAST_MODIFIED, "Sun, 06 Nov 1994 08:49:37 GMT"),
+        ]);
+        let req = h(&[
+            (IF_NONE_MATCH, "\"b\""),
+            (IF_MODIFIED_SINCE, "Sun, 06 Nov 1994 08:49:37 GMT"),
+        ]);
         assert_eq!(evaluate(&Method::GET, &req, &resp), None);
         let req = h(&[(IF_MODIFIED_SINCE, "Sun, 06 Nov 1994 08:49:37 GMT")]);
-        assert_eq!(evaluate(&Method::GET, &req, &resp), Some(StatusCode::NOT_MODIFIED));
+        assert_eq!(
+            evaluate(&Method::GET, &req, &resp),
+            Some(StatusCode::NOT_MODIFIED)
+        );
         let req = h(&[(IF_MODIFIED_SINCE, "Sat, 05 Nov 1994 08:49:37 GMT")]);
         assert_eq!(evaluate(&Method::GET, &req, &resp), None);
     }

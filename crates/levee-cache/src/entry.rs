@@ -37,7 +37,9 @@ impl VaryKey {
 
     /// Does `request` select a response stored under this key?
     pub fn matches(&self, request: &HeaderMap) -> bool {
-        self.0.iter().all(|(name, value)| normalized(request, name) == *value)
+        self.0
+            .iter()
+            .all(|(name, value)| normalized(request, name) == *value)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -127,7 +129,10 @@ mod tests {
     #[test]
     fn vary_matches_normalized_values() {
         let mut resp = HeaderMap::new();
-        resp.insert(VARY, HeaderValue::from_static("Accept-Language, accept-encoding"));
+        resp.insert(
+            VARY,
+            HeaderValue::from_static("Accept-Language, accept-encoding"),
+        );
         let mut req = HeaderMap::new();
         req.insert("accept-language", HeaderValue::from_static("ko, en"));
         let key = VaryKey::new(&resp, &req);

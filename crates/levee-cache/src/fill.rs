@@ -60,7 +60,6 @@ pub struct Reader {
 #[derive(Debug, Clone, Copy)]
 pub struct Incomplete;
 
-
 impl std::fmt::Display for Incomplete {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("the backend response ended before it was complete")
@@ -179,12 +178,20 @@ impl<H> Fill<H> {
 
     /// The complete body, if it was kept (it fit the buffer and did not fail).
     pub fn take_body(&self) -> Option<Vec<Bytes>> {
-        let mut s = self.lock();
+        let s = self.lock();
         if s.done && s.buffering && !s.failed {
             Some(s.chunks.clone())
         } else {
             None
         }
+    }
+
+    /// The response will not be stored: keep nothing and let no one else join.
+    pub fn stop_buffering(&self) {
+        let mut s = self.lock();
+        s.buffering = false;
+        s.joinable = false;
+        s.chunks = Vec::new();
     }
 
     /// Whether the body is still being kept (it fits the storage limit so far).
@@ -204,7 +211,10 @@ async fn send_all(readers: &mut Vec<mpsc::Sender<Chunk>>, chunk: Chunk, stall_ti
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Closed(_)) => false,
             Err(mpsc::error::TrySendError::Full(c)) => {
-                matches!(tokio::time::timeout(stall_timeout, readers[i].send(c)).await, Ok(Ok(())))
+                matches!(
+                    tokio::time::timeout(stall_timeout, readers[i].send(c)).await,
+                    Ok(Ok(()))
+                )
             }
         };
         if ok {
@@ -266,7 +276,11 @@ impl<H> Coalescer<H> {
 
     /// The fill for `key`, if one is running.
     pub fn get(&self, key: &str) -> Option<Arc<Fill<H>>> {
-        self.inflight.lock().unwrap_or_else(|p| p.into_inner()).get(key).cloned()
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
     }
 
     /// Removes `fill` from the map if it is still the one registered for `key`.
@@ -297,7 +311,10 @@ mod tests {
         while let Some(c) = late.next_chunk().await {
             got.push(c.unwrap());
         }
-        assert_eq!(got, vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+        assert_eq!(
+            got,
+            vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]
+        );
         assert_eq!(early.next_chunk().await.unwrap().unwrap(), "a");
         assert_eq!(early.next_chunk().await.unwrap().unwrap(), "b");
         assert!(early.next_chunk().await.is_none());
@@ -322,7 +339,8 @@ mod tests {
     async fn failure_reaches_readers() {
         let fill: Arc<Fill<u16>> = Fill::new(10);
         let mut r = fill.join().unwrap();
-        fill.push(Bytes::from_static(b"ab"), Duration::from_secs(1)).await;
+        fill.push(Bytes::from_static(b"ab"), Duration::from_secs(1))
+            .await;
         fill.fail(Duration::from_secs(1)).await;
         assert!(r.next_chunk().await.unwrap().is_ok());
         assert!(r.next_chunk().await.unwrap().is_err());

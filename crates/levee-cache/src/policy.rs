@@ -8,7 +8,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use http::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE, ETAG, EXPIRES, LAST_MODIFIED, SET_COOKIE, VARY};
+use http::header::{
+    HeaderMap, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE, ETAG, EXPIRES, LAST_MODIFIED,
+    SET_COOKIE, VARY,
+};
 use http::{Method, StatusCode};
 
 use crate::cache_control::CacheControl;
@@ -105,8 +108,13 @@ impl Freshness {
         if self.no_cache {
             return false;
         }
-        let grace = if self.must_revalidate { Duration::ZERO } else { self.grace };
-        staleness <= self.stale_if_error.max(grace) && (self.stale_if_error > Duration::ZERO || grace > Duration::ZERO)
+        let grace = if self.must_revalidate {
+            Duration::ZERO
+        } else {
+            self.grace
+        };
+        staleness <= self.stale_if_error.max(grace)
+            && (self.stale_if_error > Duration::ZERO || grace > Duration::ZERO)
     }
 }
 
@@ -176,7 +184,12 @@ pub fn decide(
             Err(_) => return Err(NotStored::VaryStar),
         }
     }
-    if let Some(len) = c.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<u64>().ok()) {
+    if let Some(len) = c
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.parse::<u64>().ok())
+    {
         if len > config.max_object_size {
             return Err(NotStored::TooLarge);
         }
@@ -226,8 +239,12 @@ pub fn decide(
         None => match config.micro_cache {
             Some(ttl) if c.anonymous && c.status == StatusCode::OK && is_html => ttl,
             _ if config.heuristic && (heuristic_status || cc.public) => {
-                match header_date(c.headers, LAST_MODIFIED).and_then(|lm| date.duration_since(lm).ok()) {
-                    Some(since) => since.mul_f64(config.heuristic_fraction).min(config.heuristic_max),
+                match header_date(c.headers, LAST_MODIFIED)
+                    .and_then(|lm| date.duration_since(lm).ok())
+                {
+                    Some(since) => since
+                        .mul_f64(config.heuristic_fraction)
+                        .min(config.heuristic_max),
                     None => Duration::ZERO,
                 }
             }
@@ -264,7 +281,11 @@ pub fn decide(
 }
 
 /// The `Age` a response had when it arrived (RFC 9111 §4.2.3 `corrected_initial_age`).
-pub fn initial_age(headers: &HeaderMap, request_time: SystemTime, response_time: SystemTime) -> Duration {
+pub fn initial_age(
+    headers: &HeaderMap,
+    request_time: SystemTime,
+    response_time: SystemTime,
+) -> Duration {
     let age_value = headers
         .get(http::header::AGE)
         .and_then(|v| v.to_str().ok())
@@ -273,7 +294,9 @@ pub fn initial_age(headers: &HeaderMap, request_time: SystemTime, response_time:
         .unwrap_or_default();
     let date = header_date(headers, DATE).unwrap_or(response_time);
     let apparent = response_time.duration_since(date).unwrap_or_default();
-    let delay = response_time.duration_since(request_time).unwrap_or_default();
+    let delay = response_time
+        .duration_since(request_time)
+        .unwrap_or_default();
     apparent.max(age_value + delay)
 }
 
@@ -297,7 +320,11 @@ mod tests {
         h
     }
 
-    fn decide_with(h: &HeaderMap, anonymous: bool, config: &PolicyConfig) -> Result<Storable, NotStored> {
+    fn decide_with(
+        h: &HeaderMap,
+        anonymous: bool,
+        config: &PolicyConfig,
+    ) -> Result<Storable, NotStored> {
         let cc = CacheControl::default();
         let c = Candidate {
             method: &Method::GET,
@@ -315,12 +342,18 @@ mod tests {
         let h = headers(&[("cache-control", "public, s-maxage=3, max-age=0")]);
         let s = decide_with(&h, true, &PolicyConfig::default()).unwrap();
         assert_eq!(s.freshness.lifetime, Duration::from_secs(3));
-        assert!(s.freshness.must_revalidate, "s-maxage implies proxy-revalidate");
+        assert!(
+            s.freshness.must_revalidate,
+            "s-maxage implies proxy-revalidate"
+        );
 
         let now = SystemTime::now();
         let h = headers(&[
             ("date", &httpdate::fmt_http_date(now)),
-            ("expires", &httpdate::fmt_http_date(now + Duration::from_secs(100))),
+            (
+                "expires",
+                &httpdate::fmt_http_date(now + Duration::from_secs(100)),
+            ),
         ]);
         let s = decide_with(&h, true, &PolicyConfig::default()).unwrap();
         assert_eq!(s.freshness.lifetime, Duration::from_secs(100));
@@ -329,8 +362,18 @@ mod tests {
     #[test]
     fn private_no_store_and_cookies_are_not_stored() {
         let c = PolicyConfig::default();
-        assert_eq!(decide_with(&headers(&[("cache-control", "private, max-age=60")]), true, &c), Err(NotStored::Private));
-        assert_eq!(decide_with(&headers(&[("cache-control", "no-store")]), true, &c), Err(NotStored::NoStore));
+        assert_eq!(
+            decide_with(
+                &headers(&[("cache-control", "private, max-age=60")]),
+                true,
+                &c
+            ),
+            Err(NotStored::Private)
+        );
+        assert_eq!(
+            decide_with(&headers(&[("cache-control", "no-store")]), true, &c),
+            Err(NotStored::NoStore)
+        );
         let h = headers(&[("cache-control", "max-age=60"), ("set-cookie", "visits=3")]);
         assert_eq!(decide_with(&h, true, &c), Err(NotStored::SetCookie));
     }
@@ -338,7 +381,10 @@ mod tests {
     #[test]
     fn session_start_cookie_is_stripped_only_for_anonymous_requests() {
         let c = PolicyConfig::default();
-        let h = headers(&[("cache-control", "max-age=60"), ("set-cookie", "PHPSESSID=abc; path=/")]);
+        let h = headers(&[
+            ("cache-control", "max-age=60"),
+            ("set-cookie", "PHPSESSID=abc; path=/"),
+        ]);
         assert!(decide_with(&h, true, &c).unwrap().strip_set_cookie);
         assert_eq!(decide_with(&h, false, &c), Err(NotStored::SetCookie));
         let h = headers(&[
@@ -356,14 +402,26 @@ mod tests {
             ..PolicyConfig::default()
         };
         let xe = headers(&[
-            ("cache-control", "public, must-revalidate, post-check=0, pre-check=0"),
+            (
+                "cache-control",
+                "public, must-revalidate, post-check=0, pre-check=0",
+            ),
             ("content-type", "text/html; charset=UTF-8"),
         ]);
         let s = decide_with(&xe, true, &c).unwrap();
         assert_eq!(s.freshness.lifetime, Duration::from_secs(3));
-        assert_eq!(decide_with(&xe, true, &PolicyConfig::default()), Err(NotStored::NoFreshness));
-        let explicit = headers(&[("cache-control", "max-age=0"), ("content-type", "text/html")]);
-        assert_eq!(decide_with(&explicit, true, &c), Err(NotStored::NoFreshness));
+        assert_eq!(
+            decide_with(&xe, true, &PolicyConfig::default()),
+            Err(NotStored::NoFreshness)
+        );
+        let explicit = headers(&[
+            ("cache-control", "max-age=0"),
+            ("content-type", "text/html"),
+        ]);
+        assert_eq!(
+            decide_with(&explicit, true, &c),
+            Err(NotStored::NoFreshness)
+        );
     }
 
     #[test]
@@ -371,30 +429,69 @@ mod tests {
         let now = SystemTime::now();
         let h = headers(&[
             ("date", &httpdate::fmt_http_date(now)),
-            ("last-modified", &httpdate::fmt_http_date(now - Duration::from_secs(1000))),
+            (
+                "last-modified",
+                &httpdate::fmt_http_date(now - Duration::from_secs(1000)),
+            ),
         ]);
         let s = decide_with(&h, true, &PolicyConfig::default()).unwrap();
         assert_eq!(s.freshness.lifetime.as_secs(), 100);
-        let off = PolicyConfig { heuristic: false, ..PolicyConfig::default() };
-        assert_eq!(decide_with(&h, true, &off).unwrap().freshness.lifetime, Duration::ZERO);
+        let off = PolicyConfig {
+            heuristic: false,
+            ..PolicyConfig::default()
+        };
+        assert_eq!(
+            decide_with(&h, true, &off).unwrap().freshness.lifetime,
+            Duration::ZERO
+        );
     }
 
     #[test]
     fn vary_star_and_big_bodies_are_not_stored() {
-        let c = PolicyConfig { max_object_size: 10, ..PolicyConfig::default() };
-        assert_eq!(decide_with(&headers(&[("cache-control", "max-age=9"), ("vary", "*")]), true, &c), Err(NotStored::VaryStar));
-        assert_eq!(decide_with(&headers(&[("cache-control", "max-age=9"), ("content-length", "11")]), true, &c), Err(NotStored::TooLarge));
+        let c = PolicyConfig {
+            max_object_size: 10,
+            ..PolicyConfig::default()
+        };
+        assert_eq!(
+            decide_with(
+                &headers(&[("cache-control", "max-age=9"), ("vary", "*")]),
+                true,
+                &c
+            ),
+            Err(NotStored::VaryStar)
+        );
+        assert_eq!(
+            decide_with(
+                &headers(&[("cache-control", "max-age=9"), ("content-length", "11")]),
+                true,
+                &c
+            ),
+            Err(NotStored::TooLarge)
+        );
     }
 
     #[test]
     fn grace_never_applies_to_must_revalidate() {
         let c = PolicyConfig::default();
-        let s = decide_with(&headers(&[("cache-control", "max-age=1, must-revalidate")]), true, &c).unwrap();
+        let s = decide_with(
+            &headers(&[("cache-control", "max-age=1, must-revalidate")]),
+            true,
+            &c,
+        )
+        .unwrap();
         assert!(!s.freshness.allows_stale_on_error(Duration::from_secs(1)));
         let s = decide_with(&headers(&[("cache-control", "max-age=1")]), true, &c).unwrap();
         assert!(s.freshness.allows_stale_on_error(Duration::from_secs(100)));
         assert!(!s.freshness.allows_stale_on_error(Duration::from_secs(4000)));
-        let s = decide_with(&headers(&[("cache-control", "max-age=1, must-revalidate, stale-if-error=60")]), true, &c).unwrap();
+        let s = decide_with(
+            &headers(&[(
+                "cache-control",
+                "max-age=1, must-revalidate, stale-if-error=60",
+            )]),
+            true,
+            &c,
+        )
+        .unwrap();
         assert!(s.freshness.allows_stale_on_error(Duration::from_secs(30)));
     }
 

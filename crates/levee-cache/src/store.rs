@@ -40,17 +40,28 @@ impl Variants {
         self.0.iter().find(|e| e.vary.matches(request))
     }
     fn weight(&self) -> u32 {
-        self.0.iter().fold(0u32, |w, e| w.saturating_add(e.weight()))
+        self.0
+            .iter()
+            .fold(0u32, |w, e| w.saturating_add(e.weight()))
     }
     fn keep_for(&self, now: Instant) -> Duration {
-        self.0.iter().map(|e| e.time_to_keep(now)).max().unwrap_or_default()
+        self.0
+            .iter()
+            .map(|e| e.time_to_keep(now))
+            .max()
+            .unwrap_or_default()
     }
 }
 
 struct KeepUntilUseless;
 
 impl Expiry<String, Arc<Variants>> for KeepUntilUseless {
-    fn expire_after_create(&self, _key: &String, value: &Arc<Variants>, created_at: Instant) -> Option<Duration> {
+    fn expire_after_create(
+        &self,
+        _key: &String,
+        value: &Arc<Variants>,
+        created_at: Instant,
+    ) -> Option<Duration> {
         Some(value.keep_for(created_at))
     }
     fn expire_after_update(
@@ -90,7 +101,12 @@ impl Store {
     /// Stores `entry`, replacing the variant with the same Vary key.
     pub fn insert(&self, key: String, entry: Arc<Entry>) {
         let mut list: Vec<Arc<Entry>> = match self.entries.get(&key) {
-            Some(v) => v.0.iter().filter(|e| e.vary != entry.vary).cloned().collect(),
+            Some(v) => {
+                v.0.iter()
+                    .filter(|e| e.vary != entry.vary)
+                    .cloned()
+                    .collect()
+            }
             None => Vec::new(),
         };
         // A response without Vary replaces every variant: the resource stopped varying.

@@ -34,7 +34,10 @@ mod tests {
         assert_eq!(parse_size("x", "256MiB").unwrap(), 256 << 20);
         assert_eq!(parse_size("x", "64 KiB").unwrap(), 64 << 10);
         assert_eq!(parse_duration("x", "3s").unwrap(), Duration::from_secs(3));
-        assert_eq!(parse_duration("x", "1d").unwrap(), Duration::from_secs(86400));
+        assert_eq!(
+            parse_duration("x", "1d").unwrap(),
+            Duration::from_secs(86400)
+        );
         assert!(parse_size("x", "lots").is_err());
     }
 }

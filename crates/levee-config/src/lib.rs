@@ -82,7 +82,10 @@ impl Backend {
             }
         }
         let authority = uri.authority().cloned().ok_or_else(|| {
-            ConfigError::invalid("backend", format!("`{s}` has no host; write it like http://127.0.0.1:9000"))
+            ConfigError::invalid(
+                "backend",
+                format!("`{s}` has no host; write it like http://127.0.0.1:9000"),
+            )
         })?;
         if !matches!(uri.path(), "" | "/") {
             return Err(ConfigError::invalid(
@@ -216,7 +219,10 @@ impl Settings {
             listen.push(addr);
         }
         if listen.is_empty() {
-            return Err(ConfigError::invalid("listen", "at least one address is needed"));
+            return Err(ConfigError::invalid(
+                "listen",
+                "at least one address is needed",
+            ));
         }
 
         let backend_str = o
@@ -244,7 +250,10 @@ impl Settings {
         let cache = CacheSettings {
             size: parse_size(
                 "cache.size",
-                o.cache_size.as_deref().or(c.size.as_deref()).unwrap_or("256MiB"),
+                o.cache_size
+                    .as_deref()
+                    .or(c.size.as_deref())
+                    .unwrap_or("256MiB"),
             )?,
             max_object_size: parse_size(
                 "cache.max_object_size",
@@ -276,7 +285,10 @@ impl Settings {
         }
         let mut cookies: Vec<String> = match a.session_cookies {
             Some(list) => list,
-            None => DEFAULT_SESSION_COOKIES.iter().map(|s| s.to_string()).collect(),
+            None => DEFAULT_SESSION_COOKIES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         };
         cookies.extend(a.extra_session_cookies.unwrap_or_default());
         let mut pass: Vec<String> = a.pass_paths.unwrap_or_default();
@@ -292,7 +304,10 @@ impl Settings {
 
         let l = file.limits.unwrap_or_default();
         let limits = Limits {
-            max_connections: positive("limits.max_connections", l.max_connections.unwrap_or(10_000))?,
+            max_connections: positive(
+                "limits.max_connections",
+                l.max_connections.unwrap_or(10_000),
+            )?,
             max_header_bytes: parse_size(
                 "limits.max_header_bytes",
                 l.max_header_bytes.as_deref().unwrap_or("64KiB"),
@@ -376,7 +391,10 @@ mod tests {
         assert_eq!(s.cache.size, 256 * 1024 * 1024);
         assert!(s.cache.micro_cache.is_none());
         assert!(s.anonymous.session_cookies.is_session("PHPSESSID"));
-        assert!(s.anonymous.session_cookies.is_session("wordpress_logged_in_abc"));
+        assert!(s
+            .anonymous
+            .session_cookies
+            .is_session("wordpress_logged_in_abc"));
         assert!(!s.anonymous.session_cookies.is_session("_ga"));
     }
 
@@ -454,7 +472,10 @@ mod tests {
         };
         let s = Settings::resolve(FileConfig::default(), &o).unwrap();
         assert!(s.anonymous.pass_paths.is_match("/wp-admin/edit.php"));
-        assert!(s.anonymous.pass_paths.is_match("/wp-login.php?action=lostpassword"));
+        assert!(s
+            .anonymous
+            .pass_paths
+            .is_match("/wp-login.php?action=lostpassword"));
         assert!(!s.anonymous.pass_paths.is_match("/2024/01/hello-world/"));
     }
 

@@ -4,7 +4,11 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::ConfigError;
 
-fn build(option: &'static str, patterns: &[String], case_insensitive: bool) -> Result<GlobSet, ConfigError> {
+fn build(
+    option: &'static str,
+    patterns: &[String],
+    case_insensitive: bool,
+) -> Result<GlobSet, ConfigError> {
     let mut b = GlobSetBuilder::new();
     for p in patterns {
         let glob = GlobBuilder::new(p)
@@ -12,7 +16,9 @@ fn build(option: &'static str, patterns: &[String], case_insensitive: bool) -> R
             .literal_separator(false)
             .backslash_escape(true)
             .build()
-            .map_err(|e| ConfigError::invalid(option, format!("`{p}` is not a glob pattern: {e}")))?;
+            .map_err(|e| {
+                ConfigError::invalid(option, format!("`{p}` is not a glob pattern: {e}"))
+            })?;
         b.add(glob);
     }
     b.build()

@@ -65,7 +65,10 @@ impl Preset {
                 let names: Vec<&str> = Preset::ALL.iter().map(|(n, _)| *n).collect();
                 ConfigError::invalid(
                     "preset",
-                    format!("unknown preset `{name}`; known presets: {}", names.join(", ")),
+                    format!(
+                        "unknown preset `{name}`; known presets: {}",
+                        names.join(", ")
+                    ),
                 )
             })
     }

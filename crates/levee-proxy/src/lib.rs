@@ -1,1 +1,12 @@
-//! levee-proxy
+//! `levee serve`: the caching reverse proxy.
+//!
+//! [`Server`] owns the listener and connections; [`handler`] walks one request through
+//! its phases; [`upstream`] talks to the backend under the overload limit.
+
+pub mod body;
+pub mod handler;
+pub mod headers;
+pub mod server;
+pub mod upstream;
+
+pub use server::{BindError, Server};

@@ -1,10 +1,20 @@
+//! The `levee` binary: parses the command line and hands over to one subcommand.
+//! Exit codes: 0 success, 1 the work failed, 2 bad usage or configuration.
+
+mod cmd;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
 
 /// levee: a caching reverse proxy and load tester for slow dynamic sites.
+///
+/// Put `levee serve` in front of a PHP CMS, wiki or forum: anonymous visitors get cached
+/// pages even when the application starts a session on every request, while logged-in
+/// users always reach the application.
 #[derive(Debug, Parser)]
-#[command(name = "levee", version, about, long_about = None)]
+#[command(name = "levee", version, about, long_about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -12,13 +22,22 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the caching reverse proxy in front of a backend.
+    Serve(cmd::serve::ServeArgs),
     /// Measure how a server behaves under load.
     Bench(levee_bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("LEVEE_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let result = match cli.command {
+        Command::Serve(args) => cmd::serve::run(args),
         Command::Bench(cmd) => levee_bench::main(cmd),
     };
     match result {

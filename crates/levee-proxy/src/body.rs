@@ -1,0 +1,104 @@
+//! The one response body type levee sends, so that no response is boxed.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use levee_cache::Reader;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::{Instant, Sleep};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A response body: empty, from memory (cache hits), from a coalesced fill, or streamed
+/// straight from the backend (pass), holding its backend slot until done.
+pub enum ProxyBody {
+    Empty,
+    Full(Option<Bytes>),
+    Fill(Reader),
+    Pass(Box<PassBody>),
+}
+
+/// A backend body streamed through. The backend slot is released when it is dropped,
+/// and a backend that pauses longer than the read timeout ends the response.
+pub struct PassBody {
+    pub(crate) inner: Incoming,
+    pub(crate) _permit: Option<OwnedSemaphorePermit>,
+    pub(crate) timeout: Duration,
+    pub(crate) deadline: Pin<Box<Sleep>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the backend paused longer than the read timeout ({0:?}) in the middle of a response")]
+pub struct ReadTimeout(Duration);
+
+impl ProxyBody {
+    pub fn full(b: Bytes) -> ProxyBody {
+        ProxyBody::Full(Some(b))
+    }
+
+    pub fn pass(
+        inner: Incoming,
+        permit: Option<OwnedSemaphorePermit>,
+        timeout: Duration,
+    ) -> ProxyBody {
+        ProxyBody::Pass(Box::new(PassBody {
+            inner,
+            _permit: permit,
+            timeout,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+        }))
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ProxyBody::Empty => Poll::Ready(None),
+            ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ProxyBody::Fill(r) => r
+                .poll_chunk(cx)
+                .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
+            ProxyBody::Pass(p) => match Pin::new(&mut p.inner).poll_frame(cx) {
+                Poll::Ready(r) => {
+                    let t = p.timeout;
+                    p.deadline.as_mut().reset(Instant::now() + t);
+                    Poll::Ready(r.map(|r| r.map_err(|e| Box::new(e) as BoxError)))
+                }
+                Poll::Pending => match p.deadline.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(ReadTimeout(p.timeout))))),
+                    Poll::Pending => Poll::Pending,
+                },
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ProxyBody::Empty => true,
+            ProxyBody::Full(b) => b.is_none(),
+            ProxyBody::Fill(_) => false,
+            ProxyBody::Pass(p) => p.inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ProxyBody::Empty => SizeHint::with_exact(0),
+            ProxyBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            ProxyBody::Fill(_) => SizeHint::default(),
+            ProxyBody::Pass(p) => p.inner.size_hint(),
+        }
+    }
+}
+
+use std::future::Future;

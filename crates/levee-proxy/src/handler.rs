@@ -1,0 +1,796 @@
+//! The phases of one request: classify → cache key → lookup → (fill | pass) → respond.
+//!
+//! Invariant above all others: a request that carries a session cookie or
+//! `Authorization` never reads from nor writes to the cache, and a stored response never
+//! carries a `Set-Cookie`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use levee_cache::policy::{self, Candidate};
+use levee_cache::{
+    conditional, store, CacheControl, Coalescer, Entry, Fill, NotStored, PolicyConfig, Reader,
+    Store, VaryKey,
+};
+use levee_config::Settings;
+
+use crate::body::{BoxError, ProxyBody};
+use crate::headers::{add_forwarded, add_via, strip_hop_by_hop, X_CACHE, X_CACHE_REASON};
+use crate::upstream::{UpBody, Upstream, UpstreamError};
+
+/// Everything the request handlers share.
+pub struct Shared {
+    pub settings: Settings,
+    pub store: Store,
+    pub fills: Coalescer<FillHead>,
+    /// Keys whose last response was not cacheable: fetched without coalescing for a while.
+    pub hit_for_miss: moka::sync::Cache<String, ()>,
+    pub upstream: Upstream,
+    pub policy: PolicyConfig,
+}
+
+impl Shared {
+    pub fn new(settings: Settings) -> Shared {
+        let c = &settings.cache;
+        let policy = PolicyConfig {
+            heuristic: c.heuristic,
+            heuristic_fraction: c.heuristic_fraction,
+            heuristic_max: c.heuristic_max,
+            micro_cache: c.micro_cache,
+            grace: c.grace,
+            keep: c.keep,
+            max_object_size: c.max_object_size,
+        };
+        Shared {
+            store: Store::new(c.size),
+            fills: Coalescer::default(),
+            hit_for_miss: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(c.hit_for_miss.max(Duration::from_millis(1)))
+                .build(),
+            upstream: Upstream::new(&settings),
+            policy,
+            settings,
+        }
+    }
+}
+
+/// What waiting requests learn from a fill once the backend answered.
+pub enum FillHead {
+    /// A full response is streaming in.
+    Stream(StreamHead),
+    /// The backend confirmed (304) a stale entry; here it is, refreshed.
+    Refreshed(Arc<Entry>),
+    /// No response: connect failure, timeout or overload.
+    Failed(UpstreamError),
+}
+
+pub struct StreamHead {
+    status: StatusCode,
+    headers: HeaderMap,
+    vary: VaryKey,
+    storable: Result<(), NotStored>,
+    initial_age: Duration,
+    response_time: Instant,
+}
+
+#[derive(Clone, Copy)]
+enum XCache {
+    Hit,
+    Miss,
+    Stale,
+    Pass,
+    Revalidated,
+}
+
+impl XCache {
+    fn value(self) -> HeaderValue {
+        HeaderValue::from_static(match self {
+            XCache::Hit => "HIT",
+            XCache::Miss => "MISS",
+            XCache::Stale => "STALE",
+            XCache::Pass => "PASS",
+            XCache::Revalidated => "REVALIDATED",
+        })
+    }
+}
+
+type Resp = Response<ProxyBody>;
+
+/// Entry point for every request.
+pub async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    client: SocketAddr,
+) -> Result<Resp, Infallible> {
+    let (parts, body) = req.into_parts();
+    let resp = if parts.method == Method::GET || parts.method == Method::HEAD {
+        match classify(&shared, &parts) {
+            Ok(key) => cached(&shared, parts, body, key, client).await,
+            Err(reason) => pass(&shared, parts, body, client, reason).await,
+        }
+    } else {
+        pass(&shared, parts, body, client, NotStored::Method).await
+    };
+    Ok(resp)
+}
+
+/// The cache key for a request that may use the cache, or why it must pass.
+fn classify(shared: &Shared, parts: &request::Parts) -> Result<String, NotStored> {
+    let h = &parts.headers;
+    if h.contains_key(header::AUTHORIZATION) {
+        return Err(NotStored::Session);
+    }
+    let anon = &shared.settings.anonymous;
+    for cookie in h.get_all(header::COOKIE) {
+        // A cookie header we cannot read might hide a session: pass.
+        let Ok(s) = cookie.to_str() else {
+            return Err(NotStored::Session);
+        };
+        for pair in s.split(';') {
+            let name = pair.split_once('=').map_or(pair, |(n, _)| n).trim();
+            if !name.is_empty() && anon.session_cookies.is_session(name) {
+                return Err(NotStored::Session);
+            }
+        }
+    }
+    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    if anon.pass_paths.is_match(pq) {
+        return Err(NotStored::PassPath);
+    }
+    Ok(store::key("http", host_of(parts), pq))
+}
+
+fn host_of(parts: &request::Parts) -> &str {
+    parts
+        .headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str()))
+        .unwrap_or("")
+}
+
+/// GET or HEAD that may be answered from the cache.
+async fn cached(
+    shared: &Arc<Shared>,
+    parts: request::Parts,
+    body: Incoming,
+    key: String,
+    client: SocketAddr,
+) -> Resp {
+    let req_cc = CacheControl::from_request_headers(&parts.headers);
+    let now = Instant::now();
+    if let Some(entry) = shared.store.get(&key, &parts.headers) {
+        match entry.staleness(now) {
+            Ok(remaining) => {
+                let age = entry.age(now).as_secs();
+                let acceptable = !req_cc.no_cache
+                    && !entry.freshness.no_cache
+                    && req_cc.max_age.is_none_or(|m| age <= m)
+                    && req_cc.min_fresh.is_none_or(|m| remaining.as_secs() >= m);
+                if acceptable {
+                    return serve_entry(shared, &entry, &parts, XCache::Hit, now);
+                }
+            }
+            Err(stale_by) => {
+                let f = &entry.freshness;
+                let client_accepts = !f.no_cache
+                    && !f.must_revalidate
+                    && req_cc.max_stale.is_some_and(|m| stale_by.as_secs() <= m);
+                if client_accepts {
+                    return serve_entry(shared, &entry, &parts, XCache::Stale, now);
+                }
+                if !req_cc.no_cache && f.allows_stale_while_revalidate(stale_by) {
+                    revalidate_in_background(shared, &key, &parts, &entry, client);
+                    return serve_entry(shared, &entry, &parts, XCache::Stale, now);
+                }
+            }
+        }
+        return fetch(shared, parts, body, key, Some(entry), client, true).await;
+    }
+    if req_cc.only_if_cached {
+        return error_response(
+            StatusCode::GATEWAY_TIMEOUT,
+            "the response is not in the cache and the request said only-if-cached",
+        );
+    }
+    let coalesce = !shared.hit_for_miss.contains_key(&key);
+    fetch(shared, parts, body, key, None, client, coalesce).await
+}
+
+/// Gets the response from the backend through a fill, shared with concurrent requests for
+/// the same key when `coalesce`.
+async fn fetch(
+    shared: &Arc<Shared>,
+    parts: request::Parts,
+    body: Incoming,
+    key: String,
+    stale: Option<Arc<Entry>>,
+    client: SocketAddr,
+    coalesce: bool,
+) -> Resp {
+    let max = usize::try_from(shared.policy.max_object_size).unwrap_or(usize::MAX);
+    let (fill, leader) = if coalesce {
+        shared.fills.get_or_create(&key, max)
+    } else {
+        (Fill::new(max), true)
+    };
+    let mut reader = None;
+    if leader {
+        reader = fill.join();
+        let req = backend_request(&parts, client, stale.as_deref());
+        let ctx = FillCtx {
+            key: key.clone(),
+            req_cc: CacheControl::from_request_headers(&parts.headers),
+            req_headers: parts.headers.clone(),
+            stale: stale.clone(),
+            registered: coalesce,
+        };
+        tokio::spawn(run_fill(shared.clone(), fill.clone(), req, ctx));
+    }
+    let head = fill.head().await;
+    let now = Instant::now();
+    match &*head {
+        FillHead::Stream(h) => {
+            if !leader {
+                let usable = h.storable.is_ok() && h.vary.matches(&parts.headers);
+                reader = if usable { fill.join() } else { None };
+                if reader.is_none() {
+                    // Not shareable: this request goes to the backend on its own, in parallel.
+                    let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
+                    return pass(shared, parts, body, client, reason).await;
+                }
+            }
+            let Some(reader) = reader else {
+                return error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "levee lost track of a backend response",
+                );
+            };
+            stream_response(shared, h, reader, &parts, now)
+        }
+        FillHead::Refreshed(entry) => {
+            if entry.vary.matches(&parts.headers) {
+                serve_entry(shared, entry, &parts, XCache::Revalidated, now)
+            } else {
+                pass(shared, parts, body, client, NotStored::HitForMiss).await
+            }
+        }
+        FillHead::Failed(err) => {
+            if let Some(stale) = stale {
+                if let Err(stale_by) = stale.staleness(now) {
+                    if stale.freshness.allows_stale_on_error(stale_by) {
+                        return serve_entry(shared, &stale, &parts, XCache::Stale, now);
+                    }
+                }
+            }
+            upstream_error_response(err)
+        }
+    }
+}
+
+/// Starts one background revalidation for a stale entry, unless one is running.
+fn revalidate_in_background(
+    shared: &Arc<Shared>,
+    key: &str,
+    parts: &request::Parts,
+    entry: &Arc<Entry>,
+    client: SocketAddr,
+) {
+    if shared.fills.get(key).is_some() {
+        return;
+    }
+    let max = usize::try_from(shared.policy.max_object_size).unwrap_or(usize::MAX);
+    let (fill, created) = shared.fills.get_or_create(key, max);
+    if !created {
+        return;
+    }
+    let req = backend_request(parts, client, Some(entry));
+    let ctx = FillCtx {
+        key: key.to_string(),
+        req_cc: CacheControl::default(),
+        req_headers: parts.headers.clone(),
+        stale: Some(entry.clone()),
+        registered: true,
+    };
+    tokio::spawn(run_fill(shared.clone(), fill, req, ctx));
+}
+
+struct FillCtx {
+    key: String,
+    req_cc: CacheControl,
+    req_headers: HeaderMap,
+    stale: Option<Arc<Entry>>,
+    registered: bool,
+}
+
+/// The filler task: one backend request, its body streamed to the readers and stored.
+async fn run_fill(
+    shared: Arc<Shared>,
+    fill: Arc<Fill<FillHead>>,
+    req: Request<UpBody>,
+    ctx: FillCtx,
+) {
+    let done = |shared: &Shared, fill: &Arc<Fill<FillHead>>| {
+        if ctx.registered {
+            shared.fills.remove(&ctx.key, fill);
+        }
+    };
+    let _permit = match shared.upstream.slot().await {
+        Ok(p) => p,
+        Err(e) => {
+            fill.set_head(FillHead::Failed(e));
+            done(&shared, &fill);
+            return;
+        }
+    };
+    let request_time = SystemTime::now();
+    let resp = match shared.upstream.send(req).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(key = %ctx.key, error = %e, "backend request failed");
+            fill.set_head(FillHead::Failed(e));
+            done(&shared, &fill);
+            return;
+        }
+    };
+    let response_time = SystemTime::now();
+    let response_instant = Instant::now();
+    let (mut head, mut body) = resp.into_parts();
+    strip_hop_by_hop(&mut head.headers);
+
+    if head.status == StatusCode::NOT_MODIFIED {
+        if let Some(stale) = &ctx.stale {
+            let entry = refresh(
+                &shared,
+                &ctx,
+                stale,
+                head.headers,
+                request_time,
+                response_time,
+                response_instant,
+            );
+            fill.set_head(FillHead::Refreshed(entry));
+            done(&shared, &fill);
+            return;
+        }
+    }
+
+    let session = |n: &str| shared.settings.anonymous.session_cookies.is_session(n);
+    let candidate = Candidate {
+        method: &Method::GET,
+        request_cc: &ctx.req_cc,
+        anonymous: true,
+        status: head.status,
+        headers: &head.headers,
+        now: response_time,
+    };
+    let decision = policy::decide(&candidate, &shared.policy, &session);
+    let initial_age = policy::initial_age(&head.headers, request_time, response_time);
+    head.headers.remove(header::AGE);
+    if matches!(&decision, Ok(s) if s.strip_set_cookie) {
+        head.headers.remove(header::SET_COOKIE);
+    }
+    let storable = decision.as_ref().map(|_| ()).map_err(|e| *e);
+    if let Err(reason) = storable {
+        fill.stop_buffering();
+        done(&shared, &fill);
+        if reason != NotStored::RequestNoStore {
+            shared.hit_for_miss.insert(ctx.key.clone(), ());
+        }
+    }
+    let vary = VaryKey::new(&head.headers, &ctx.req_headers);
+    let stored_headers = decision.is_ok().then(|| head.headers.clone());
+    fill.set_head(FillHead::Stream(StreamHead {
+        status: head.status,
+        headers: head.headers,
+        vary: vary.clone(),
+        storable,
+        initial_age,
+        response_time: response_instant,
+    }));
+
+    let read_timeout = shared.settings.limits.backend_read_timeout;
+    loop {
+        match tokio::time::timeout(read_timeout, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if !data.is_empty() && !fill.push(data, read_timeout).await {
+                        // Nobody is reading and the body is not being stored: stop.
+                        done(&shared, &fill);
+                        return;
+                    }
+                }
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                tracing::warn!(key = %ctx.key, error = %e, "backend response body failed");
+                fill.fail(read_timeout).await;
+                done(&shared, &fill);
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(key = %ctx.key, "backend paused longer than the read timeout");
+                fill.fail(read_timeout).await;
+                done(&shared, &fill);
+                return;
+            }
+        }
+    }
+    fill.finish();
+    if let (Ok(st), Some(mut headers)) = (decision, stored_headers) {
+        match fill.take_body() {
+            Some(chunks) => {
+                let body = concat(chunks);
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+                let entry = Entry {
+                    status: head.status,
+                    headers,
+                    body,
+                    vary,
+                    freshness: st.freshness,
+                    initial_age,
+                    response_time: response_instant,
+                };
+                shared.store.insert(ctx.key.clone(), Arc::new(entry));
+                shared.hit_for_miss.invalidate(&ctx.key);
+            }
+            None => shared.hit_for_miss.insert(ctx.key.clone(), ()),
+        }
+    }
+    done(&shared, &fill);
+}
+
+/// Merges a 304's headers into a stale entry (RFC 9111 §4.3.4) and stores the result.
+fn refresh(
+    shared: &Shared,
+    ctx: &FillCtx,
+    stale: &Entry,
+    new_headers: HeaderMap,
+    request_time: SystemTime,
+    response_time: SystemTime,
+    response_instant: Instant,
+) -> Arc<Entry> {
+    let mut headers = stale.headers.clone();
+    let mut last = None;
+    for (name, value) in new_headers {
+        // Iterating an owned HeaderMap yields the name once, then None for repeats.
+        let name = match name {
+            Some(n) => {
+                last = Some(n.clone());
+                if n != header::CONTENT_LENGTH {
+                    headers.remove(&n);
+                }
+                n
+            }
+            None => match &last {
+                Some(n) => n.clone(),
+                None => continue,
+            },
+        };
+        if name == header::CONTENT_LENGTH || name == header::SET_COOKIE {
+            continue;
+        }
+        headers.append(name, value);
+    }
+    let initial_age = policy::initial_age(&headers, request_time, response_time);
+    headers.remove(header::AGE);
+    let session = |n: &str| shared.settings.anonymous.session_cookies.is_session(n);
+    let candidate = Candidate {
+        method: &Method::GET,
+        request_cc: &ctx.req_cc,
+        anonymous: true,
+        status: stale.status,
+        headers: &headers,
+        now: response_time,
+    };
+    let decision = policy::decide(&candidate, &shared.policy, &session);
+    let freshness = match &decision {
+        Ok(s) => s.freshness,
+        Err(_) => stale.freshness,
+    };
+    let entry = Arc::new(Entry {
+        status: stale.status,
+        headers,
+        body: stale.body.clone(),
+        vary: stale.vary.clone(),
+        freshness,
+        initial_age,
+        response_time: response_instant,
+    });
+    if decision.is_ok() {
+        shared.store.insert(ctx.key.clone(), entry.clone());
+    } else {
+        shared.store.invalidate(&ctx.key);
+    }
+    entry
+}
+
+fn concat(chunks: Vec<Bytes>) -> Bytes {
+    if chunks.len() == 1 {
+        return chunks.into_iter().next().unwrap_or_default();
+    }
+    let len = chunks.iter().map(|c| c.len()).sum();
+    let mut b = BytesMut::with_capacity(len);
+    for c in chunks {
+        b.extend_from_slice(&c);
+    }
+    b.freeze()
+}
+
+/// The request a fill sends: always a plain GET with no cookies and no client
+/// preconditions, because its response may be shared with everyone.
+fn backend_request(
+    parts: &request::Parts,
+    client: SocketAddr,
+    stale: Option<&Entry>,
+) -> Request<UpBody> {
+    let mut headers = parts.headers.clone();
+    strip_hop_by_hop(&mut headers);
+    for h in [
+        header::COOKIE,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_MATCH,
+        header::IF_UNMODIFIED_SINCE,
+        header::IF_RANGE,
+        header::RANGE,
+    ] {
+        headers.remove(h);
+    }
+    if let Some(s) = stale {
+        if let Some(e) = s.etag() {
+            headers.insert(header::IF_NONE_MATCH, e.clone());
+        }
+        if let Some(lm) = s.last_modified() {
+            headers.insert(header::IF_MODIFIED_SINCE, lm.clone());
+        }
+    }
+    finish_backend_headers(&mut headers, parts, client);
+    let mut req = Request::new(Empty::<Bytes>::new().map_err(|e| match e {}).boxed_unsync());
+    *req.method_mut() = Method::GET;
+    *req.uri_mut() = parts.uri.clone();
+    *req.headers_mut() = headers;
+    req
+}
+
+fn finish_backend_headers(headers: &mut HeaderMap, parts: &request::Parts, client: SocketAddr) {
+    if !headers.contains_key(header::HOST) {
+        if let Some(a) = parts.uri.authority() {
+            if let Ok(v) = HeaderValue::from_str(a.as_str()) {
+                headers.insert(header::HOST, v);
+            }
+        }
+    }
+    let host = headers.get(header::HOST).cloned();
+    add_forwarded(headers, client.ip(), host.as_ref());
+    add_via(headers, parts.version);
+}
+
+/// Sends the request to the backend as it is; the response is never stored.
+async fn pass(
+    shared: &Arc<Shared>,
+    parts: request::Parts,
+    body: Incoming,
+    client: SocketAddr,
+    reason: NotStored,
+) -> Resp {
+    let permit = match shared.upstream.slot().await {
+        Ok(p) => p,
+        Err(e) => return upstream_error_response(&e),
+    };
+    let unsafe_method = !matches!(
+        parts.method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    );
+    let invalidation_host = host_of(&parts).to_string();
+    let invalidation_pq = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let mut headers = parts.headers.clone();
+    strip_hop_by_hop(&mut headers);
+    finish_backend_headers(&mut headers, &parts, client);
+    let mut req = Request::new(body.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
+    *req.method_mut() = parts.method.clone();
+    *req.uri_mut() = parts.uri.clone();
+    *req.headers_mut() = headers;
+    let resp = match shared.upstream.send(req).await {
+        Ok(r) => r,
+        Err(e) => return upstream_error_response(&e),
+    };
+    let (mut head, body) = resp.into_parts();
+    if unsafe_method && (head.status.is_success() || head.status.is_redirection()) {
+        invalidate_after_unsafe(shared, &invalidation_host, &invalidation_pq, &head.headers);
+    }
+    strip_hop_by_hop(&mut head.headers);
+    add_via(&mut head.headers, http::Version::HTTP_11);
+    head.headers.insert(X_CACHE.clone(), XCache::Pass.value());
+    if !head.headers.contains_key(header::AGE) {
+        head.headers
+            .insert(header::AGE, HeaderValue::from_static("0"));
+    }
+    if shared.settings.debug_headers {
+        head.headers.insert(
+            X_CACHE_REASON.clone(),
+            HeaderValue::from_static(reason.as_str()),
+        );
+    }
+    let body = if parts.method == Method::HEAD {
+        ProxyBody::Empty
+    } else {
+        ProxyBody::pass(
+            body,
+            Some(permit),
+            shared.settings.limits.backend_read_timeout,
+        )
+    };
+    Response::from_parts(head, body)
+}
+
+/// RFC 9111 §4.4: a successful unsafe request invalidates the target URI and the URIs in
+/// `Location` and `Content-Location` when they are on the same host.
+fn invalidate_after_unsafe(shared: &Shared, host: &str, pq: &str, response: &HeaderMap) {
+    shared.store.invalidate(&store::key("http", host, pq));
+    for h in [header::LOCATION, header::CONTENT_LOCATION] {
+        let Some(v) = response.get(h).and_then(|v| v.to_str().ok()) else {
+            continue;
+        };
+        let Ok(uri) = v.parse::<http::Uri>() else {
+            continue;
+        };
+        let same_host = uri
+            .authority()
+            .is_none_or(|a| a.as_str().eq_ignore_ascii_case(host));
+        if same_host && uri.path().starts_with('/') {
+            let pq = uri.path_and_query().map_or("/", |p| p.as_str());
+            shared.store.invalidate(&store::key("http", host, pq));
+        }
+    }
+}
+
+/// A stored response, or 304/412 when the client's preconditions say so.
+fn serve_entry(
+    shared: &Shared,
+    entry: &Entry,
+    parts: &request::Parts,
+    x: XCache,
+    now: Instant,
+) -> Resp {
+    let age = policy::age_header(entry.age(now));
+    if let Some(status) = conditional::evaluate(&parts.method, &parts.headers, &entry.headers) {
+        return precondition_response(shared, status, &entry.headers, age, x);
+    }
+    let body = if parts.method == Method::HEAD {
+        ProxyBody::Empty
+    } else {
+        ProxyBody::full(entry.body.clone())
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = entry.status;
+    let headers = resp.headers_mut();
+    *headers = entry.headers.clone();
+    headers.insert(header::AGE, age);
+    headers.insert(X_CACHE.clone(), x.value());
+    add_via(headers, http::Version::HTTP_11);
+    if shared.settings.debug_headers {
+        headers.insert(X_CACHE_REASON.clone(), HeaderValue::from_static("stored"));
+    }
+    resp
+}
+
+/// A response streaming in from a fill.
+fn stream_response(
+    shared: &Shared,
+    h: &StreamHead,
+    reader: Reader,
+    parts: &request::Parts,
+    now: Instant,
+) -> Resp {
+    let age = policy::age_header(h.initial_age + now.saturating_duration_since(h.response_time));
+    if h.storable.is_ok() && h.status == StatusCode::OK {
+        if let Some(status) = conditional::evaluate(&parts.method, &parts.headers, &h.headers) {
+            return precondition_response(shared, status, &h.headers, age, XCache::Miss);
+        }
+    }
+    let body = if parts.method == Method::HEAD {
+        ProxyBody::Empty
+    } else {
+        ProxyBody::Fill(reader)
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = h.status;
+    let headers = resp.headers_mut();
+    *headers = h.headers.clone();
+    headers.insert(header::AGE, age);
+    headers.insert(X_CACHE.clone(), XCache::Miss.value());
+    add_via(headers, http::Version::HTTP_11);
+    if shared.settings.debug_headers {
+        let reason = match h.storable {
+            Ok(()) => "stored",
+            Err(r) => r.as_str(),
+        };
+        headers.insert(X_CACHE_REASON.clone(), HeaderValue::from_static(reason));
+    }
+    resp
+}
+
+/// 304 (with the fields RFC 9110 §15.4.5 asks for) or 412.
+fn precondition_response(
+    shared: &Shared,
+    status: StatusCode,
+    stored: &HeaderMap,
+    age: HeaderValue,
+    x: XCache,
+) -> Resp {
+    let mut resp = Response::new(ProxyBody::Empty);
+    *resp.status_mut() = status;
+    let headers = resp.headers_mut();
+    if status == StatusCode::NOT_MODIFIED {
+        for name in [
+            header::CACHE_CONTROL,
+            header::CONTENT_LOCATION,
+            header::DATE,
+            header::ETAG,
+            header::EXPIRES,
+            header::VARY,
+        ] {
+            for v in stored.get_all(&name) {
+                headers.append(name.clone(), v.clone());
+            }
+        }
+        if !stored.contains_key(header::ETAG) {
+            if let Some(lm) = stored.get(header::LAST_MODIFIED) {
+                headers.insert(header::LAST_MODIFIED, lm.clone());
+            }
+        }
+    }
+    headers.insert(header::AGE, age);
+    headers.insert(X_CACHE.clone(), x.value());
+    add_via(headers, http::Version::HTTP_11);
+    if shared.settings.debug_headers {
+        headers.insert(
+            X_CACHE_REASON.clone(),
+            HeaderValue::from_static("conditional"),
+        );
+    }
+    resp
+}
+
+fn upstream_error_response(e: &UpstreamError) -> Resp {
+    let mut resp = error_response(e.status(), &e.to_string());
+    if matches!(e, UpstreamError::Overloaded { .. }) {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    }
+    resp
+}
+
+/// A short plain-text error that says what happened.
+pub fn error_response(status: StatusCode, message: &str) -> Resp {
+    let text = format!(
+        "{} {}\n{}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        message
+    );
+    let mut resp = Response::new(ProxyBody::full(Bytes::from(text)));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(X_CACHE.clone(), HeaderValue::from_static("ERROR"));
+    h.insert(header::AGE, HeaderValue::from_static("0"));
+    resp
+}

@@ -1,0 +1,103 @@
+//! Header rules for a proxy: hop-by-hop fields (RFC 9110 §7.6.1), `Via`, and the
+//! `X-Forwarded-*` family.
+
+use std::net::IpAddr;
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+/// Fields that describe one connection and must not be forwarded.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+/// Removes hop-by-hop fields, including those the `Connection` field names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if let Some(conn) = headers.get(header::CONNECTION) {
+        if let Ok(s) = conn.to_str() {
+            let named: Vec<HeaderName> = s
+                .split(',')
+                .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+                .collect();
+            for n in named {
+                headers.remove(n);
+            }
+        }
+    }
+    for h in &HOP_BY_HOP {
+        headers.remove(h);
+    }
+    headers.remove(header::UPGRADE);
+}
+
+pub static VIA_VALUE: HeaderValue = HeaderValue::from_static("1.1 levee");
+
+/// Appends levee to `Via`.
+pub fn add_via(headers: &mut HeaderMap, version: http::Version) {
+    let ours = match version {
+        http::Version::HTTP_10 => HeaderValue::from_static("1.0 levee"),
+        http::Version::HTTP_2 => HeaderValue::from_static("2 levee"),
+        _ => VIA_VALUE.clone(),
+    };
+    headers.append(header::VIA, ours);
+}
+
+pub static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+pub static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+pub static X_CACHE: HeaderName = HeaderName::from_static("x-cache");
+pub static X_CACHE_REASON: HeaderName = HeaderName::from_static("x-cache-reason");
+
+/// Adds `X-Forwarded-For` (appending the client to any list it sent), `-Proto` and `-Host`.
+pub fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, host: Option<&HeaderValue>) {
+    let client = client.to_string();
+    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(prev) if !prev.trim().is_empty() => format!("{prev}, {client}"),
+        _ => client,
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        headers.insert(X_FORWARDED_FOR.clone(), v);
+    }
+    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
+    if let Some(h) = host {
+        headers.insert(X_FORWARDED_HOST.clone(), h.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_named_fields_are_removed() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("close, x-secret"),
+        );
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("x-kept", HeaderValue::from_static("1"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        strip_hop_by_hop(&mut h);
+        assert!(h.get("x-secret").is_none());
+        assert!(h.get(header::TRANSFER_ENCODING).is_none());
+        assert!(h.get("x-kept").is_some());
+    }
+
+    #[test]
+    fn forwarded_for_appends() {
+        let mut h = HeaderMap::new();
+        h.insert(&X_FORWARDED_FOR, HeaderValue::from_static("10.0.0.1"));
+        add_forwarded(&mut h, "127.0.0.1".parse().unwrap(), None);
+        assert_eq!(h[&X_FORWARDED_FOR], "10.0.0.1, 127.0.0.1");
+    }
+}

@@ -1,0 +1,181 @@
+//! The listener: accept with a connection limit, HTTP/1.1 (keep-alive) or HTTP/2 with
+//! prior knowledge, header limits and timeouts, graceful drain on shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use levee_config::Settings;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use crate::handler::{handle, Shared};
+
+/// A bound, not yet running, `levee serve`.
+pub struct Server {
+    listeners: Vec<TcpListener>,
+    shared: Arc<Shared>,
+}
+
+/// Binding failed; says which address and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr}: {source}{hint}")]
+pub struct BindError {
+    pub addr: SocketAddr,
+    pub source: std::io::Error,
+    hint: &'static str,
+}
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+impl Server {
+    /// Binds every listen address; nothing is served until [`run`](Self::run).
+    pub async fn bind(settings: Settings) -> Result<Server, BindError> {
+        let mut listeners = Vec::new();
+        for addr in &settings.listen {
+            let l = TcpListener::bind(addr).await.map_err(|source| {
+                let hint = match source.kind() {
+                    std::io::ErrorKind::AddrInUse => " (another program uses this port; pick another with --listen)",
+                    std::io::ErrorKind::PermissionDenied => " (ports below 1024 need root or CAP_NET_BIND_SERVICE; pick a higher one with --listen)",
+                    _ => "",
+                };
+                BindError { addr: *addr, source, hint }
+            })?;
+            listeners.push(l);
+        }
+        Ok(Server {
+            listeners,
+            shared: Arc::new(Shared::new(settings)),
+        })
+    }
+
+    /// The addresses actually bound (useful with port 0).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// The shared state (cache, backend), for stats and tests.
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    /// Serves until `shutdown` completes, then drains in-flight requests for at most the
+    /// configured shutdown timeout.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let limits = self.shared.settings.limits.clone();
+        let graceful = Arc::new(GracefulShutdown::new());
+        let conns = Arc::new(Semaphore::new(limits.max_connections));
+        let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+        let mut tasks = Vec::new();
+        for listener in self.listeners {
+            let shared = self.shared.clone();
+            let graceful = graceful.clone();
+            let conns = conns.clone();
+            let mut stop = stop_tx.subscribe();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let permit = tokio::select! {
+                        _ = stop.recv() => break,
+                        p = conns.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                    };
+                    let (stream, peer) = tokio::select! {
+                        _ = stop.recv() => break,
+                        r = listener.accept() => match r {
+                            Ok(x) => x,
+                            Err(e) => {
+                                // EMFILE and friends: wait a little instead of spinning.
+                                tracing::warn!(error = %e, "accept failed");
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                continue;
+                            }
+                        },
+                    };
+                    let shared = shared.clone();
+                    let graceful = graceful.clone();
+                    tokio::spawn(async move {
+                        serve_connection(shared, stream, peer, &graceful).await;
+                        drop(permit);
+                    });
+                }
+            }));
+        }
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, draining in-flight requests");
+        let _ = stop_tx.send(());
+        for t in tasks {
+            let _ = t.await;
+        }
+        let graceful = Arc::try_unwrap(graceful).unwrap_or_else(|_| GracefulShutdown::new());
+        match tokio::time::timeout(limits.shutdown_timeout, graceful.shutdown()).await {
+            Ok(()) => tracing::info!("all connections closed"),
+            Err(_) => {
+                tracing::warn!(timeout = ?limits.shutdown_timeout, "drain timed out; closing remaining connections")
+            }
+        }
+    }
+}
+
+async fn serve_connection(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    graceful: &GracefulShutdown,
+) {
+    let _ = stream.set_nodelay(true);
+    let limits = &shared.settings.limits;
+    // hyper's auto-detection has no timer while it waits for the first bytes, so an idle
+    // connection could be held forever; detect the HTTP/2 preface ourselves, with one.
+    let is_h2 = match tokio::time::timeout(limits.header_timeout, sniff_h2(&stream)).await {
+        Ok(Ok(h2)) => h2,
+        _ => return,
+    };
+    let svc_shared = shared.clone();
+    let service = service_fn(move |req| handle(svc_shared.clone(), req, peer));
+    let io = TokioIo::new(stream);
+    if is_h2 {
+        let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        b.timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+            .keep_alive_interval(Some(Duration::from_secs(30)));
+        let conn = b.serve_connection(io, service);
+        let _ = graceful.watch(conn).await;
+    } else {
+        let mut b = hyper::server::conn::http1::Builder::new();
+        b.timer(TokioTimer::new())
+            .keep_alive(true)
+            .header_read_timeout(limits.header_timeout)
+            .max_headers(limits.max_headers)
+            .max_header_size(limits.max_header_bytes);
+        let conn = b.serve_connection(io, service);
+        if let Err(e) = graceful.watch(conn).await {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
+        }
+    }
+}
+
+/// Peeks until the bytes either are the HTTP/2 preface or cannot be.
+async fn sniff_h2(stream: &TcpStream) -> std::io::Result<bool> {
+    let mut buf = [0u8; 24];
+    loop {
+        let n = stream.peek(&mut buf).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if buf[..n] != H2_PREFACE[..n] {
+            return Ok(false);
+        }
+        if n == H2_PREFACE.len() {
+            return Ok(true);
+        }
+        // A prefix of the preface so far. peek does not consume, so readiness stays
+        // set: poll again shortly instead of spinning.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -1,0 +1,1 @@
+//! `levee demo`: placeholder until the embedded origin lands.

@@ -1,0 +1,158 @@
+//! `levee serve`: flags → settings → bind → serve until SIGTERM/SIGINT.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use levee_config::{Overrides, Settings};
+
+/// Arguments of `levee serve`. Every flag overrides the same option in the config file.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  levee serve --backend http://127.0.0.1:9000\n  levee serve --backend http://127.0.0.1:9000 --preset wordpress --micro-cache 3s\n  levee serve --config levee.toml --check\n\nEvery option is documented in levee.example.toml."
+)]
+pub struct ServeArgs {
+    /// The origin to forward to, like http://127.0.0.1:9000.
+    #[arg(long, short = 'b', value_name = "URL")]
+    pub backend: Option<String>,
+    /// Address to listen on; repeat for several [default: 127.0.0.1:8080].
+    #[arg(long, short = 'l', value_name = "ADDR")]
+    pub listen: Vec<String>,
+    /// TOML config file (see levee.example.toml for every option).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Application preset: wordpress, mediawiki, drupal, xe, gnuboard, moniwiki; repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Vec<String>,
+    /// Cache anonymous HTML without explicit freshness for this long, like 3s.
+    #[arg(long, value_name = "DURATION")]
+    pub micro_cache: Option<String>,
+    /// Memory for cached responses, like 256MiB.
+    #[arg(long, value_name = "SIZE")]
+    pub cache_size: Option<String>,
+    /// How long stale content may be served when the backend fails, like 1h.
+    #[arg(long, value_name = "DURATION")]
+    pub grace: Option<String>,
+    /// Most concurrent requests the backend will ever see.
+    #[arg(long, value_name = "N")]
+    pub backend_max_concurrency: Option<usize>,
+    /// Add X-Cache-Reason: why a response was or was not stored.
+    #[arg(long)]
+    pub debug_headers: bool,
+    /// Validate the configuration, print it, and exit.
+    #[arg(long)]
+    pub check: bool,
+}
+
+impl ServeArgs {
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let overrides = Overrides {
+            listen: self.listen.clone(),
+            backend: self.backend.clone(),
+            presets: self.preset.clone(),
+            micro_cache: self.micro_cache.clone(),
+            cache_size: self.cache_size.clone(),
+            grace: self.grace.clone(),
+            debug_headers: self.debug_headers,
+            backend_max_concurrency: self.backend_max_concurrency,
+        };
+        Ok(Settings::load(self.config.as_deref(), &overrides)?)
+    }
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let settings = args.settings()?;
+    if args.check {
+        print_settings(&settings);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let server = levee_proxy::Server::bind(settings.clone()).await?;
+        for addr in server.local_addrs() {
+            tracing::info!(%addr, backend = %settings.backend, "levee serving");
+            eprintln!(
+                "levee: listening on http://{addr}, backend {}",
+                settings.backend
+            );
+        }
+        server.run(shutdown_signal()).await;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGTERM or SIGINT (Ctrl-C).
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = tokio::signal::ctrl_c() => {},
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn print_settings(s: &Settings) {
+    println!("configuration is valid");
+    println!(
+        "listen            {}",
+        s.listen
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!("backend           {}", s.backend);
+    println!(
+        "cache size        {} bytes (objects up to {} bytes)",
+        s.cache.size, s.cache.max_object_size
+    );
+    println!(
+        "micro-cache       {}",
+        s.cache
+            .micro_cache
+            .map_or("off".to_string(), |d| format!("{d:?}"))
+    );
+    println!("grace             {:?}", s.cache.grace);
+    println!(
+        "presets           {}",
+        if s.anonymous.presets.is_empty() {
+            "none".to_string()
+        } else {
+            s.anonymous
+                .presets
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    println!(
+        "session cookies   {}",
+        s.anonymous.session_cookies.patterns().join(" ")
+    );
+    println!(
+        "pass paths        {}",
+        s.anonymous.pass_paths.patterns().join(" ")
+    );
+    println!(
+        "backend limit     {} concurrent, queue {}, wait {:?}",
+        s.limits.backend_max_concurrency, s.limits.backend_queue, s.limits.backend_queue_timeout
+    );
+}
