@@ -26,6 +26,8 @@ enum Command {
     Serve(cmd::serve::ServeArgs),
     /// Measure how a server behaves under load.
     Bench(levee_bench::BenchCommand),
+    /// Run a slow demo origin that starts a PHP session on every page.
+    Origin(cmd::origin::OriginArgs),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Bench(cmd) => levee_bench::main(cmd),
+        Command::Origin(args) => cmd::origin::run(args),
     };
     match result {
         Ok(code) => code,

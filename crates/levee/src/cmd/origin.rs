@@ -1,0 +1,162 @@
+//! `levee origin`: a deliberately slow origin that behaves like the seed sites (XE,
+//! gnuboard, MoniWiki): every page takes a while to render and starts a PHP session.
+//! Used by `levee demo`, the benchmarks and the tests as a real server to put levee in
+//! front of.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, COOKIE, SET_COOKIE};
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+
+/// Arguments of `levee origin`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OriginArgs {
+    /// Address to listen on.
+    #[arg(long, short = 'l', default_value = "127.0.0.1:9000")]
+    pub listen: SocketAddr,
+    /// Time each page takes to "render".
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    pub delay: Duration,
+    /// Cache-Control sent with every page (none by default).
+    #[arg(long, value_name = "VALUE")]
+    pub cache_control: Option<String>,
+    /// Do not start a PHP session (no Set-Cookie: PHPSESSID) on anonymous requests.
+    #[arg(long)]
+    pub no_session: bool,
+    /// Page size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub body_size: usize,
+}
+
+/// Counters a test or benchmark reads from `GET /__origin/stats`.
+#[derive(Default)]
+pub struct OriginStats {
+    pub requests: AtomicU64,
+    pub in_flight: AtomicUsize,
+    pub max_in_flight: AtomicUsize,
+}
+
+pub fn run(args: OriginArgs) -> anyhow::Result<std::process::ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = TcpListener::bind(args.listen).await.map_err(|e| {
+            anyhow::anyhow!(
+                "cannot listen on {}: {e}; pick another address with --listen",
+                args.listen
+            )
+        })?;
+        eprintln!(
+            "levee origin: listening on http://{}, {:?} per page",
+            listener.local_addr()?,
+            args.delay
+        );
+        let stats = Arc::new(OriginStats::default());
+        tokio::select! {
+            _ = serve(listener, args, stats) => {},
+            _ = crate::cmd::serve::shutdown_signal() => {},
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Serves the origin on `listener` forever.
+pub async fn serve(listener: TcpListener, args: OriginArgs, stats: Arc<OriginStats>) {
+    let args = Arc::new(args);
+    let session_counter = Arc::new(AtomicU64::new(1));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let args = args.clone();
+        let stats = stats.clone();
+        let sessions = session_counter.clone();
+        tokio::spawn(async move {
+            let svc =
+                service_fn(move |req| page(req, args.clone(), stats.clone(), sessions.clone()));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+async fn page(
+    req: Request<Incoming>,
+    args: Arc<OriginArgs>,
+    stats: Arc<OriginStats>,
+    sessions: Arc<AtomicU64>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.uri().path() == "/__origin/stats" {
+        let body = format!(
+            "{{\"requests\":{},\"max_in_flight\":{}}}\n",
+            stats.requests.load(Ordering::Relaxed),
+            stats.max_in_flight.load(Ordering::Relaxed)
+        );
+        let mut r = Response::new(Full::new(Bytes::from(body)));
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        r.headers_mut()
+            .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return Ok(r);
+    }
+    stats.requests.fetch_add(1, Ordering::Relaxed);
+    let now = stats.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+    stats.max_in_flight.fetch_max(now, Ordering::AcqRel);
+    tokio::time::sleep(args.delay).await;
+    stats.in_flight.fetch_sub(1, Ordering::AcqRel);
+
+    let session = req
+        .headers()
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|s| s.split(';'))
+        .find_map(|c| c.trim().strip_prefix("PHPSESSID=").map(str::to_string));
+    let who = match &session {
+        Some(sid) => format!("logged in as session {sid}"),
+        None => "anonymous visitor".to_string(),
+    };
+    let mut html = format!(
+        "<!doctype html><html><head><title>levee origin</title></head><body><h1>{}</h1><p>{who}</p>",
+        req.uri().path()
+    );
+    while html.len() + 15 < args.body_size {
+        html.push_str("<p>lorem</p>\n");
+    }
+    html.push_str("</body></html>");
+    let mut r = Response::new(Full::new(Bytes::from(html)));
+    *r.status_mut() = StatusCode::OK;
+    let h = r.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=UTF-8"),
+    );
+    if let Some(cc) = &args.cache_control {
+        if let Ok(v) = HeaderValue::from_str(cc) {
+            h.insert(CACHE_CONTROL, v);
+        }
+    }
+    if session.is_none() && !args.no_session {
+        let id = sessions.fetch_add(1, Ordering::Relaxed);
+        if let Ok(v) = HeaderValue::from_str(&format!("PHPSESSID=demo{id:08x}; path=/")) {
+            h.insert(SET_COOKIE, v);
+        }
+    }
+    Ok(r)
+}
