@@ -49,7 +49,13 @@ impl VaryKey {
 
 /// All field lines of `name` combined with ", ", whitespace around commas removed, as
 /// RFC 9111 §4.1 allows a cache to normalise.
+///
+/// `Cookie` and `Authorization` always count as absent: levee never sends them with a
+/// request whose response may be stored, so they cannot tell variants apart.
 fn normalized(request: &HeaderMap, name: &HeaderName) -> Option<Bytes> {
+    if name == http::header::COOKIE || name == http::header::AUTHORIZATION {
+        return None;
+    }
     let mut values = request.get_all(name).iter().peekable();
     values.peek()?;
     let mut out = Vec::new();
@@ -144,5 +150,15 @@ mod tests {
         other.remove("accept-encoding");
         other.insert("accept-language", HeaderValue::from_static("en"));
         assert!(!key.matches(&other));
+    }
+
+    #[test]
+    fn cookies_never_split_variants() {
+        let mut resp = HeaderMap::new();
+        resp.insert(VARY, HeaderValue::from_static("Cookie"));
+        let key = VaryKey::new(&resp, &HeaderMap::new());
+        let mut req = HeaderMap::new();
+        req.insert("cookie", HeaderValue::from_static("_ga=1"));
+        assert!(key.matches(&req));
     }
 }
