@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use levee_config::Settings;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 
 use crate::handler::{handle, Shared};
 
@@ -70,23 +69,22 @@ impl Server {
     /// configured shutdown timeout.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let limits = self.shared.settings.limits.clone();
-        let graceful = Arc::new(GracefulShutdown::new());
+        // Every open connection holds one permit, so "all permits back" means drained.
         let conns = Arc::new(Semaphore::new(limits.max_connections));
-        let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut tasks = Vec::new();
         for listener in self.listeners {
             let shared = self.shared.clone();
-            let graceful = graceful.clone();
             let conns = conns.clone();
-            let mut stop = stop_tx.subscribe();
+            let mut stop = stop_rx.clone();
             tasks.push(tokio::spawn(async move {
                 loop {
                     let permit = tokio::select! {
-                        _ = stop.recv() => break,
+                        _ = stop.changed() => break,
                         p = conns.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
                     };
                     let (stream, peer) = tokio::select! {
-                        _ = stop.recv() => break,
+                        _ = stop.changed() => break,
                         r = listener.accept() => match r {
                             Ok(x) => x,
                             Err(e) => {
@@ -98,23 +96,26 @@ impl Server {
                         },
                     };
                     let shared = shared.clone();
-                    let graceful = graceful.clone();
+                    let stop = stop.clone();
                     tokio::spawn(async move {
-                        serve_connection(shared, stream, peer, &graceful).await;
+                        serve_connection(shared, stream, peer, stop).await;
                         drop(permit);
                     });
                 }
+                // Dropping the listener here closes the port: new connections are refused.
             }));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections, draining in-flight requests");
-        let _ = stop_tx.send(());
+        let _ = stop_tx.send(true);
         for t in tasks {
             let _ = t.await;
         }
-        let graceful = Arc::try_unwrap(graceful).unwrap_or_else(|_| GracefulShutdown::new());
-        match tokio::time::timeout(limits.shutdown_timeout, graceful.shutdown()).await {
-            Ok(()) => tracing::info!("all connections closed"),
+        let total = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+        let drained =
+            tokio::time::timeout(limits.shutdown_timeout, conns.acquire_many(total)).await;
+        match drained {
+            Ok(_) => tracing::info!("all connections closed"),
             Err(_) => {
                 tracing::warn!(timeout = ?limits.shutdown_timeout, "drain timed out; closing remaining connections")
             }
@@ -126,26 +127,45 @@ async fn serve_connection(
     shared: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
-    graceful: &GracefulShutdown,
+    mut stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
     let limits = &shared.settings.limits;
     // hyper's auto-detection has no timer while it waits for the first bytes, so an idle
     // connection could be held forever; detect the HTTP/2 preface ourselves, with one.
-    let is_h2 = match tokio::time::timeout(limits.header_timeout, sniff_h2(&stream)).await {
-        Ok(Ok(h2)) => h2,
-        _ => return,
+    let is_h2 = tokio::select! {
+        r = tokio::time::timeout(limits.header_timeout, sniff_h2(&stream)) => match r {
+            Ok(Ok(h2)) => h2,
+            _ => return,
+        },
+        _ = stop.changed() => return,
     };
     let svc_shared = shared.clone();
     let service = service_fn(move |req| handle(svc_shared.clone(), req, peer));
     let io = TokioIo::new(stream);
+    // On shutdown, finish the request in flight, then close (graceful_shutdown).
+    macro_rules! drive {
+        ($conn:expr) => {{
+            let conn = $conn;
+            tokio::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = stop.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.as_mut().await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        }};
+    }
     if is_h2 {
         let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         b.timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
             .keep_alive_interval(Some(Duration::from_secs(30)));
-        let conn = b.serve_connection(io, service);
-        let _ = graceful.watch(conn).await;
+        drive!(b.serve_connection(io, service));
     } else {
         let mut b = hyper::server::conn::http1::Builder::new();
         b.timer(TokioTimer::new())
@@ -153,10 +173,7 @@ async fn serve_connection(
             .header_read_timeout(limits.header_timeout)
             .max_headers(limits.max_headers)
             .max_header_size(limits.max_header_bytes);
-        let conn = b.serve_connection(io, service);
-        if let Err(e) = graceful.watch(conn).await {
-            tracing::debug!(%peer, error = %e, "connection ended with an error");
-        }
+        drive!(b.serve_connection(io, service));
     }
 }
 
