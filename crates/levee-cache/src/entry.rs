@@ -25,7 +25,7 @@ impl VaryKey {
                     continue;
                 }
                 if let Ok(h) = HeaderName::from_bytes(name.as_bytes()) {
-                    if !fields.iter().any(|(n, _)| n == &h) {
+                    if !fields.iter().any(|(n, _)| *n == h) {
                         let value = normalized(request, &h);
                         fields.push((h, value));
                     }

@@ -66,6 +66,8 @@ impl std::fmt::Display for Incomplete {
     }
 }
 
+impl std::error::Error for Incomplete {}
+
 const READER_CHANNEL: usize = 64;
 
 impl<H> Fill<H> {
@@ -347,5 +349,3 @@ mod tests {
         assert!(fill.take_body().is_none());
     }
 }
-
-impl std::error::Error for Incomplete {}
