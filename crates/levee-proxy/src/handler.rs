@@ -16,8 +16,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use levee_cache::policy::{self, Candidate};
 use levee_cache::{
-    conditional, store, CacheControl, Coalescer, Entry, Fill, NotStored, PolicyConfig, Reader,
-    Store, VaryKey,
+    compact_headers, conditional, store, CacheControl, Coalescer, Entry, Fill, NotStored,
+    PolicyConfig, Reader, Store, VaryKey,
 };
 use levee_config::Settings;
 
@@ -432,7 +432,7 @@ async fn run_fill(
                 headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
                 let entry = Entry {
                     status: head.status,
-                    headers,
+                    headers: compact_headers(&headers),
                     body,
                     vary,
                     freshness: st.freshness,
@@ -498,7 +498,7 @@ fn refresh(
     };
     let entry = Arc::new(Entry {
         status: stale.status,
-        headers,
+        headers: compact_headers(&headers),
         body: stale.body.clone(),
         vary: stale.vary.clone(),
         freshness,
@@ -513,10 +513,10 @@ fn refresh(
     entry
 }
 
+/// Copies the body into one exactly sized buffer. Always a copy, even for one chunk: a
+/// chunk from hyper can be a slice of a much larger read buffer, which storing it would
+/// pin in memory for the entry's lifetime.
 fn concat(chunks: Vec<Bytes>) -> Bytes {
-    if chunks.len() == 1 {
-        return chunks.into_iter().next().unwrap_or_default();
-    }
     let len = chunks.iter().map(|c| c.len()).sum();
     let mut b = BytesMut::with_capacity(len);
     for c in chunks {
