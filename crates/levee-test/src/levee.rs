@@ -1,0 +1,234 @@
+//! The real `levee serve` process, on an ephemeral port, killed when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::client::{Req, Resp};
+
+/// How long levee may take to print its "listening on" line.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Options for one `levee serve` process.
+pub struct LeveeBuilder {
+    bin: PathBuf,
+    args: Vec<String>,
+    config: Option<String>,
+}
+
+impl LeveeBuilder {
+    /// `levee serve --listen 127.0.0.1:0` with the binary at `bin`; see also the
+    /// [`levee!`](crate::levee) macro.
+    pub fn new(bin: impl Into<PathBuf>) -> LeveeBuilder {
+        LeveeBuilder {
+            bin: bin.into(),
+            args: vec!["serve".into(), "--listen".into(), "127.0.0.1:0".into()],
+            config: None,
+        }
+    }
+
+    pub fn backend(self, url: &str) -> LeveeBuilder {
+        self.arg("--backend").arg(url)
+    }
+
+    pub fn arg(mut self, arg: &str) -> LeveeBuilder {
+        self.args.push(arg.to_string());
+        self
+    }
+
+    pub fn args(mut self, args: &[&str]) -> LeveeBuilder {
+        self.args.extend(args.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// `--debug-headers`: adds `X-Cache-Reason`.
+    pub fn debug_headers(self) -> LeveeBuilder {
+        self.arg("--debug-headers")
+    }
+
+    /// A config file with this TOML text (appended to any set before).
+    pub fn config(mut self, toml: &str) -> LeveeBuilder {
+        let mut c = self.config.take().unwrap_or_default();
+        c.push_str(toml);
+        c.push('\n');
+        self.config = Some(c);
+        self
+    }
+
+    /// Spawns levee and waits until it listens. Panics (with levee's stderr) if it exits
+    /// or does not listen in time.
+    pub fn start(self) -> Levee {
+        let config_file = self.config.as_ref().map(|text| {
+            let path = temp_path("toml");
+            std::fs::write(&path, text).expect("write config file");
+            path
+        });
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(&self.args);
+        if let Some(p) = &config_file {
+            cmd.arg("--config").arg(p);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .env("LEVEE_LOG", "warn");
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()));
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
+        let thread_log = log.clone();
+        std::thread::spawn(move || {
+            let mut addr_tx = Some(addr_tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(tx) = &addr_tx {
+                    if let Some(addr) = parse_listening(&line) {
+                        let _ = tx.send(addr);
+                        addr_tx = None;
+                    }
+                }
+                let mut l = thread_log.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let mut levee = Levee {
+            child,
+            addr: "0.0.0.0:0".parse().expect("placeholder"),
+            log,
+            config_file,
+            args: self.args,
+        };
+        match addr_rx.recv_timeout(START_TIMEOUT) {
+            Ok(addr) => levee.addr = addr,
+            Err(_) => {
+                let status = levee.child.try_wait().ok().flatten();
+                std::thread::sleep(Duration::from_millis(50));
+                panic!(
+                    "levee {:?} did not start listening (exit status {status:?}); stderr:\n{}",
+                    levee.args,
+                    levee.stderr()
+                );
+            }
+        }
+        levee
+    }
+}
+
+/// `levee: listening on http://127.0.0.1:PORT, backend ...` → the address.
+fn parse_listening(line: &str) -> Option<SocketAddr> {
+    let rest = line.split("listening on http://").nth(1)?;
+    let addr = rest.split([',', ' ']).next()?;
+    addr.parse().ok()
+}
+
+fn temp_path(ext: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    std::env::temp_dir().join(format!("levee-test-{}-{n}.{ext}", std::process::id()))
+}
+
+/// A running `levee serve`. Killed (SIGKILL) when dropped, unless it already exited.
+pub struct Levee {
+    child: Child,
+    addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+    config_file: Option<PathBuf>,
+    args: Vec<String>,
+}
+
+impl Levee {
+    /// The address levee listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR/path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What levee has written to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Sends SIGTERM (graceful drain).
+    pub fn sigterm(&self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM {} failed", self.pid());
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for the process to exit; `None` if it is still running after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// `GET path` on a new connection.
+    pub async fn get(&self, path: &str) -> Resp {
+        Req::get(path).send(self).await
+    }
+
+    /// `GET path` with extra headers, on a new connection.
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
+        let mut r = Req::get(path);
+        for (k, v) in headers {
+            r = r.header(k, v);
+        }
+        r.send(self).await
+    }
+}
+
+impl Drop for Levee {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        if let Some(p) = &self.config_file {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_line_is_parsed() {
+        assert_eq!(
+            parse_listening("levee: listening on http://127.0.0.1:4321, backend http://x:1"),
+            Some("127.0.0.1:4321".parse().unwrap())
+        );
+        assert_eq!(parse_listening("levee: something else"), None);
+    }
+}
