@@ -178,9 +178,24 @@ impl Req {
     }
 
     /// Sends the request on a new connection; returns as soon as the response head is in.
+    /// The connection lives as long as the response body is being read.
     pub async fn send_streaming(self, addr: SocketAddr) -> Response<Incoming> {
-        let mut conn = Conn::open(addr).await;
-        conn.send_streaming(self).await
+        let stream = tokio::time::timeout(REQUEST_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .expect("connect timed out")
+            .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
+        let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("HTTP/1.1 handshake");
+        // Ends by itself once the response is complete and `sender` is gone.
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let req = self.build(addr);
+        tokio::time::timeout(REQUEST_TIMEOUT, sender.send_request(req))
+            .await
+            .unwrap_or_else(|_| panic!("response head from {addr} timed out"))
+            .unwrap_or_else(|e| panic!("request to {addr} failed: {e}"))
     }
 }
 
