@@ -24,6 +24,8 @@ struct Cli {
 enum Command {
     /// Run the caching reverse proxy in front of a backend.
     Serve(cmd::serve::ServeArgs),
+    /// See levee work: a slow session-starting origin, direct vs through levee.
+    Demo(cmd::demo::DemoArgs),
     /// Measure how a server behaves under load.
     Bench(levee_bench::BenchCommand),
     /// Run a slow demo origin that starts a PHP session on every page.
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
         Command::Bench(cmd) => levee_bench::main(cmd),
         Command::Origin(args) => cmd::origin::run(args),
     };

@@ -1,1 +1,132 @@
-//! `levee demo`: placeholder until the embedded origin lands.
+//! `levee demo`: the seed experiment in one command. Starts a slow origin that behaves
+//! like XE or gnuboard (every page takes 20 ms and starts a PHP session), puts levee in
+//! front of it with default settings, loads both and prints the speed-up.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use levee_config::{FileConfig, Overrides, Settings};
+use tokio::net::TcpListener;
+
+use crate::cmd::origin::{self, OriginArgs, OriginStats};
+
+/// Arguments of `levee demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// How long to load each target.
+    #[arg(long, short = 'd', default_value = "5s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Concurrent clients.
+    #[arg(long, short = 'c', default_value_t = 64)]
+    pub concurrency: usize,
+    /// Time the origin takes per page.
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    pub delay: Duration,
+    /// Cache-Control the origin sends (MoniWiki's micro-caching patch by default).
+    #[arg(long, default_value = "public, s-maxage=3, max-age=0")]
+    pub cache_control: String,
+    /// Pages the origin renders at once (php-fpm's default pm.max_children is 5).
+    #[arg(long, default_value_t = 5)]
+    pub workers: usize,
+    /// After measuring, keep the origin and levee running until Ctrl-C.
+    #[arg(long)]
+    pub serve: bool,
+}
+
+pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(demo(args))
+}
+
+async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let origin_listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("cannot bind the demo origin")?;
+    let origin_addr = origin_listener.local_addr()?;
+    let origin_args = OriginArgs {
+        listen: origin_addr,
+        delay: args.delay,
+        cache_control: Some(args.cache_control.clone()),
+        no_session: false,
+        body_size: 4096,
+        workers: args.workers,
+    };
+    let stats = Arc::new(OriginStats::default());
+    tokio::spawn(origin::serve(origin_listener, origin_args, stats.clone()));
+
+    let overrides = Overrides {
+        listen: vec!["127.0.0.1:0".into()],
+        backend: Some(format!("http://{origin_addr}")),
+        ..Overrides::default()
+    };
+    let settings = Settings::resolve(FileConfig::default(), &overrides)?;
+    let server = levee_proxy::Server::bind(settings).await?;
+    let levee_addr = *server
+        .local_addrs()
+        .first()
+        .context("levee bound no address")?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let levee = tokio::spawn(server.run(async {
+        let _ = stop_rx.await;
+    }));
+
+    println!("levee demo");
+    println!(
+        "  origin  http://{origin_addr}  {:?} per page, {} workers, Set-Cookie: PHPSESSID on every response,",
+        args.delay, args.workers
+    );
+    println!("          Cache-Control: {}", args.cache_control);
+    println!("  levee   http://{levee_addr}  default settings, in front of the origin");
+    println!();
+
+    let origin_url = format!("http://{origin_addr}/wiki/FrontPage");
+    let levee_url = format!("http://{levee_addr}/wiki/FrontPage");
+    println!(
+        "loading each for {:?} with {} concurrent clients ...",
+        args.duration, args.concurrency
+    );
+    let direct = levee_bench::quick(&origin_url, args.concurrency, args.duration, &[]).await?;
+    let origin_before = stats.requests.load(std::sync::atomic::Ordering::Relaxed);
+    let through = levee_bench::quick(&levee_url, args.concurrency, args.duration, &[]).await?;
+    let origin_after = stats.requests.load(std::sync::atomic::Ordering::Relaxed);
+
+    println!();
+    println!(
+        "  {:<16} {:>12} {:>10} {:>10} {:>8}",
+        "", "requests/s", "p50 ms", "p99 ms", "errors"
+    );
+    for (name, r) in [("origin direct", &direct), ("through levee", &through)] {
+        println!(
+            "  {:<16} {:>12.0} {:>10.2} {:>10.2} {:>8}",
+            name, r.rps, r.p50_ms, r.p99_ms, r.errors
+        );
+    }
+    let speedup = if direct.rps > 0.0 {
+        through.rps / direct.rps
+    } else {
+        0.0
+    };
+    println!();
+    println!(
+        "  speed-up: {speedup:.0}x; the origin rendered {} pages for levee's {} requests",
+        origin_after - origin_before,
+        through.requests
+    );
+    println!("  anonymous pages were cached although every response set PHPSESSID;");
+    println!("  a request that sends a PHPSESSID cookie always reaches the origin:");
+    println!("    curl -si -H 'Cookie: PHPSESSID=me' {levee_url}   # X-Cache: PASS");
+
+    if args.serve {
+        println!();
+        println!("serving until Ctrl-C: try curl -si {levee_url}");
+        crate::cmd::serve::shutdown_signal().await;
+    }
+    let _ = stop_tx.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(5), levee).await;
+    Ok(ExitCode::SUCCESS)
+}

@@ -36,6 +36,10 @@ pub struct OriginArgs {
     /// Page size in bytes.
     #[arg(long, default_value_t = 1024)]
     pub body_size: usize,
+    /// Pages rendered at once; more requests queue, like php-fpm's pm.max_children
+    /// (whose default is 5). 0 means unlimited.
+    #[arg(long, default_value_t = 5)]
+    pub workers: usize,
 }
 
 /// Counters a test or benchmark reads from `GET /__origin/stats`.
@@ -74,6 +78,11 @@ pub fn run(args: OriginArgs) -> anyhow::Result<std::process::ExitCode> {
 
 /// Serves the origin on `listener` forever.
 pub async fn serve(listener: TcpListener, args: OriginArgs, stats: Arc<OriginStats>) {
+    let workers = Arc::new(tokio::sync::Semaphore::new(if args.workers == 0 {
+        tokio::sync::Semaphore::MAX_PERMITS
+    } else {
+        args.workers
+    }));
     let args = Arc::new(args);
     let session_counter = Arc::new(AtomicU64::new(1));
     loop {
@@ -85,9 +94,17 @@ pub async fn serve(listener: TcpListener, args: OriginArgs, stats: Arc<OriginSta
         let args = args.clone();
         let stats = stats.clone();
         let sessions = session_counter.clone();
+        let workers = workers.clone();
         tokio::spawn(async move {
-            let svc =
-                service_fn(move |req| page(req, args.clone(), stats.clone(), sessions.clone()));
+            let svc = service_fn(move |req| {
+                page(
+                    req,
+                    args.clone(),
+                    stats.clone(),
+                    sessions.clone(),
+                    workers.clone(),
+                )
+            });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .serve_connection(TokioIo::new(stream), svc)
@@ -101,6 +118,7 @@ async fn page(
     args: Arc<OriginArgs>,
     stats: Arc<OriginStats>,
     sessions: Arc<AtomicU64>,
+    workers: Arc<tokio::sync::Semaphore>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if req.uri().path() == "/__origin/stats" {
         let body = format!(
@@ -118,7 +136,10 @@ async fn page(
     stats.requests.fetch_add(1, Ordering::Relaxed);
     let now = stats.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
     stats.max_in_flight.fetch_max(now, Ordering::AcqRel);
-    tokio::time::sleep(args.delay).await;
+    {
+        let _worker = workers.acquire().await;
+        tokio::time::sleep(args.delay).await;
+    }
     stats.in_flight.fetch_sub(1, Ordering::AcqRel);
 
     let session = req
