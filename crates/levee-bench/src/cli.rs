@@ -46,7 +46,12 @@ pub struct BenchCommand {
     pub url: Option<String>,
 
     /// Concurrent connections (closed model), or connections the --rate is spread over.
-    #[arg(short = 'c', long = "connections", value_name = "N", default_value_t = 50)]
+    #[arg(
+        short = 'c',
+        long = "connections",
+        value_name = "N",
+        default_value_t = 50
+    )]
     pub connections: usize,
 
     /// How long to run (each sweep step); default 10s unless -n is given.
@@ -103,7 +108,12 @@ pub struct BenchCommand {
     pub http2: bool,
 
     /// URL list in siege's format: one URL per line, 'URL POST data' lines, # comments.
-    #[arg(short = 'f', long = "file", value_name = "FILE", conflicts_with = "url")]
+    #[arg(
+        short = 'f',
+        long = "file",
+        value_name = "FILE",
+        conflicts_with = "url"
+    )]
     pub file: Option<PathBuf>,
 
     /// Pick URLs from the -f list at random (default: in order).
@@ -185,8 +195,9 @@ pub fn parse_header(s: &str) -> Result<(HeaderName, HeaderValue)> {
         .ok_or_else(|| anyhow!("bad header '{s}': expected 'Name: value'"))?;
     let name = HeaderName::from_bytes(name.trim().as_bytes())
         .map_err(|_| anyhow!("bad header '{s}': '{}' is not a header name", name.trim()))?;
-    let value = HeaderValue::from_str(value.trim())
-        .map_err(|_| anyhow!("bad header '{s}': the value has characters not allowed in headers"))?;
+    let value = HeaderValue::from_str(value.trim()).map_err(|_| {
+        anyhow!("bad header '{s}': the value has characters not allowed in headers")
+    })?;
     Ok((name, value))
 }
 

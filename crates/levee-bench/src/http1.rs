@@ -36,8 +36,12 @@ pub(crate) struct Resp {
 #[derive(Debug)]
 pub(crate) enum ReadError {
     /// Connection closed; `any` tells whether part of a response had arrived.
-    Closed { any: bool },
-    Io { any: bool },
+    Closed {
+        any: bool,
+    },
+    Io {
+        any: bool,
+    },
     Protocol,
 }
 
@@ -423,7 +427,8 @@ mod tests {
 
     #[test]
     fn chunked_in_pieces() {
-        let body = b"4\r\nWiki\r\n5;ext=1\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\nNEXT";
+        let body =
+            b"4\r\nWiki\r\n5;ext=1\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\nNEXT";
         for split in 1..body.len() {
             let mut dec = Chunked::default();
             let (a, done) = dec.feed(&body[..split]).unwrap();

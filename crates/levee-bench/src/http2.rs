@@ -42,10 +42,12 @@ impl H2 {
             Some(s) => s,
             None => {
                 let stream = connect(plan.addrs[target.addr], plan.opts.connect_timeout).await?;
-                let (sender, conn) =
-                    hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-                        .await
-                        .map_err(|_| Failure::Connect)?;
+                let (sender, conn) = hyper::client::conn::http2::handshake(
+                    TokioExecutor::new(),
+                    TokioIo::new(stream),
+                )
+                .await
+                .map_err(|_| Failure::Connect)?;
                 tokio::task::spawn_local(async move {
                     let _ = conn.await;
                 });

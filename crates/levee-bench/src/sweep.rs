@@ -117,7 +117,10 @@ mod tests {
             parse_sweep("1..256").unwrap(),
             vec![1, 2, 4, 8, 16, 32, 64, 128, 256]
         );
-        assert_eq!(parse_sweep("1..100").unwrap(), vec![1, 2, 4, 8, 16, 32, 64, 100]);
+        assert_eq!(
+            parse_sweep("1..100").unwrap(),
+            vec![1, 2, 4, 8, 16, 32, 64, 100]
+        );
         assert_eq!(parse_sweep("10..1000:x10").unwrap(), vec![10, 100, 1000]);
         assert_eq!(parse_sweep("10..50:+20").unwrap(), vec![10, 30, 50]);
         assert_eq!(parse_sweep("1, 2..8 ,100").unwrap(), vec![1, 2, 4, 8, 100]);
@@ -126,7 +129,16 @@ mod tests {
 
     #[test]
     fn bad_syntax_explains() {
-        for bad in ["", "1,,2", "a", "0", "8..1", "1..8:x1", "1..8:*2", "1..1000000:+1"] {
+        for bad in [
+            "",
+            "1,,2",
+            "a",
+            "0",
+            "8..1",
+            "1..8:x1",
+            "1..8:*2",
+            "1..1000000:+1",
+        ] {
             let err = parse_sweep(bad).unwrap_err().to_string();
             assert!(err.contains("--sweep"), "{bad}: {err}");
         }

@@ -150,7 +150,10 @@ impl Plan {
                     spec.url
                 );
             }
-            let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+            let host = authority
+                .host()
+                .trim_start_matches('[')
+                .trim_end_matches(']');
             let port = authority.port_u16().unwrap_or(80);
             let key = (host.to_string(), port);
             let addr = match authorities.iter().position(|a| *a == key) {
@@ -158,9 +161,7 @@ impl Plan {
                 None => {
                     let resolved = (host, port)
                         .to_socket_addrs()
-                        .with_context(|| {
-                            format!("cannot resolve host '{host}' of {}", spec.url)
-                        })?
+                        .with_context(|| format!("cannot resolve host '{host}' of {}", spec.url))?
                         .next()
                         .ok_or_else(|| anyhow!("host '{host}' has no address"))?;
                     authorities.push(key);
@@ -244,8 +245,8 @@ fn render_h1(spec: &RequestSpec, path: &str, authority: &str, opts: &Options) ->
     if spec.form && !spec.body.is_empty() && !has(opts, "content-type") {
         out.extend_from_slice(b"Content-Type: application/x-www-form-urlencoded\r\n");
     }
-    let needs_length = !spec.body.is_empty()
-        || matches!(spec.method, Method::POST | Method::PUT | Method::PATCH);
+    let needs_length =
+        !spec.body.is_empty() || matches!(spec.method, Method::POST | Method::PUT | Method::PATCH);
     if needs_length && !has(opts, "content-length") {
         out.extend_from_slice(format!("Content-Length: {}\r\n", spec.body.len()).as_bytes());
     }

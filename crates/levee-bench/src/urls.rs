@@ -86,9 +86,9 @@ fn parse_line(line: &str, base: &Path) -> Result<UrlEntry> {
         "DELETE" => Method::DELETE,
         "HEAD" => Method::HEAD,
         "OPTIONS" => Method::OPTIONS,
-        _ => bail!(
-            "expected 'URL', 'URL POST data' or 'URL PUT data', found '{word}' after the URL"
-        ),
+        _ => {
+            bail!("expected 'URL', 'URL POST data' or 'URL PUT data', found '{word}' after the URL")
+        }
     };
     let data = data.trim();
     let body = if data.is_empty() {
@@ -143,9 +143,9 @@ fn expand(s: &str, vars: &HashMap<String, String>) -> Result<String> {
             .find(close)
             .ok_or_else(|| anyhow!("unclosed variable reference in '{s}'"))?;
         let name = &after[1..end];
-        let value = vars
-            .get(name)
-            .ok_or_else(|| anyhow!("variable '{name}' is used before it is defined (NAME=value)"))?;
+        let value = vars.get(name).ok_or_else(|| {
+            anyhow!("variable '{name}' is used before it is defined (NAME=value)")
+        })?;
         out.push_str(value);
         rest = &after[end + 1..];
     }

@@ -206,7 +206,7 @@ pub fn render_html(reports: &[Report]) -> String {
             if !many && r.steps.len() > 1 && r.steps.len() <= 16 {
                 timeline.markers.push(Marker {
                     x: t.start_s,
-                    label: format!("{}", s.concurrency),
+                    label: format!("c={}", s.concurrency),
                     color: "#7f7f7f",
                 });
             }
@@ -252,7 +252,7 @@ svg .grid {{ stroke: #e6e6e6; }}
 svg .axis {{ stroke: #888; }}
 svg .marker {{ stroke-dasharray: 4 3; }}
 table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; }}
-th, td {{ padding: 3px 10px; text-align: right; border-bottom: 1px solid #eee; }}
+th, td {{ padding: 3px 10px; text-align: right; border-bottom: 1px solid #eee; white-space: nowrap; }}
 th {{ background: #f4f4f4; }}
 td.l, th.l {{ text-align: left; }}
 .knee {{ background: #fff6e0; border-left: 4px solid #f0a000; padding: 6px 10px; }}

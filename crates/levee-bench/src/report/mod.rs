@@ -213,9 +213,7 @@ impl Report {
 
     /// The step with the highest throughput.
     pub fn peak(&self) -> Option<&StepReport> {
-        self.steps
-            .iter()
-            .max_by(|a, b| a.rps.total_cmp(&b.rps))
+        self.steps.iter().max_by(|a, b| a.rps.total_cmp(&b.rps))
     }
 }
 

@@ -66,10 +66,10 @@ pub(crate) struct Chart {
     pub(crate) x_ticks: Vec<f64>,
 }
 
-const W: f64 = 560.0;
+const W: f64 = 540.0;
 const H: f64 = 330.0;
 const ML: f64 = 64.0;
-const MR: f64 = 16.0;
+const MR: f64 = 28.0;
 const MT: f64 = 40.0;
 const MB: f64 = 50.0;
 
@@ -186,12 +186,7 @@ impl Chart {
         }
         let y_max = pts.iter().map(|p| p.1).fold(0.0f64, f64::max);
         let y_ticks = linear_ticks(0.0, if y_max > 0.0 { y_max } else { 1.0 });
-        let y1 = y_ticks
-            .last()
-            .copied()
-            .unwrap_or(1.0)
-            .max(y_max)
-            .max(1e-9);
+        let y1 = y_ticks.last().copied().unwrap_or(1.0).max(y_max).max(1e-9);
         let pw = W - ML - MR;
         let ph = H - MT - MB;
         let px = |x: f64| ML + (xs.fwd(x) - x0) / (x1 - x0) * pw;
@@ -228,7 +223,10 @@ impl Chart {
                     }
                     t
                 }
-                Scale::Linear => linear_ticks(x0, x1).into_iter().map(|v| (v, num(v))).collect(),
+                Scale::Linear => linear_ticks(x0, x1)
+                    .into_iter()
+                    .map(|v| (v, num(v)))
+                    .collect(),
             }
         };
         let mut last_label_x = f64::MIN;
@@ -282,7 +280,7 @@ impl Chart {
                 MT + ph,
                 m.color,
                 x + 3.0,
-                MT + 10.0,
+                MT + ph - 6.0,
                 m.color,
                 esc(&m.label)
             );

@@ -60,7 +60,11 @@ fn header(out: &mut String, r: &Report) {
     let _ = writeln!(out, "\nServer Software:        {server}");
     let _ = writeln!(out, "Server Hostname:        {host}");
     if c.urls > 1 {
-        let _ = writeln!(out, "Document Path:          {path} (and {} more URLs)", c.urls - 1);
+        let _ = writeln!(
+            out,
+            "Document Path:          {path} (and {} more URLs)",
+            c.urls - 1
+        );
     } else {
         let _ = writeln!(out, "Document Path:          {path}");
     }
@@ -231,7 +235,11 @@ fn sweep(out: &mut String, r: &Report) {
         }
     }
     if let Some(peak) = r.peak() {
-        let _ = write!(out, "\nAt peak throughput (concurrency {}):", peak.concurrency);
+        let _ = write!(
+            out,
+            "\nAt peak throughput (concurrency {}):",
+            peak.concurrency
+        );
         percentages(out, peak);
     }
 }
