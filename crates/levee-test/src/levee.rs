@@ -197,6 +197,34 @@ impl Levee {
         Req::get(path).send(self).await
     }
 
+    /// Waits until a fresh response for `GET path` is stored (a response reaches the
+    /// client a moment before the fill that produced it is stored). Polls with
+    /// `Cache-Control: only-if-cached`, which never reaches the backend.
+    pub async fn wait_stored(&self, path: &str) {
+        self.wait_stored_req(Req::get(path)).await
+    }
+
+    /// [`wait_stored`](Self::wait_stored) for a request with its own headers (Vary).
+    pub async fn wait_stored_req(&self, req: Req) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let r = req
+                .clone()
+                .header("cache-control", "only-if-cached")
+                .send(self)
+                .await;
+            if r.status == 200 && r.x_cache() == "HIT" {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the response was not stored within 5s: {}",
+                r.summary()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// `GET path` with extra headers, on a new connection.
     pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
         let mut r = Req::get(path);

@@ -42,3 +42,8 @@ pub async fn eventually(timeout: std::time::Duration, mut cond: impl FnMut() -> 
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
+
+/// `t` as an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`).
+pub fn http_date(t: std::time::SystemTime) -> String {
+    httpdate::fmt_http_date(t)
+}
