@@ -302,9 +302,10 @@ impl Origin {
     pub fn reset(&self) {
         self.state.recorded.lock().unwrap().clear();
         self.state.count.store(0, Ordering::SeqCst);
-        self.state
-            .max_in_flight
-            .store(self.state.in_flight.load(Ordering::SeqCst), Ordering::SeqCst);
+        self.state.max_in_flight.store(
+            self.state.in_flight.load(Ordering::SeqCst),
+            Ordering::SeqCst,
+        );
     }
 
     /// Stops listening and closes every connection: the backend is down. Idempotent.

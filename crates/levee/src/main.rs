@@ -27,7 +27,7 @@ enum Command {
     /// See levee work: a slow session-starting origin, direct vs through levee.
     Demo(cmd::demo::DemoArgs),
     /// Measure how a server behaves under load.
-    Bench(levee_bench::BenchCommand),
+    Bench(Box<levee_bench::BenchCommand>),
     /// Run a slow demo origin that starts a PHP session on every page.
     Origin(cmd::origin::OriginArgs),
 }
@@ -43,7 +43,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Demo(args) => cmd::demo::run(args),
-        Command::Bench(cmd) => levee_bench::main(cmd),
+        Command::Bench(cmd) => levee_bench::main(*cmd),
         Command::Origin(args) => cmd::origin::run(args),
     };
     match result {

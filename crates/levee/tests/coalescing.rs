@@ -9,7 +9,9 @@ use tokio::task::JoinSet;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_hundred_concurrent_misses_make_exactly_one_backend_request() {
     const CLIENTS: usize = 500;
-    let body: String = (0..10_000).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let body: String = (0..10_000)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
     let origin_body = body.clone();
     let origin = Origin::fixed(move || {
         Reply::text(origin_body.clone())
@@ -81,7 +83,11 @@ async fn uncacheable_response_releases_waiters_in_parallel_and_then_hit_for_miss
     let mut bodies: Vec<String> = resps.iter().map(|r| r.text()).collect();
     bodies.sort();
     bodies.dedup();
-    assert_eq!(bodies.len(), 10, "waiters shared a private response: {bodies:?}");
+    assert_eq!(
+        bodies.len(),
+        10,
+        "waiters shared a private response: {bodies:?}"
+    );
     assert_eq!(origin.requests(), 10);
     assert!(
         origin.max_in_flight() >= 5,

@@ -196,10 +196,7 @@ async fn http2_prior_knowledge_requests_are_served() {
     // The backend is spoken to in HTTP/1.1, with the authority as Host.
     let seen = origin.last();
     assert_eq!(seen.version, http::Version::HTTP_11);
-    assert_eq!(
-        seen.header("host"),
-        Some(levee.addr().to_string().as_str())
-    );
+    assert_eq!(seen.header("host"), Some(levee.addr().to_string().as_str()));
     // Several streams on the one connection; the second request for /h2 is a hit.
     let r = conn.send(Req::get("/h2")).await;
     assert_eq!(r.x_cache(), "HIT", "{}", r.summary());

@@ -415,7 +415,8 @@ async fn head_is_answered_from_a_stored_get() {
 async fn successful_unsafe_methods_invalidate_the_url_and_its_location() {
     let origin = Origin::start(|r| {
         if r.method == "GET" {
-            return Reply::text(format!("{} #{}", r.path, r.n)).header("cache-control", "max-age=60");
+            return Reply::text(format!("{} #{}", r.path, r.n))
+                .header("cache-control", "max-age=60");
         }
         if r.header("x-fail").is_some() {
             return Reply::status(500).body("failed");
@@ -459,7 +460,10 @@ async fn successful_unsafe_methods_invalidate_the_url_and_its_location() {
 
     // A failed unsafe request changes nothing: the stored response stays.
     warm(&["/item"]).await;
-    let r = Req::post("/item", "x").header("x-fail", "1").send(&levee).await;
+    let r = Req::post("/item", "x")
+        .header("x-fail", "1")
+        .send(&levee)
+        .await;
     assert_eq!(r.status, 500);
     assert_eq!(levee.get("/item").await.x_cache(), "HIT");
 }

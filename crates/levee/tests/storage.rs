@@ -113,7 +113,11 @@ async fn cache_size_bounds_what_is_stored_and_evicts_without_failing() {
     const OBJECTS: usize = 100;
     const SIZE: usize = 64 << 10;
     let origin = Origin::start(|r| {
-        let seed = r.path.trim_start_matches("/obj/").parse::<u8>().unwrap_or(0);
+        let seed = r
+            .path
+            .trim_start_matches("/obj/")
+            .parse::<u8>()
+            .unwrap_or(0);
         Reply::ok()
             .header("cache-control", "max-age=600")
             .body(pattern(SIZE, seed))
