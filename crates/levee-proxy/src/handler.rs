@@ -70,6 +70,9 @@ pub enum FillHead {
     Refreshed(Arc<Entry>),
     /// No response: connect failure, timeout or overload.
     Failed(UpstreamError),
+    /// The backend answered 500, 502, 503 or 504 while a stale copy may stand in for it
+    /// (RFC 5861 §4). Waiters with such a copy serve it; the others ask the backend.
+    ErrorStatus(StatusCode),
 }
 
 pub struct StreamHead {
@@ -193,6 +196,14 @@ async fn cached(
                 }
             }
         }
+        // RFC 9111 §5.2.1.7: a stored response the client may not have as it is, and
+        // the client forbids contacting the backend.
+        if req_cc.only_if_cached {
+            return error_response(
+                StatusCode::GATEWAY_TIMEOUT,
+                "the stored response is stale and the request said only-if-cached",
+            );
+        }
         return fetch(shared, parts, body, key, Some(entry), client, true).await;
     }
     if req_cc.only_if_cached {
@@ -264,16 +275,35 @@ async fn fetch(
             }
         }
         FillHead::Failed(err) => {
-            if let Some(stale) = stale {
-                if let Err(stale_by) = stale.staleness(now) {
-                    if stale.freshness.allows_stale_on_error(stale_by) {
-                        return serve_entry(shared, &stale, &parts, XCache::Stale, now);
-                    }
-                }
+            if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
+                return serve_entry(shared, &stale, &parts, XCache::Stale, now);
             }
             upstream_error_response(err)
         }
+        FillHead::ErrorStatus(status) => {
+            if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
+                return serve_entry(shared, &stale, &parts, XCache::Stale, now);
+            }
+            let reason = NotStored::Status;
+            tracing::debug!(%status, "backend error status without a usable stale copy");
+            pass(shared, parts, body, client, reason).await
+        }
     }
+}
+
+/// May `stale` stand in for a backend failure for a request with these headers?
+fn usable_on_error(stale: &Entry, req: &HeaderMap, now: Instant) -> bool {
+    // A fresh copy got here only because it needs validation (no-cache, or the client
+    // asked): the RFC forbids using it unvalidated, also on error.
+    match stale.staleness(now) {
+        Ok(_) => false,
+        Err(stale_by) => stale.freshness.allows_stale_on_error(stale_by) && stale.vary.matches(req),
+    }
+}
+
+/// RFC 5861 §4: an error is any situation that would result in a 500, 502, 503 or 504.
+fn is_error_status(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 500 | 502 | 503 | 504)
 }
 
 /// Starts one background revalidation for a stale entry, unless one is running.
@@ -345,6 +375,17 @@ async fn run_fill(
     let response_instant = Instant::now();
     let (mut head, mut body) = resp.into_parts();
     strip_hop_by_hop(&mut head.headers);
+
+    if is_error_status(head.status) {
+        if let Some(stale) = &ctx.stale {
+            if usable_on_error(stale, &ctx.req_headers, response_instant) {
+                tracing::warn!(key = %ctx.key, status = %head.status, "backend error; serving stale");
+                fill.set_head(FillHead::ErrorStatus(head.status));
+                done(&shared, &fill);
+                return;
+            }
+        }
+    }
 
     if head.status == StatusCode::NOT_MODIFIED {
         if let Some(stale) = &ctx.stale {
