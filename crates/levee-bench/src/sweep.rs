@@ -84,10 +84,21 @@ fn number(n: &str, whole: &str) -> Result<usize> {
     Ok(v)
 }
 
-/// Finds the peak-throughput step and the first step whose p99 is more than twice
-/// the p99 at the lowest concurrency (the "low-load value").
+/// Within this fraction of the peak, throughput counts as saturated: on a noisy machine
+/// a flat curve wobbles by a few percent, and "peak at 128" would hide that it stopped
+/// growing at 8.
+const SATURATION: f64 = 0.95;
+
+/// Finds the peak-throughput step, the first step within 5% of it (where throughput
+/// stops growing), and the first step whose p99 is more than twice the p99 at the lowest
+/// concurrency (the "low-load value").
 pub fn knee(steps: &[StepReport]) -> Option<Knee> {
     let peak = steps.iter().max_by(|a, b| a.rps.total_cmp(&b.rps))?;
+    let saturated = steps
+        .iter()
+        .filter(|s| s.rps >= SATURATION * peak.rps)
+        .min_by_key(|s| s.concurrency)
+        .map(|s| s.concurrency);
     let base = steps
         .iter()
         .filter(|s| s.responses > 0)
@@ -100,6 +111,7 @@ pub fn knee(steps: &[StepReport]) -> Option<Knee> {
     Some(Knee {
         peak_concurrency: peak.concurrency,
         peak_rps: peak.rps,
+        saturated_concurrency: saturated,
         baseline_p99_ms: baseline,
         degraded_concurrency: degraded.map(|s| s.concurrency),
         degraded_p99_ms: degraded.map(|s| s.latency.p99_ms),
@@ -125,6 +137,41 @@ mod tests {
         assert_eq!(parse_sweep("10..50:+20").unwrap(), vec![10, 30, 50]);
         assert_eq!(parse_sweep("1, 2..8 ,100").unwrap(), vec![1, 2, 4, 8, 100]);
         assert_eq!(parse_sweep("5..5").unwrap(), vec![5]);
+    }
+
+    fn step(concurrency: usize, rps: f64, p99_ms: f64) -> StepReport {
+        serde_json::from_value(serde_json::json!({
+            "concurrency": concurrency, "elapsed_s": 1.0, "requests": 10, "responses": 10,
+            "errors": {"connect": 0, "timeout": 0, "status_4xx": 0, "status_5xx": 0, "other": 0},
+            "status": {"s2xx": 10, "s3xx": 0, "s4xx": 0, "s5xx": 0, "other": 0},
+            "rps": rps, "bytes": 0, "transfer_bytes_per_s": 0.0,
+            "latency": {"mean_ms": 1.0, "stdev_ms": 0.0, "min_ms": 1.0, "p50_ms": 1.0,
+                        "p90_ms": 1.0, "p99_ms": p99_ms, "p999_ms": p99_ms, "max_ms": p99_ms},
+            "percentiles": [],
+            "timeline": {"start_s": 0.0, "interval_s": 0.1, "responses": [], "errors": []}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn knee_finds_peak_saturation_and_latency_doubling() {
+        // The thesis' figure 5.8 shape: throughput flat from 8 on, latency climbing.
+        let steps = [
+            step(1, 46.0, 25.0),
+            step(4, 183.0, 26.0),
+            step(8, 231.0, 45.0),
+            step(16, 233.0, 85.0),
+            step(32, 232.0, 150.0),
+        ];
+        let k = knee(&steps).unwrap();
+        assert_eq!(k.peak_concurrency, 16);
+        assert_eq!(k.saturated_concurrency, Some(8));
+        assert_eq!(k.baseline_p99_ms, 25.0);
+        assert_eq!(k.degraded_concurrency, Some(16));
+        // Still growing at the last step: saturation is the peak itself.
+        let k = knee(&steps[..2]).unwrap();
+        assert_eq!((k.peak_concurrency, k.saturated_concurrency), (4, Some(4)));
+        assert_eq!(k.degraded_concurrency, None);
     }
 
     #[test]

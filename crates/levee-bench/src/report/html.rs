@@ -352,11 +352,18 @@ fn summary(out: &mut String, r: &Report, name: &str) {
                 ms(k.baseline_p99_ms)
             ),
         };
+        let saturated = match k.saturated_concurrency.filter(|c| *c < k.peak_concurrency) {
+            Some(c) => {
+                format!(" Throughput stops growing at concurrency {c} (within 5% of the peak).")
+            }
+            None => String::new(),
+        };
         let _ = writeln!(
             out,
-            "<p class=\"knee\"><b>Knee:</b> peak throughput {} req/s at concurrency {}. {}</p>",
+            "<p class=\"knee\"><b>Knee:</b> peak throughput {} req/s at concurrency {}.{} {}</p>",
             num(k.peak_rps),
             k.peak_concurrency,
+            esc(&saturated),
             esc(&degraded)
         );
     }

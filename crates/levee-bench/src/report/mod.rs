@@ -179,6 +179,10 @@ pub struct Knee {
     /// Step with the highest throughput.
     pub peak_concurrency: usize,
     pub peak_rps: f64,
+    /// Lowest step whose throughput is within 5% of the peak: where adding clients
+    /// stops adding throughput.
+    #[serde(default)]
+    pub saturated_concurrency: Option<usize>,
     /// p99 of the lowest-concurrency step.
     pub baseline_p99_ms: f64,
     /// First step whose p99 exceeds twice the baseline, if any.

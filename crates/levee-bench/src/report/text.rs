@@ -216,6 +216,12 @@ fn sweep(out: &mut String, r: &Report) {
             "\nKnee: peak throughput {:.1} req/s at concurrency {}.",
             k.peak_rps, k.peak_concurrency
         );
+        if let Some(c) = k.saturated_concurrency.filter(|c| *c < k.peak_concurrency) {
+            let _ = writeln!(
+                out,
+                "      throughput stops growing at concurrency {c} (within 5% of the peak)."
+            );
+        }
         match (k.degraded_concurrency, k.degraded_p99_ms) {
             (Some(c), Some(p)) => {
                 let _ = writeln!(
