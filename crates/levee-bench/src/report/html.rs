@@ -25,11 +25,13 @@ pub fn write_html_many(reports: &[Report], path: &Path) -> Result<()> {
 /// Picks one latency figure out of a summary.
 type LatencyOf = fn(&super::LatencySummary) -> f64;
 
+/// Series name prefix: a run's label when several runs share a chart; with one run the
+/// label is already the page's heading.
 fn name(r: &Report, i: usize, many: bool) -> String {
     match (&r.label, many) {
-        (Some(l), _) => l.clone(),
+        (Some(l), true) => l.clone(),
         (None, true) => format!("run {}", i + 1),
-        (None, false) => String::new(),
+        (_, false) => String::new(),
     }
 }
 
@@ -264,7 +266,8 @@ td.l, th.l {{ text-align: left; }}
         esc(&title)
     );
     for (i, r) in reports.iter().enumerate() {
-        summary(&mut out, r, &name(r, i, many));
+        let heading = r.label.clone().unwrap_or_else(|| name(r, i, many));
+        summary(&mut out, r, &heading);
     }
     out.push_str("<h2>Charts</h2>\n<div class=\"charts\">\n");
     for c in [&throughput, &latency, &dist, &timeline] {

@@ -66,10 +66,11 @@ pub(crate) struct Chart {
     pub(crate) x_ticks: Vec<f64>,
 }
 
-const W: f64 = 540.0;
+const W: f64 = 660.0;
 const H: f64 = 330.0;
 const ML: f64 = 64.0;
-const MR: f64 = 28.0;
+/// Room right of the plot for the legend, so it never covers a curve.
+const MR: f64 = 148.0;
 const MT: f64 = 40.0;
 const MB: f64 = 50.0;
 
@@ -325,15 +326,22 @@ impl Chart {
         // legend
         let mut ly = MT + 4.0;
         for s in self.series.iter().filter(|s| !s.points.is_empty()) {
-            let lx = ML + pw - 110.0;
+            let lx = ML + pw + 12.0;
+            // About 20 characters fit in the margin; the full name is in the tooltip.
+            let short: String = if s.name.chars().count() > 20 {
+                s.name.chars().take(19).chain(['…']).collect()
+            } else {
+                s.name.clone()
+            };
             let _ = write!(
                 out,
-                r#"<rect x="{lx:.1}" y="{:.1}" width="12" height="4" fill="{}"/><text x="{:.1}" y="{:.1}" class="legend">{}</text>"#,
+                r#"<g><title>{}</title><rect x="{lx:.1}" y="{:.1}" width="12" height="4" fill="{}"/><text x="{:.1}" y="{:.1}" class="legend">{}</text></g>"#,
+                esc(&s.name),
                 ly + 3.0,
                 s.color,
                 lx + 16.0,
                 ly + 8.0,
-                esc(&s.name)
+                esc(&short)
             );
             ly += 14.0;
         }

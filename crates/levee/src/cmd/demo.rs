@@ -1,7 +1,9 @@
 //! `levee demo`: the seed experiment in one command. Starts a slow origin that behaves
 //! like XE or gnuboard (every page takes 20 ms and starts a PHP session), puts levee in
-//! front of it with default settings, loads both and prints the speed-up.
+//! front of it with default settings, loads both at a few concurrency levels, prints the
+//! speed-up and writes an HTML report with both curves.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,12 +17,16 @@ use crate::cmd::origin::{self, OriginArgs, OriginStats};
 /// Arguments of `levee demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// How long to load each target.
-    #[arg(long, short = 'd', default_value = "5s", value_parser = humantime::parse_duration)]
+    /// How long to load each target at each concurrency level.
+    #[arg(long, short = 'd', default_value = "2s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
-    /// Concurrent clients.
+    /// Concurrent clients of the headline measurement (levels 1 and 8 are measured too,
+    /// for the charts).
     #[arg(long, short = 'c', default_value_t = 64)]
     pub concurrency: usize,
+    /// Where to write the HTML report with throughput and latency charts.
+    #[arg(long, default_value = "levee-demo.html")]
+    pub html: PathBuf,
     /// Time the origin takes per page.
     #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
     pub delay: Duration,
@@ -86,40 +92,58 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
 
     let origin_url = format!("http://{origin_addr}/wiki/FrontPage");
     let levee_url = format!("http://{levee_addr}/wiki/FrontPage");
+    let mut levels = vec![1, 8, args.concurrency.max(1)];
+    levels.sort_unstable();
+    levels.dedup();
     println!(
-        "loading each for {:?} with {} concurrent clients ...",
-        args.duration, args.concurrency
+        "loading each at {levels:?} concurrent clients, {:?} per level ...",
+        args.duration
     );
-    let direct = levee_bench::quick(&origin_url, args.concurrency, args.duration, &[]).await?;
+    let direct = measure(&origin_url, "origin direct", &levels, args.duration).await?;
     let origin_before = stats.requests.load(std::sync::atomic::Ordering::Relaxed);
-    let through = levee_bench::quick(&levee_url, args.concurrency, args.duration, &[]).await?;
+    let through = measure(&levee_url, "through levee", &levels, args.duration).await?;
     let origin_after = stats.requests.load(std::sync::atomic::Ordering::Relaxed);
 
     println!();
     println!(
-        "  {:<16} {:>12} {:>10} {:>10} {:>8}",
-        "", "requests/s", "p50 ms", "p99 ms", "errors"
+        "  {:<16} {:>8} {:>12} {:>10} {:>10} {:>8}",
+        "", "clients", "requests/s", "p50 ms", "p99 ms", "errors"
     );
     for (name, r) in [("origin direct", &direct), ("through levee", &through)] {
-        println!(
-            "  {:<16} {:>12.0} {:>10.2} {:>10.2} {:>8}",
-            name, r.rps, r.p50_ms, r.p99_ms, r.errors
-        );
+        for s in &r.steps {
+            println!(
+                "  {:<16} {:>8} {:>12.0} {:>10.2} {:>10.2} {:>8}",
+                name,
+                s.concurrency,
+                s.rps,
+                s.latency.p50_ms,
+                s.latency.p99_ms,
+                s.errors.total()
+            );
+        }
     }
-    let speedup = if direct.rps > 0.0 {
-        through.rps / direct.rps
+    let last = |r: &levee_bench::Report| r.steps.last().map_or(0.0, |s| s.rps);
+    let speedup = if last(&direct) > 0.0 {
+        last(&through) / last(&direct)
     } else {
         0.0
     };
+    let levee_requests: u64 = through.steps.iter().map(|s| s.responses).sum();
     println!();
     println!(
-        "  speed-up: {speedup:.0}x; the origin rendered {} pages for levee's {} requests",
+        "  speed-up at {} clients: {speedup:.0}x; the origin rendered {} pages for levee's {} requests",
+        args.concurrency,
         origin_after - origin_before,
-        through.requests
+        levee_requests
     );
     println!("  anonymous pages were cached although every response set PHPSESSID;");
     println!("  a request that sends a PHPSESSID cookie always reaches the origin:");
     println!("    curl -si -H 'Cookie: PHPSESSID=me' {levee_url}   # X-Cache: PASS");
+
+    match levee_bench::write_html_many(&[direct, through], &args.html) {
+        Ok(()) => println!("\n  charts: {}", args.html.display()),
+        Err(e) => eprintln!("levee demo: could not write the HTML report: {e:#}"),
+    }
 
     if args.serve {
         println!();
@@ -129,4 +153,28 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let _ = stop_tx.send(());
     let _ = tokio::time::timeout(Duration::from_secs(5), levee).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A short sweep over `levels`, labelled for the report.
+async fn measure(
+    url: &str,
+    label: &str,
+    levels: &[usize],
+    step: Duration,
+) -> anyhow::Result<levee_bench::Report> {
+    let threads = levee_bench::default_threads();
+    let opts = levee_bench::Options {
+        threads,
+        ..levee_bench::Options::default()
+    };
+    let plan = levee_bench::Plan::build(vec![levee_bench::RequestSpec::get(url)], opts)?;
+    let load = levee_bench::Load {
+        concurrency: levels.to_vec(),
+        stop: levee_bench::Stop::Duration(step),
+        rate: None,
+        warmup: Duration::from_millis(200),
+    };
+    let mut report = levee_bench::run_async(Arc::new(plan), load).await?;
+    report.label = Some(label.to_string());
+    Ok(report)
 }
