@@ -29,11 +29,42 @@ impl OneOrMany {
 pub struct FileConfig {
     pub listen: Option<OneOrMany>,
     pub backend: Option<String>,
+    pub root: Option<std::path::PathBuf>,
     pub preset: Option<OneOrMany>,
     pub debug_headers: Option<bool>,
     pub cache: Option<CacheFile>,
     pub anonymous: Option<AnonymousFile>,
     pub limits: Option<LimitsFile>,
+    #[serde(rename = "static")]
+    pub static_files: Option<StaticFile>,
+    pub fastcgi: Option<FastCgiFile>,
+    pub compression: Option<CompressionFile>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticFile {
+    pub index: Option<Vec<String>>,
+    pub asset_extensions: Option<Vec<String>>,
+    pub asset_max_age: Option<String>,
+    pub memory: Option<String>,
+    pub memory_max_file: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FastCgiFile {
+    pub index: Option<String>,
+    pub keep_alive: Option<usize>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompressionFile {
+    pub enabled: Option<bool>,
+    pub min_size: Option<String>,
+    pub store: Option<String>,
+    pub transcode_memory: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -55,11 +55,49 @@ pub enum Backend {
         /// `host:port` as written, used as the connection authority.
         authority: http::uri::Authority,
     },
+    /// A FastCGI responder such as php-fpm: `fastcgi://host:port` or
+    /// `fastcgi+unix:/run/php/php8.2-fpm.sock`.
+    FastCgi(FastCgiAddress),
+}
+
+/// Where a FastCGI application listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FastCgiAddress {
+    /// `host:port`.
+    Tcp(String),
+    /// A Unix socket path.
+    Unix(PathBuf),
 }
 
 impl Backend {
-    /// Parses `http://host:port`.
+    /// Parses `http://host:port`, `fastcgi://host:port` or `fastcgi+unix:/path`.
     pub fn parse(s: &str) -> Result<Backend, ConfigError> {
+        if let Some(path) = s
+            .strip_prefix("fastcgi+unix://")
+            .or_else(|| s.strip_prefix("fastcgi+unix:"))
+            .or_else(|| s.strip_prefix("unix:"))
+        {
+            if !path.starts_with('/') {
+                return Err(ConfigError::invalid(
+                    "backend",
+                    format!("`{s}`: give the socket's absolute path, like fastcgi+unix:/run/php/php8.2-fpm.sock"),
+                ));
+            }
+            return Ok(Backend::FastCgi(FastCgiAddress::Unix(PathBuf::from(path))));
+        }
+        if let Some(rest) = s.strip_prefix("fastcgi://") {
+            let hostport = rest.trim_end_matches('/');
+            let ok = hostport
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok || hostport.contains('/') {
+                return Err(ConfigError::invalid(
+                    "backend",
+                    format!("`{s}`: write a FastCGI backend like fastcgi://127.0.0.1:9000 (host and port, no path)"),
+                ));
+            }
+            return Ok(Backend::FastCgi(FastCgiAddress::Tcp(hostport.to_string())));
+        }
         let uri: http::Uri = s.parse().map_err(|e| {
             ConfigError::invalid(
                 "backend",
@@ -101,6 +139,8 @@ impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Backend::Http { authority } => write!(f, "http://{authority}"),
+            Backend::FastCgi(FastCgiAddress::Tcp(a)) => write!(f, "fastcgi://{a}"),
+            Backend::FastCgi(FastCgiAddress::Unix(p)) => write!(f, "fastcgi+unix:{}", p.display()),
         }
     }
 }
@@ -159,11 +199,56 @@ pub struct Limits {
     pub shutdown_timeout: Duration,
 }
 
+/// Files served from the document root without asking the backend.
+#[derive(Debug, Clone)]
+pub struct StaticSettings {
+    /// Index files tried for a directory, in order.
+    pub index: Vec<String>,
+    /// Extensions of long-lived assets (lowercase, no dot): they get `asset_max_age`.
+    pub asset_extensions: Vec<String>,
+    pub asset_max_age: Duration,
+    /// Memory for small hot files, so that they are not read on every request.
+    pub memory: u64,
+    /// Larger files stream from disk.
+    pub memory_max_file: u64,
+}
+
+/// How PHP is reached over FastCGI.
+#[derive(Debug, Clone)]
+pub struct FastCgiSettings {
+    /// The front controller: requests for paths that are neither a file nor a script go
+    /// to it (nginx's `try_files $uri $uri/ /index.php?$args`). Empty: answer 404.
+    pub index: String,
+    /// Idle connections kept open for reuse (0: a connection per request, like nginx's
+    /// default). Each holds a php-fpm worker while idle, so keep it below
+    /// `pm.max_children`.
+    pub keep_alive: usize,
+}
+
+/// Response compression.
+#[derive(Debug, Clone)]
+pub struct CompressionSettings {
+    pub enabled: bool,
+    /// Smaller bodies are sent as they are.
+    pub min_size: u64,
+    /// The coding stored objects are kept in: `gzip`, `br` or `zstd`.
+    pub store: String,
+    /// Memory for other codings of stored objects (and their decoded form), made on
+    /// demand for clients that do not accept the stored one.
+    pub transcode_memory: u64,
+}
+
 /// Everything `levee serve` needs, validated.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub listen: Vec<SocketAddr>,
     pub backend: Backend,
+    /// The document root: static files are served from it (and PHP scripts found in it
+    /// with a FastCGI backend).
+    pub root: Option<PathBuf>,
+    pub static_files: StaticSettings,
+    pub fastcgi: FastCgiSettings,
+    pub compression: CompressionSettings,
     pub cache: CacheSettings,
     pub anonymous: AnonymousSettings,
     pub limits: Limits,
@@ -176,13 +261,23 @@ pub struct Settings {
 pub struct Overrides {
     pub listen: Vec<String>,
     pub backend: Option<String>,
+    pub root: Option<PathBuf>,
     pub presets: Vec<String>,
     pub micro_cache: Option<String>,
     pub cache_size: Option<String>,
     pub grace: Option<String>,
     pub debug_headers: bool,
     pub backend_max_concurrency: Option<usize>,
+    pub no_compression: bool,
 }
+
+/// Extensions of files that change only with a new name (hashed builds) or rarely:
+/// they get a long `Cache-Control: max-age`. HTML is not among them.
+pub const DEFAULT_ASSET_EXTENSIONS: &[&str] = &[
+    "css", "js", "mjs", "map", "png", "jpg", "jpeg", "gif", "webp", "avif", "svg", "ico", "bmp",
+    "woff", "woff2", "ttf", "otf", "eot", "mp3", "mp4", "webm", "ogg", "ogv", "wav", "flac", "pdf",
+    "zip", "gz", "tgz", "bz2", "xz", "7z", "rar", "txt", "xml", "json", "wasm",
+];
 
 /// The default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -231,6 +326,79 @@ impl Settings {
             .or(file.backend.clone())
             .ok_or(ConfigError::NoBackend)?;
         let backend = Backend::parse(&backend_str)?;
+        let root = o.root.clone().or(file.root.clone());
+        if let Some(r) = &root {
+            if !r.is_dir() {
+                return Err(ConfigError::invalid(
+                    "root",
+                    format!("{} is not a directory; give the site's document root (where index.php or index.html is)", r.display()),
+                ));
+            }
+        }
+        if matches!(backend, Backend::FastCgi(_)) && root.is_none() {
+            return Err(ConfigError::invalid(
+                "root",
+                "a FastCGI backend needs the document root: pass `--root /var/www/html` or set `root = \"...\"` (the directory php-fpm finds the scripts in)",
+            ));
+        }
+        let st = file.static_files.clone().unwrap_or_default();
+        let static_files = StaticSettings {
+            index: st
+                .index
+                .unwrap_or_else(|| vec!["index.html".into(), "index.htm".into()]),
+            asset_extensions: st
+                .asset_extensions
+                .map(|v| {
+                    v.into_iter()
+                        .map(|e| e.trim_start_matches('.').to_ascii_lowercase())
+                        .collect()
+                })
+                .unwrap_or_else(|| {
+                    DEFAULT_ASSET_EXTENSIONS
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect()
+                }),
+            asset_max_age: parse_duration(
+                "static.asset_max_age",
+                st.asset_max_age.as_deref().unwrap_or("7d"),
+            )?,
+            memory: parse_size("static.memory", st.memory.as_deref().unwrap_or("64MiB"))?,
+            memory_max_file: parse_size(
+                "static.memory_max_file",
+                st.memory_max_file.as_deref().unwrap_or("1MiB"),
+            )?,
+        };
+        let fc = file.fastcgi.clone().unwrap_or_default();
+        let fastcgi = FastCgiSettings {
+            index: fc.index.unwrap_or_else(|| "index.php".into()),
+            keep_alive: fc.keep_alive.unwrap_or(4),
+        };
+        if fastcgi.index.contains('/') || fastcgi.index.starts_with('.') {
+            return Err(ConfigError::invalid(
+                "fastcgi.index",
+                "give a file name in the document root, like index.php",
+            ));
+        }
+        let cz = file.compression.clone().unwrap_or_default();
+        let compression = CompressionSettings {
+            enabled: !o.no_compression && cz.enabled.unwrap_or(true),
+            min_size: parse_size(
+                "compression.min_size",
+                cz.min_size.as_deref().unwrap_or("1KiB"),
+            )?,
+            store: cz.store.unwrap_or_else(|| "gzip".into()),
+            transcode_memory: parse_size(
+                "compression.transcode_memory",
+                cz.transcode_memory.as_deref().unwrap_or("32MiB"),
+            )?,
+        };
+        if !matches!(compression.store.as_str(), "gzip" | "br" | "zstd") {
+            return Err(ConfigError::invalid(
+                "compression.store",
+                format!("`{}` is not one of gzip, br, zstd", compression.store),
+            ));
+        }
 
         let c = file.cache.unwrap_or_default();
         let dur = |opt: &'static str, flag: &Option<String>, v: &Option<String>, d: &str| {
@@ -357,6 +525,10 @@ impl Settings {
         Ok(Settings {
             listen,
             backend,
+            root,
+            static_files,
+            fastcgi,
+            compression,
             cache,
             anonymous,
             limits,
@@ -477,6 +649,75 @@ mod tests {
             .pass_paths
             .is_match("/wp-login.php?action=lostpassword"));
         assert!(!s.anonymous.pass_paths.is_match("/2024/01/hello-world/"));
+    }
+
+    #[test]
+    fn fastcgi_backends_parse_and_need_a_root() {
+        for (s, want) in [
+            (
+                "fastcgi://127.0.0.1:9000",
+                FastCgiAddress::Tcp("127.0.0.1:9000".into()),
+            ),
+            (
+                "fastcgi+unix:/run/php/php8.2-fpm.sock",
+                FastCgiAddress::Unix("/run/php/php8.2-fpm.sock".into()),
+            ),
+            (
+                "fastcgi+unix:///run/php.sock",
+                FastCgiAddress::Unix("/run/php.sock".into()),
+            ),
+        ] {
+            assert_eq!(
+                Backend::parse(s).unwrap(),
+                Backend::FastCgi(want.clone()),
+                "{s}"
+            );
+        }
+        let unix = Backend::parse("fastcgi+unix:///run/php.sock").unwrap();
+        assert_eq!(unix.to_string(), "fastcgi+unix:/run/php.sock");
+        for bad in [
+            "fastcgi://127.0.0.1",
+            "fastcgi://:9000",
+            "fastcgi://h:1/x",
+            "fastcgi+unix:run.sock",
+        ] {
+            let err = Backend::parse(bad).unwrap_err().to_string();
+            assert!(err.contains("backend"), "{bad}: {err}");
+        }
+        let o = Overrides {
+            backend: Some("fastcgi://127.0.0.1:9000".into()),
+            ..Overrides::default()
+        };
+        let err = Settings::resolve(FileConfig::default(), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--root"), "{err}");
+        let o = Overrides {
+            root: Some(std::env::temp_dir()),
+            ..o
+        };
+        let s = Settings::resolve(FileConfig::default(), &o).unwrap();
+        assert_eq!(s.fastcgi.index, "index.php");
+        let o = Overrides {
+            root: Some("/nonexistent/levee-root".into()),
+            ..o
+        };
+        let err = Settings::resolve(FileConfig::default(), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn compression_store_is_checked() {
+        let file: FileConfig = toml::from_str("[compression]\nstore = \"lzma\"").unwrap();
+        let err = Settings::resolve(file, &with_backend())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("compression.store"), "{err}");
+        let s = Settings::resolve(FileConfig::default(), &with_backend()).unwrap();
+        assert!(s.compression.enabled);
+        assert_eq!(s.compression.store, "gzip");
     }
 
     #[test]

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use levee_cache::Reader;
+
+use crate::upstream::BackendBody;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
@@ -25,7 +26,7 @@ pub enum ProxyBody {
 /// A backend body streamed through. The backend slot is released when it is dropped,
 /// and a backend that pauses longer than the read timeout ends the response.
 pub struct PassBody {
-    pub(crate) inner: Incoming,
+    pub(crate) inner: BackendBody,
     pub(crate) _permit: Option<OwnedSemaphorePermit>,
     pub(crate) timeout: Duration,
     pub(crate) deadline: Pin<Box<Sleep>>,
@@ -41,7 +42,7 @@ impl ProxyBody {
     }
 
     pub fn pass(
-        inner: Incoming,
+        inner: BackendBody,
         permit: Option<OwnedSemaphorePermit>,
         timeout: Duration,
     ) -> ProxyBody {
@@ -72,7 +73,7 @@ impl Body for ProxyBody {
                 Poll::Ready(r) => {
                     let t = p.timeout;
                     p.deadline.as_mut().reset(Instant::now() + t);
-                    Poll::Ready(r.map(|r| r.map_err(|e| Box::new(e) as BoxError)))
+                    Poll::Ready(r)
                 }
                 Poll::Pending => match p.deadline.as_mut().poll(cx) {
                     Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(ReadTimeout(p.timeout))))),

@@ -5,7 +5,6 @@
 //! carries a `Set-Cookie`.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -23,7 +22,7 @@ use levee_config::Settings;
 
 use crate::body::{BoxError, ProxyBody};
 use crate::headers::{add_forwarded, add_via, strip_hop_by_hop, X_CACHE, X_CACHE_REASON};
-use crate::upstream::{UpBody, Upstream, UpstreamError};
+use crate::upstream::{ConnInfo, UpBody, Upstream, UpstreamError};
 
 /// Everything the request handlers share.
 pub struct Shared {
@@ -111,16 +110,16 @@ type Resp = Response<ProxyBody>;
 pub async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
-    client: SocketAddr,
+    conn: ConnInfo,
 ) -> Result<Resp, Infallible> {
     let (parts, body) = req.into_parts();
     let resp = if parts.method == Method::GET || parts.method == Method::HEAD {
         match classify(&shared, &parts) {
-            Ok(key) => cached(&shared, parts, body, key, client).await,
-            Err(reason) => pass(&shared, parts, body, client, reason).await,
+            Ok(key) => cached(&shared, parts, body, key, conn).await,
+            Err(reason) => pass(&shared, parts, body, conn, reason).await,
         }
     } else {
-        pass(&shared, parts, body, client, NotStored::Method).await
+        pass(&shared, parts, body, conn, NotStored::Method).await
     };
     Ok(resp)
 }
@@ -166,7 +165,7 @@ async fn cached(
     parts: request::Parts,
     body: Incoming,
     key: String,
-    client: SocketAddr,
+    conn: ConnInfo,
 ) -> Resp {
     let req_cc = CacheControl::from_request_headers(&parts.headers);
     let now = Instant::now();
@@ -191,7 +190,7 @@ async fn cached(
                     return serve_entry(shared, &entry, &parts, XCache::Stale, now);
                 }
                 if !req_cc.no_cache && f.allows_stale_while_revalidate(stale_by) {
-                    revalidate_in_background(shared, &key, &parts, &entry, client);
+                    revalidate_in_background(shared, &key, &parts, &entry, conn);
                     return serve_entry(shared, &entry, &parts, XCache::Stale, now);
                 }
             }
@@ -204,7 +203,7 @@ async fn cached(
                 "the stored response is stale and the request said only-if-cached",
             );
         }
-        return fetch(shared, parts, body, key, Some(entry), client, true).await;
+        return fetch(shared, parts, body, key, Some(entry), conn, true).await;
     }
     if req_cc.only_if_cached {
         return error_response(
@@ -213,7 +212,7 @@ async fn cached(
         );
     }
     let coalesce = !shared.hit_for_miss.contains_key(&key);
-    fetch(shared, parts, body, key, None, client, coalesce).await
+    fetch(shared, parts, body, key, None, conn, coalesce).await
 }
 
 /// Gets the response from the backend through a fill, shared with concurrent requests for
@@ -224,7 +223,7 @@ async fn fetch(
     body: Incoming,
     key: String,
     stale: Option<Arc<Entry>>,
-    client: SocketAddr,
+    conn: ConnInfo,
     coalesce: bool,
 ) -> Resp {
     let max = usize::try_from(shared.policy.max_object_size).unwrap_or(usize::MAX);
@@ -236,9 +235,10 @@ async fn fetch(
     let mut reader = None;
     if leader {
         reader = fill.join();
-        let req = backend_request(&parts, client, stale.as_deref());
+        let req = backend_request(&parts, conn, stale.as_deref());
         let ctx = FillCtx {
             key: key.clone(),
+            conn,
             req_cc: CacheControl::from_request_headers(&parts.headers),
             req_headers: parts.headers.clone(),
             stale: stale.clone(),
@@ -256,7 +256,7 @@ async fn fetch(
                 if reader.is_none() {
                     // Not shareable: this request goes to the backend on its own, in parallel.
                     let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
-                    return pass(shared, parts, body, client, reason).await;
+                    return pass(shared, parts, body, conn, reason).await;
                 }
             }
             let Some(reader) = reader else {
@@ -271,7 +271,7 @@ async fn fetch(
             if entry.vary.matches(&parts.headers) {
                 serve_entry(shared, entry, &parts, XCache::Revalidated, now)
             } else {
-                pass(shared, parts, body, client, NotStored::HitForMiss).await
+                pass(shared, parts, body, conn, NotStored::HitForMiss).await
             }
         }
         FillHead::Failed(err) => {
@@ -286,7 +286,7 @@ async fn fetch(
             }
             let reason = NotStored::Status;
             tracing::debug!(%status, "backend error status without a usable stale copy");
-            pass(shared, parts, body, client, reason).await
+            pass(shared, parts, body, conn, reason).await
         }
     }
 }
@@ -312,7 +312,7 @@ fn revalidate_in_background(
     key: &str,
     parts: &request::Parts,
     entry: &Arc<Entry>,
-    client: SocketAddr,
+    conn: ConnInfo,
 ) {
     if shared.fills.get(key).is_some() {
         return;
@@ -322,9 +322,10 @@ fn revalidate_in_background(
     if !created {
         return;
     }
-    let req = backend_request(parts, client, Some(entry));
+    let req = backend_request(parts, conn, Some(entry));
     let ctx = FillCtx {
         key: key.to_string(),
+        conn,
         req_cc: CacheControl::default(),
         req_headers: parts.headers.clone(),
         stale: Some(entry.clone()),
@@ -335,6 +336,7 @@ fn revalidate_in_background(
 
 struct FillCtx {
     key: String,
+    conn: ConnInfo,
     req_cc: CacheControl,
     req_headers: HeaderMap,
     stale: Option<Arc<Entry>>,
@@ -362,7 +364,7 @@ async fn run_fill(
         }
     };
     let request_time = SystemTime::now();
-    let resp = match shared.upstream.send(req).await {
+    let resp = match shared.upstream.send(req, ctx.conn).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(key = %ctx.key, error = %e, "backend request failed");
@@ -570,7 +572,7 @@ fn concat(chunks: Vec<Bytes>) -> Bytes {
 /// preconditions, because its response may be shared with everyone.
 fn backend_request(
     parts: &request::Parts,
-    client: SocketAddr,
+    conn: ConnInfo,
     stale: Option<&Entry>,
 ) -> Request<UpBody> {
     let mut headers = parts.headers.clone();
@@ -594,7 +596,7 @@ fn backend_request(
             headers.insert(header::IF_MODIFIED_SINCE, lm.clone());
         }
     }
-    finish_backend_headers(&mut headers, parts, client);
+    finish_backend_headers(&mut headers, parts, conn);
     let mut req = Request::new(Empty::<Bytes>::new().map_err(|e| match e {}).boxed_unsync());
     *req.method_mut() = Method::GET;
     *req.uri_mut() = parts.uri.clone();
@@ -602,7 +604,7 @@ fn backend_request(
     req
 }
 
-fn finish_backend_headers(headers: &mut HeaderMap, parts: &request::Parts, client: SocketAddr) {
+fn finish_backend_headers(headers: &mut HeaderMap, parts: &request::Parts, conn: ConnInfo) {
     if !headers.contains_key(header::HOST) {
         if let Some(a) = parts.uri.authority() {
             if let Ok(v) = HeaderValue::from_str(a.as_str()) {
@@ -611,7 +613,7 @@ fn finish_backend_headers(headers: &mut HeaderMap, parts: &request::Parts, clien
         }
     }
     let host = headers.get(header::HOST).cloned();
-    add_forwarded(headers, client.ip(), host.as_ref());
+    add_forwarded(headers, conn.peer.ip(), host.as_ref());
     add_via(headers, parts.version);
 }
 
@@ -620,7 +622,7 @@ async fn pass(
     shared: &Arc<Shared>,
     parts: request::Parts,
     body: Incoming,
-    client: SocketAddr,
+    conn: ConnInfo,
     reason: NotStored,
 ) -> Resp {
     let permit = match shared.upstream.slot().await {
@@ -639,12 +641,12 @@ async fn pass(
         .to_string();
     let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
-    finish_backend_headers(&mut headers, &parts, client);
+    finish_backend_headers(&mut headers, &parts, conn);
     let mut req = Request::new(body.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
     *req.method_mut() = parts.method.clone();
     *req.uri_mut() = parts.uri.clone();
     *req.headers_mut() = headers;
-    let resp = match shared.upstream.send(req).await {
+    let resp = match shared.upstream.send(req, conn).await {
         Ok(r) => r,
         Err(e) => return upstream_error_response(&e),
     };

@@ -13,6 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
 use crate::handler::{handle, Shared};
+use crate::upstream::ConnInfo;
 
 /// A bound, not yet running, `levee serve`.
 pub struct Server {
@@ -141,7 +142,11 @@ async fn serve_connection(
         _ = stop.changed() => return,
     };
     let svc_shared = shared.clone();
-    let service = service_fn(move |req| handle(svc_shared.clone(), req, peer));
+    let conn = ConnInfo {
+        peer,
+        local: stream.local_addr().unwrap_or(peer),
+    };
+    let service = service_fn(move |req| handle(svc_shared.clone(), req, conn));
     let io = TokioIo::new(stream);
     // On shutdown, finish the request in flight, then close (graceful_shutdown).
     macro_rules! drive {

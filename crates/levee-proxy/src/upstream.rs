@@ -1,23 +1,84 @@
-//! The backend: a pooled keep-alive HTTP/1.1 client, and the overload limiter that
-//! guarantees the backend never sees more than its configured concurrency.
+//! The backend: a pooled keep-alive HTTP/1.1 client or a FastCGI client (php-fpm), and
+//! the overload limiter that guarantees the backend never sees more than its configured
+//! concurrency.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::{Request, Response};
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use levee_config::{Backend, Settings};
+use levee_config::{Backend, FastCgiAddress, Settings};
+use levee_fastcgi::{CgiRequest, Params, Route};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::body::BoxError;
 
 /// Request bodies sent to the backend: empty for fills, streamed for pass.
 pub type UpBody = UnsyncBoxBody<bytes::Bytes, BoxError>;
+
+/// The two ends of the client's connection, which a FastCGI application is told about
+/// (`REMOTE_ADDR`, `SERVER_ADDR`).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+}
+
+/// A backend response body: from an HTTP backend, from php-fpm, or made by levee when the
+/// request never reached the application (404 for a missing script, 403, 405).
+pub enum BackendBody {
+    Http(Incoming),
+    FastCgi(levee_fastcgi::ResponseBody),
+    Local(Option<Bytes>),
+}
+
+impl Body for BackendBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            BackendBody::Http(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
+            BackendBody::FastCgi(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
+            BackendBody::Local(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            BackendBody::Http(b) => b.is_end_stream(),
+            BackendBody::FastCgi(b) => b.is_end_stream(),
+            BackendBody::Local(b) => b.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            BackendBody::Http(b) => b.size_hint(),
+            BackendBody::FastCgi(b) => b.size_hint(),
+            BackendBody::Local(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+        }
+    }
+}
 
 /// Why the backend gave no response. Decides the status levee answers with.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -84,9 +145,21 @@ impl Limiter {
     }
 }
 
+enum Transport {
+    Http {
+        client: Client<HttpConnector, UpBody>,
+        authority: http::uri::Authority,
+    },
+    FastCgi {
+        client: levee_fastcgi::Client,
+        root: PathBuf,
+        index: String,
+    },
+}
+
 /// The backend connection pool and its limits.
 pub struct Upstream {
-    client: Client<HttpConnector, UpBody>,
+    transport: Transport,
     pub backend: Backend,
     backend_name: String,
     pub limiter: Limiter,
@@ -99,12 +172,36 @@ impl Upstream {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(l.backend_connect_timeout));
         connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(l.backend_max_concurrency)
-            .build(connector);
+        let transport = match &settings.backend {
+            Backend::Http { authority } => Transport::Http {
+                client: Client::builder(TokioExecutor::new())
+                    .pool_idle_timeout(Duration::from_secs(30))
+                    .pool_max_idle_per_host(l.backend_max_concurrency)
+                    .build(connector),
+                authority: authority.clone(),
+            },
+            Backend::FastCgi(addr) => {
+                let address = match addr {
+                    FastCgiAddress::Tcp(a) => levee_fastcgi::Address::Tcp(a.clone()),
+                    FastCgiAddress::Unix(p) => levee_fastcgi::Address::Unix(p.clone()),
+                };
+                let config = levee_fastcgi::ClientConfig {
+                    connect_timeout: l.backend_connect_timeout,
+                    read_timeout: l.backend_read_timeout,
+                    write_timeout: l.backend_read_timeout,
+                    max_idle: settings.fastcgi.keep_alive,
+                    ..levee_fastcgi::ClientConfig::default()
+                };
+                Transport::FastCgi {
+                    client: levee_fastcgi::Client::new(address, config),
+                    // Resolve already checked that a FastCGI backend has a root.
+                    root: settings.root.clone().unwrap_or_default(),
+                    index: settings.fastcgi.index.clone(),
+                }
+            }
+        };
         Upstream {
-            client,
+            transport,
             backend_name: settings.backend.to_string(),
             backend: settings.backend.clone(),
             limiter: Limiter::new(
@@ -130,9 +227,36 @@ impl Upstream {
     /// Sends `req` (whose URI is origin-form) and waits for the response head.
     pub async fn send(
         &self,
+        req: Request<UpBody>,
+        conn: ConnInfo,
+    ) -> Result<Response<BackendBody>, UpstreamError> {
+        let sent = async {
+            match &self.transport {
+                Transport::Http { client, authority } => {
+                    self.send_http(client, authority, req).await
+                }
+                Transport::FastCgi {
+                    client,
+                    root,
+                    index,
+                } => self.send_fastcgi(client, root, index, req, conn).await,
+            }
+        };
+        match tokio::time::timeout(self.first_byte_timeout, sent).await {
+            Ok(r) => r,
+            Err(_) => Err(UpstreamError::Timeout {
+                backend: self.backend_name.clone(),
+                timeout: self.first_byte_timeout,
+            }),
+        }
+    }
+
+    async fn send_http(
+        &self,
+        client: &Client<HttpConnector, UpBody>,
+        authority: &http::uri::Authority,
         mut req: Request<UpBody>,
-    ) -> Result<Response<Incoming>, UpstreamError> {
-        let Backend::Http { authority } = &self.backend;
+    ) -> Result<Response<BackendBody>, UpstreamError> {
         let pq = req
             .uri()
             .path_and_query()
@@ -149,13 +273,106 @@ impl Upstream {
             })?;
         *req.uri_mut() = uri;
         *req.version_mut() = http::Version::HTTP_11;
-        match tokio::time::timeout(self.first_byte_timeout, self.client.request(req)).await {
-            Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => Err(self.classify(e)),
-            Err(_) => Err(UpstreamError::Timeout {
-                backend: self.backend_name.clone(),
+        match client.request(req).await {
+            Ok(resp) => Ok(resp.map(BackendBody::Http)),
+            Err(e) => Err(self.classify(e)),
+        }
+    }
+
+    /// Finds the script the way nginx's usual PHP setup does (`try_files` to the front
+    /// controller) and runs it; a request no script answers never reaches php-fpm.
+    async fn send_fastcgi(
+        &self,
+        client: &levee_fastcgi::Client,
+        root: &PathBuf,
+        index: &str,
+        req: Request<UpBody>,
+        conn: ConnInfo,
+    ) -> Result<Response<BackendBody>, UpstreamError> {
+        let (parts, body) = req.into_parts();
+        let route = {
+            let (root, index, path) = (
+                root.clone(),
+                index.to_string(),
+                parts.uri.path().to_string(),
+            );
+            // route() stats files: keep it off the async workers.
+            tokio::task::spawn_blocking(move || levee_fastcgi::route(&root, &path, &index))
+                .await
+                .unwrap_or(Route::Forbidden)
+        };
+        let (script_name, path_info) = match route {
+            Route::Script {
+                script_name,
+                path_info,
+                ..
+            } => (script_name, path_info),
+            Route::Static(_) => {
+                // GET and HEAD of files are served before the backend is asked; other
+                // methods have nothing to do with a file.
+                let mut r = local_response(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "this is a static file: only GET and HEAD are allowed\n",
+                );
+                r.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+                return Ok(r);
+            }
+            Route::Forbidden => {
+                return Ok(local_response(StatusCode::FORBIDDEN, "403 Forbidden\n"));
+            }
+            Route::NotFound => {
+                return Ok(local_response(StatusCode::NOT_FOUND, "404 Not Found\n"));
+            }
+        };
+        let host = parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        let server_name = match host.rsplit_once(':') {
+            // Not an IPv6 literal's colon: "[::1]:8080" ends with "]:8080".
+            Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => host,
+        };
+        let params = Params::cgi(&CgiRequest {
+            parts: &parts,
+            document_root: root,
+            script_name: &script_name,
+            path_info: &path_info,
+            remote_addr: conn.peer,
+            server_addr: conn.local,
+            https: false,
+            server_name,
+        });
+        match client.request(params, body).await {
+            Ok(resp) => Ok(resp.map(BackendBody::FastCgi)),
+            Err(e) => Err(self.classify_fastcgi(e)),
+        }
+    }
+
+    fn classify_fastcgi(&self, e: levee_fastcgi::Error) -> UpstreamError {
+        let backend = self.backend_name.clone();
+        if e.is_connect() {
+            UpstreamError::Connect {
+                backend,
+                detail: e.to_string(),
+            }
+        } else if e.is_timeout() {
+            UpstreamError::Timeout {
+                backend,
                 timeout: self.first_byte_timeout,
-            }),
+            }
+        } else if e.is_overloaded() {
+            UpstreamError::Overloaded {
+                backend,
+                limit: self.limiter.limit,
+            }
+        } else {
+            UpstreamError::Protocol {
+                backend,
+                detail: e.to_string(),
+            }
         }
     }
 
@@ -173,6 +390,21 @@ impl Upstream {
             }
         }
     }
+}
+
+/// A response levee makes itself in the backend's place.
+fn local_response(status: StatusCode, text: &'static str) -> Response<BackendBody> {
+    let mut r = Response::new(BackendBody::Local(Some(Bytes::from_static(
+        text.as_bytes(),
+    ))));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
+    r
 }
 
 /// "outer: inner: innermost", the way people read nested errors.

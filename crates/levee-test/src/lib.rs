@@ -16,10 +16,12 @@
 mod client;
 mod levee;
 mod origin;
+mod phpfpm;
 
 pub use client::{Conn, H2Conn, RawConn, Req, Resp, REQUEST_TIMEOUT};
 pub use levee::{Levee, LeveeBuilder};
 pub use origin::{Origin, Recorded, Reply};
+pub use phpfpm::PhpFpm;
 
 /// `levee serve` builder for the binary of the calling integration test.
 #[macro_export]

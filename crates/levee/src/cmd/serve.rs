@@ -12,9 +12,14 @@ use levee_config::{Overrides, Settings};
     after_help = "Examples:\n  levee serve --backend http://127.0.0.1:9000\n  levee serve --backend http://127.0.0.1:9000 --preset wordpress --micro-cache 3s\n  levee serve --config levee.toml --check\n\nEvery option is documented in levee.example.toml."
 )]
 pub struct ServeArgs {
-    /// The origin to forward to, like http://127.0.0.1:9000.
+    /// The origin to forward to: http://127.0.0.1:9000, or php-fpm as
+    /// fastcgi://127.0.0.1:9000 or fastcgi+unix:/run/php/php8.2-fpm.sock.
     #[arg(long, short = 'b', value_name = "URL")]
     pub backend: Option<String>,
+    /// Document root: static files are served from it directly; with a FastCGI backend
+    /// the PHP scripts are found in it.
+    #[arg(long, short = 'r', value_name = "DIR")]
+    pub root: Option<PathBuf>,
     /// Address to listen on; repeat for several [default: 127.0.0.1:8080].
     #[arg(long, short = 'l', value_name = "ADDR")]
     pub listen: Vec<String>,
@@ -36,6 +41,9 @@ pub struct ServeArgs {
     /// Most concurrent requests the backend will ever see.
     #[arg(long, value_name = "N")]
     pub backend_max_concurrency: Option<usize>,
+    /// Send responses uncompressed (no gzip, br or zstd).
+    #[arg(long)]
+    pub no_compression: bool,
     /// Add X-Cache-Reason: why a response was or was not stored.
     #[arg(long)]
     pub debug_headers: bool,
@@ -49,6 +57,8 @@ impl ServeArgs {
         let overrides = Overrides {
             listen: self.listen.clone(),
             backend: self.backend.clone(),
+            root: self.root.clone(),
+            no_compression: self.no_compression,
             presets: self.preset.clone(),
             micro_cache: self.micro_cache.clone(),
             cache_size: self.cache_size.clone(),
@@ -119,6 +129,24 @@ fn print_settings(s: &Settings) {
             .join(", ")
     );
     println!("backend           {}", s.backend);
+    println!(
+        "document root     {}",
+        s.root.as_ref().map_or(
+            "none (every request goes to the backend)".to_string(),
+            |r| r.display().to_string()
+        )
+    );
+    println!(
+        "compression       {}",
+        if s.compression.enabled {
+            format!(
+                "gzip, br, zstd above {} bytes; stored as {}",
+                s.compression.min_size, s.compression.store
+            )
+        } else {
+            "off".to_string()
+        }
+    );
     println!(
         "cache size        {} bytes (objects up to {} bytes)",
         s.cache.size, s.cache.max_object_size
