@@ -21,6 +21,8 @@ pub enum ProxyBody {
     Full(Option<Bytes>),
     Fill(Reader),
     Pass(Box<PassBody>),
+    /// A static file from the document root.
+    File(levee_static::FileBody),
 }
 
 /// A backend body streamed through. The backend slot is released when it is dropped,
@@ -69,6 +71,9 @@ impl Body for ProxyBody {
             ProxyBody::Fill(r) => r
                 .poll_chunk(cx)
                 .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
+            ProxyBody::File(f) => Pin::new(f)
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
             ProxyBody::Pass(p) => match Pin::new(&mut p.inner).poll_frame(cx) {
                 Poll::Ready(r) => {
                     let t = p.timeout;
@@ -89,6 +94,7 @@ impl Body for ProxyBody {
             ProxyBody::Full(b) => b.is_none(),
             ProxyBody::Fill(_) => false,
             ProxyBody::Pass(p) => p.inner.is_end_stream(),
+            ProxyBody::File(f) => f.is_end_stream(),
         }
     }
 
@@ -98,6 +104,7 @@ impl Body for ProxyBody {
             ProxyBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             ProxyBody::Fill(_) => SizeHint::default(),
             ProxyBody::Pass(p) => p.inner.size_hint(),
+            ProxyBody::File(f) => f.size_hint(),
         }
     }
 }

@@ -18,7 +18,8 @@ use levee_cache::{
     compact_headers, conditional, store, CacheControl, Coalescer, Entry, Fill, NotStored,
     PolicyConfig, Reader, Store, VaryKey,
 };
-use levee_config::Settings;
+use levee_config::{Backend, Settings};
+use levee_static::{Outcome, StaticConfig, StaticFiles};
 
 use crate::body::{BoxError, ProxyBody};
 use crate::headers::{add_forwarded, add_via, strip_hop_by_hop, X_CACHE, X_CACHE_REASON};
@@ -33,10 +34,26 @@ pub struct Shared {
     pub hit_for_miss: moka::sync::Cache<String, ()>,
     pub upstream: Upstream,
     pub policy: PolicyConfig,
+    /// Files of the document root, when there is one.
+    pub files: Option<StaticFiles>,
 }
 
 impl Shared {
-    pub fn new(settings: Settings) -> Shared {
+    /// Fails when the document root cannot be used.
+    pub fn new(settings: Settings) -> Result<Shared, levee_static::Error> {
+        let files = match &settings.root {
+            Some(root) => {
+                let s = &settings.static_files;
+                let mut config = StaticConfig::new(root);
+                config.index = s.index.clone();
+                config.asset_extensions = s.asset_extensions.clone();
+                config.asset_max_age = s.asset_max_age;
+                config.memory_cache = s.memory;
+                config.memory_max_file = s.memory_max_file;
+                Some(StaticFiles::new(config)?)
+            }
+            None => None,
+        };
         let c = &settings.cache;
         let policy = PolicyConfig {
             heuristic: c.heuristic,
@@ -47,7 +64,8 @@ impl Shared {
             keep: c.keep,
             max_object_size: c.max_object_size,
         };
-        Shared {
+        Ok(Shared {
+            files,
             store: Store::new(c.size),
             fills: Coalescer::default(),
             hit_for_miss: moka::sync::Cache::builder()
@@ -57,7 +75,7 @@ impl Shared {
             upstream: Upstream::new(&settings),
             policy,
             settings,
-        }
+        })
     }
 }
 
@@ -113,7 +131,23 @@ pub async fn handle(
     conn: ConnInfo,
 ) -> Result<Resp, Infallible> {
     let (parts, body) = req.into_parts();
-    let resp = if parts.method == Method::GET || parts.method == Method::HEAD {
+    let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
+    if let (Some(files), true) = (&shared.files, read_only) {
+        // Files first, never through the cache nor the backend (nginx's try_files): they
+        // are public, and their own memory cache and validators make them cheap.
+        match files.serve(&parts).await {
+            Outcome::Response(r) => return Ok(static_response(r)),
+            Outcome::Forbidden if matches!(shared.settings.backend, Backend::FastCgi(_)) => {
+                return Ok(error_response(
+                    StatusCode::FORBIDDEN,
+                    "this file is not served (hidden, outside the document root, or PHP source)",
+                ));
+            }
+            // An HTTP backend decides for itself what a refused path means.
+            Outcome::Forbidden | Outcome::NotFound | Outcome::Php { .. } => {}
+        }
+    }
+    let resp = if read_only {
         match classify(&shared, &parts) {
             Ok(key) => cached(&shared, parts, body, key, conn).await,
             Err(reason) => pass(&shared, parts, body, conn, reason).await,
@@ -815,6 +849,14 @@ fn upstream_error_response(e: &UpstreamError) -> Resp {
             .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
     }
     resp
+}
+
+/// A static file's response, marked so that it can be told from cached pages.
+fn static_response(r: Response<levee_static::FileBody>) -> Resp {
+    let (mut head, body) = r.into_parts();
+    head.headers
+        .insert(X_CACHE.clone(), HeaderValue::from_static("STATIC"));
+    Response::from_parts(head, ProxyBody::File(body))
 }
 
 /// A short plain-text error that says what happened.

@@ -9,4 +9,4 @@ pub mod headers;
 pub mod server;
 pub mod upstream;
 
-pub use server::{BindError, Server};
+pub use server::{BindError, ServeError, Server};

@@ -30,11 +30,20 @@ pub struct BindError {
     hint: &'static str,
 }
 
+/// Why `levee serve` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    #[error(transparent)]
+    Root(levee_static::Error),
+}
+
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl Server {
     /// Binds every listen address; nothing is served until [`run`](Self::run).
-    pub async fn bind(settings: Settings) -> Result<Server, BindError> {
+    pub async fn bind(settings: Settings) -> Result<Server, ServeError> {
         let mut listeners = Vec::new();
         for addr in &settings.listen {
             let l = TcpListener::bind(addr).await.map_err(|source| {
@@ -47,9 +56,10 @@ impl Server {
             })?;
             listeners.push(l);
         }
+        let shared = Shared::new(settings).map_err(ServeError::Root)?;
         Ok(Server {
             listeners,
-            shared: Arc::new(Shared::new(settings)),
+            shared: Arc::new(shared),
         })
     }
 
