@@ -1,10 +1,13 @@
 //! One stored response and the request-header values it was selected by (its Vary key).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, VARY};
 use http::StatusCode;
+
+use levee_compress::Coding;
 
 use crate::policy::Freshness;
 
@@ -50,10 +53,14 @@ impl VaryKey {
 /// All field lines of `name` combined with ", ", whitespace around commas removed, as
 /// RFC 9111 §4.1 allows a cache to normalise.
 ///
-/// `Cookie` and `Authorization` always count as absent: levee never sends them with a
-/// request whose response may be stored, so they cannot tell variants apart.
+/// `Cookie`, `Authorization` and `Accept-Encoding` always count as absent: levee never
+/// sends them with a request whose response may be stored (it negotiates codings itself),
+/// so they cannot tell variants apart.
 fn normalized(request: &HeaderMap, name: &HeaderName) -> Option<Bytes> {
-    if name == http::header::COOKIE || name == http::header::AUTHORIZATION {
+    if name == http::header::COOKIE
+        || name == http::header::AUTHORIZATION
+        || name == http::header::ACCEPT_ENCODING
+    {
         return None;
     }
     let mut values = request.get_all(name).iter().peekable();
@@ -97,13 +104,30 @@ pub fn compact_headers(headers: &HeaderMap) -> HeaderMap {
     out
 }
 
+/// What levee changed when it compressed a response for storage, to undo it for a client
+/// that does not accept the coding.
+#[derive(Debug, Clone)]
+pub struct LeveeCoded {
+    /// The backend's `ETag`: the validator of the uncompressed representation, sent back
+    /// to the backend to revalidate and to clients that get it uncompressed. `headers`
+    /// carries its weak form, true of every coding.
+    pub original_etag: Option<HeaderValue>,
+}
+
 /// A complete stored response.
 #[derive(Debug, Clone)]
 pub struct Entry {
+    /// Names this body for forms of it kept elsewhere (other codings); an entry refreshed
+    /// by a 304 keeps the body and the id.
+    pub id: u64,
     pub status: StatusCode,
     /// Headers as sent to clients: hop-by-hop fields, `Age` and stripped cookies removed.
     pub headers: HeaderMap,
+    /// The body, in `coding` (as `Content-Encoding` in `headers` says).
     pub body: Bytes,
+    pub coding: Coding,
+    /// Set when levee, not the backend, applied `coding`.
+    pub levee_coded: Option<LeveeCoded>,
     pub vary: VaryKey,
     pub freshness: Freshness,
     /// `corrected_initial_age` of RFC 9111 §4.2.3.
@@ -112,7 +136,14 @@ pub struct Entry {
     pub response_time: Instant,
 }
 
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
 impl Entry {
+    /// A fresh id for a new body.
+    pub fn next_id() -> u64 {
+        NEXT_ID.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// `current_age` (RFC 9111 §4.2.3).
     pub fn age(&self, now: Instant) -> Duration {
         self.initial_age + now.saturating_duration_since(self.response_time)
@@ -145,8 +176,13 @@ impl Entry {
         u32::try_from(total).unwrap_or(u32::MAX)
     }
 
+    /// The backend's own `ETag`, to revalidate with (not the weak form levee serves
+    /// compressed copies with).
     pub fn etag(&self) -> Option<&HeaderValue> {
-        self.headers.get(http::header::ETAG)
+        match &self.levee_coded {
+            Some(c) => c.original_etag.as_ref(),
+            None => self.headers.get(http::header::ETAG),
+        }
     }
 
     pub fn last_modified(&self) -> Option<&HeaderValue> {
@@ -163,7 +199,7 @@ mod tests {
         let mut resp = HeaderMap::new();
         resp.insert(
             VARY,
-            HeaderValue::from_static("Accept-Language, accept-encoding"),
+            HeaderValue::from_static("Accept-Language, accept-encoding, x-theme"),
         );
         let mut req = HeaderMap::new();
         req.insert("accept-language", HeaderValue::from_static("ko, en"));
@@ -171,9 +207,12 @@ mod tests {
         let mut other = HeaderMap::new();
         other.insert("accept-language", HeaderValue::from_static("ko,en"));
         assert!(key.matches(&other));
+        // levee negotiates codings itself: Accept-Encoding never splits variants.
         other.insert("accept-encoding", HeaderValue::from_static("gzip"));
+        assert!(key.matches(&other));
+        other.insert("x-theme", HeaderValue::from_static("dark"));
         assert!(!key.matches(&other), "absent and present differ");
-        other.remove("accept-encoding");
+        other.remove("x-theme");
         other.insert("accept-language", HeaderValue::from_static("en"));
         assert!(!key.matches(&other));
     }

@@ -23,6 +23,8 @@ pub enum ProxyBody {
     Pass(Box<PassBody>),
     /// A static file from the document root.
     File(levee_static::FileBody),
+    /// Another body compressed on the fly.
+    Coded(Box<levee_compress::CompressBody<ProxyBody>>),
 }
 
 /// A backend body streamed through. The backend slot is released when it is dropped,
@@ -74,6 +76,7 @@ impl Body for ProxyBody {
             ProxyBody::File(f) => Pin::new(f)
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
+            ProxyBody::Coded(c) => Pin::new(c.as_mut()).poll_frame(cx),
             ProxyBody::Pass(p) => match Pin::new(&mut p.inner).poll_frame(cx) {
                 Poll::Ready(r) => {
                     let t = p.timeout;
@@ -95,6 +98,7 @@ impl Body for ProxyBody {
             ProxyBody::Fill(_) => false,
             ProxyBody::Pass(p) => p.inner.is_end_stream(),
             ProxyBody::File(f) => f.is_end_stream(),
+            ProxyBody::Coded(c) => c.is_end_stream(),
         }
     }
 
@@ -105,6 +109,7 @@ impl Body for ProxyBody {
             ProxyBody::Fill(_) => SizeHint::default(),
             ProxyBody::Pass(p) => p.inner.size_hint(),
             ProxyBody::File(f) => f.size_hint(),
+            ProxyBody::Coded(c) => c.size_hint(),
         }
     }
 }

@@ -22,6 +22,7 @@ use levee_config::{Backend, Settings};
 use levee_static::{Outcome, StaticConfig, StaticFiles};
 
 use crate::body::{BoxError, ProxyBody};
+use crate::encoding::{Encoder, EntryForm};
 use crate::headers::{add_forwarded, add_via, strip_hop_by_hop, X_CACHE, X_CACHE_REASON};
 use crate::upstream::{ConnInfo, UpBody, Upstream, UpstreamError};
 
@@ -36,6 +37,7 @@ pub struct Shared {
     pub policy: PolicyConfig,
     /// Files of the document root, when there is one.
     pub files: Option<StaticFiles>,
+    pub encoder: Encoder,
 }
 
 impl Shared {
@@ -66,6 +68,7 @@ impl Shared {
         };
         Ok(Shared {
             files,
+            encoder: Encoder::new(&settings.compression),
             store: Store::new(c.size),
             fills: Coalescer::default(),
             hit_for_miss: moka::sync::Cache::builder()
@@ -136,7 +139,7 @@ pub async fn handle(
         // Files first, never through the cache nor the backend (nginx's try_files): they
         // are public, and their own memory cache and validators make them cheap.
         match files.serve(&parts).await {
-            Outcome::Response(r) => return Ok(static_response(r)),
+            Outcome::Response(r) => return Ok(static_response(&shared, &parts, r).await),
             Outcome::Forbidden if matches!(shared.settings.backend, Backend::FastCgi(_)) => {
                 return Ok(error_response(
                     StatusCode::FORBIDDEN,
@@ -212,7 +215,7 @@ async fn cached(
                     && req_cc.max_age.is_none_or(|m| age <= m)
                     && req_cc.min_fresh.is_none_or(|m| remaining.as_secs() >= m);
                 if acceptable {
-                    return serve_entry(shared, &entry, &parts, XCache::Hit, now);
+                    return serve_entry(shared, &entry, &parts, XCache::Hit, now).await;
                 }
             }
             Err(stale_by) => {
@@ -221,11 +224,11 @@ async fn cached(
                     && !f.must_revalidate
                     && req_cc.max_stale.is_some_and(|m| stale_by.as_secs() <= m);
                 if client_accepts {
-                    return serve_entry(shared, &entry, &parts, XCache::Stale, now);
+                    return serve_entry(shared, &entry, &parts, XCache::Stale, now).await;
                 }
                 if !req_cc.no_cache && f.allows_stale_while_revalidate(stale_by) {
                     revalidate_in_background(shared, &key, &parts, &entry, conn);
-                    return serve_entry(shared, &entry, &parts, XCache::Stale, now);
+                    return serve_entry(shared, &entry, &parts, XCache::Stale, now).await;
                 }
             }
         }
@@ -303,20 +306,20 @@ async fn fetch(
         }
         FillHead::Refreshed(entry) => {
             if entry.vary.matches(&parts.headers) {
-                serve_entry(shared, entry, &parts, XCache::Revalidated, now)
+                serve_entry(shared, entry, &parts, XCache::Revalidated, now).await
             } else {
                 pass(shared, parts, body, conn, NotStored::HitForMiss).await
             }
         }
         FillHead::Failed(err) => {
             if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
-                return serve_entry(shared, &stale, &parts, XCache::Stale, now);
+                return serve_entry(shared, &stale, &parts, XCache::Stale, now).await;
             }
             upstream_error_response(err)
         }
         FillHead::ErrorStatus(status) => {
             if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
-                return serve_entry(shared, &stale, &parts, XCache::Stale, now);
+                return serve_entry(shared, &stale, &parts, XCache::Stale, now).await;
             }
             let reason = NotStored::Status;
             tracing::debug!(%status, "backend error status without a usable stale copy");
@@ -505,12 +508,17 @@ async fn run_fill(
     if let (Ok(st), Some(mut headers)) = (decision, stored_headers) {
         match fill.take_body() {
             Some(chunks) => {
-                let body = concat(chunks);
-                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+                let (body, coding, levee_coded) = shared
+                    .encoder
+                    .for_storage(head.status, &mut headers, concat(chunks))
+                    .await;
                 let entry = Entry {
+                    id: Entry::next_id(),
                     status: head.status,
                     headers: compact_headers(&headers),
                     body,
+                    coding,
+                    levee_coded,
                     vary,
                     freshness: st.freshness,
                     initial_age,
@@ -557,6 +565,10 @@ fn refresh(
         }
         headers.append(name, value);
     }
+    let mut levee_coded = stale.levee_coded.clone();
+    if let Some(coded) = &mut levee_coded {
+        Encoder::after_refresh(&mut headers, coded);
+    }
     let initial_age = policy::initial_age(&headers, request_time, response_time);
     headers.remove(header::AGE);
     let session = |n: &str| shared.settings.anonymous.session_cookies.is_session(n);
@@ -574,9 +586,12 @@ fn refresh(
         Err(_) => stale.freshness,
     };
     let entry = Arc::new(Entry {
+        id: stale.id,
         status: stale.status,
         headers: compact_headers(&headers),
         body: stale.body.clone(),
+        coding: stale.coding,
+        levee_coded,
         vary: stale.vary.clone(),
         freshness,
         initial_age,
@@ -603,7 +618,8 @@ fn concat(chunks: Vec<Bytes>) -> Bytes {
 }
 
 /// The request a fill sends: always a plain GET with no cookies and no client
-/// preconditions, because its response may be shared with everyone.
+/// preconditions, because its response may be shared with everyone; and no
+/// Accept-Encoding, because levee negotiates codings with each client itself.
 fn backend_request(
     parts: &request::Parts,
     conn: ConnInfo,
@@ -613,6 +629,7 @@ fn backend_request(
     strip_hop_by_hop(&mut headers);
     for h in [
         header::COOKIE,
+        header::ACCEPT_ENCODING,
         header::IF_NONE_MATCH,
         header::IF_MODIFIED_SINCE,
         header::IF_MATCH,
@@ -710,6 +727,13 @@ async fn pass(
             shared.settings.limits.backend_read_timeout,
         )
     };
+    let body = shared.encoder.stream(
+        &parts.headers,
+        &parts.method,
+        head.status,
+        &mut head.headers,
+        body,
+    );
     Response::from_parts(head, body)
 }
 
@@ -734,8 +758,9 @@ fn invalidate_after_unsafe(shared: &Shared, host: &str, pq: &str, response: &Hea
     }
 }
 
-/// A stored response, or 304/412 when the client's preconditions say so.
-fn serve_entry(
+/// A stored response in the coding the client accepts, or 304/412 when the client's
+/// preconditions say so.
+async fn serve_entry(
     shared: &Shared,
     entry: &Entry,
     parts: &request::Parts,
@@ -743,18 +768,26 @@ fn serve_entry(
     now: Instant,
 ) -> Resp {
     let age = policy::age_header(entry.age(now));
-    if let Some(status) = conditional::evaluate(&parts.method, &parts.headers, &entry.headers) {
-        return precondition_response(shared, status, &entry.headers, age, x);
+    let (derived_headers, body) = match shared.encoder.entry_form(entry, &parts.headers).await {
+        EntryForm::AsStored => (None, entry.body.clone()),
+        EntryForm::Derived { coding, body } => (
+            Some(Encoder::derived_headers(entry, coding, body.len())),
+            body,
+        ),
+    };
+    let stored = derived_headers.as_ref().unwrap_or(&entry.headers);
+    if let Some(status) = conditional::evaluate(&parts.method, &parts.headers, stored) {
+        return precondition_response(shared, status, stored, age, x);
     }
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
     } else {
-        ProxyBody::full(entry.body.clone())
+        ProxyBody::full(body)
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = entry.status;
     let headers = resp.headers_mut();
-    *headers = entry.headers.clone();
+    *headers = derived_headers.unwrap_or_else(|| entry.headers.clone());
     headers.insert(header::AGE, age);
     headers.insert(X_CACHE.clone(), x.value());
     add_via(headers, http::Version::HTTP_11);
@@ -783,10 +816,14 @@ fn stream_response(
     } else {
         ProxyBody::Fill(reader)
     };
+    let mut headers = h.headers.clone();
+    let body = shared
+        .encoder
+        .stream(&parts.headers, &parts.method, h.status, &mut headers, body);
     let mut resp = Response::new(body);
     *resp.status_mut() = h.status;
+    *resp.headers_mut() = headers;
     let headers = resp.headers_mut();
-    *headers = h.headers.clone();
     headers.insert(header::AGE, age);
     headers.insert(X_CACHE.clone(), XCache::Miss.value());
     add_via(headers, http::Version::HTTP_11);
@@ -851,12 +888,42 @@ fn upstream_error_response(e: &UpstreamError) -> Resp {
     resp
 }
 
-/// A static file's response, marked so that it can be told from cached pages.
-fn static_response(r: Response<levee_static::FileBody>) -> Resp {
+/// A static file's response, compressed when the client accepts it, and marked so that
+/// it can be told from cached pages.
+async fn static_response(
+    shared: &Shared,
+    parts: &request::Parts,
+    r: Response<levee_static::FileBody>,
+) -> Resp {
     let (mut head, body) = r.into_parts();
     head.headers
         .insert(X_CACHE.clone(), HeaderValue::from_static("STATIC"));
-    Response::from_parts(head, ProxyBody::File(body))
+    let enc = &shared.encoder;
+    if head.status == StatusCode::OK {
+        if let Some(content) = body.memory() {
+            let path = parts.uri.path();
+            if let Some(coded) = enc
+                .static_file(&parts.headers, path, &mut head.headers, content)
+                .await
+            {
+                let body = if parts.method == Method::HEAD {
+                    ProxyBody::Empty
+                } else {
+                    ProxyBody::full(coded)
+                };
+                return Response::from_parts(head, body);
+            }
+            return Response::from_parts(head, ProxyBody::File(body));
+        }
+    }
+    let body = enc.stream(
+        &parts.headers,
+        &parts.method,
+        head.status,
+        &mut head.headers,
+        ProxyBody::File(body),
+    );
+    Response::from_parts(head, body)
 }
 
 /// A short plain-text error that says what happened.

@@ -145,6 +145,8 @@ impl Limiter {
     }
 }
 
+// One per process: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Transport {
     Http {
         client: Client<HttpConnector, UpBody>,

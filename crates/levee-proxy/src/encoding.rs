@@ -1,0 +1,377 @@
+//! Content coding of responses (RFC 9110 §8.4, §12.5.3): which coding each client gets.
+//!
+//! - A stored response worth compressing is compressed once, in the `store` coding
+//!   (gzip by default), and kept that way: memory holds the small form
+//!   ([`Encoder::for_storage`]).
+//! - A client that accepts the stored coding gets the stored bytes. Any other coding, or
+//!   the uncompressed body, is made once on demand and kept in a bounded side cache keyed
+//!   by the entry's id ([`Encoder::entry_form`]), so hot pages never pay twice.
+//! - Responses that stream through (misses, passes, large files) are compressed on the
+//!   fly at a fast level ([`Encoder::stream`]).
+//!
+//! A representation levee compressed gets a weak `ETag` (RFC 9110 §8.8.1: the bytes
+//! differ, the content does not), `Vary: Accept-Encoding`, and no `Content-Length` when
+//! streamed. Ties between codings the client accepts equally go to gzip: every browser
+//! has it (also over plain HTTP, where they offer nothing else) and a gzip stream needs
+//! a fifth of brotli's memory.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, StatusCode};
+use levee_cache::{Entry, LeveeCoded};
+use levee_compress::{add_vary_accept_encoding, compress, compressible, decompress};
+use levee_compress::{Accepted, Coding, CompressBody, Level};
+use levee_config::CompressionSettings;
+
+use crate::body::ProxyBody;
+
+/// Bodies this small are compressed on the calling worker; larger ones on the blocking
+/// pool (a 100 KiB page takes ~2.5 ms at gzip level 6, too long to stall other clients).
+const INLINE_LIMIT: usize = 32 << 10;
+
+/// Largest body made by decompressing a stored one: far above any object the cache
+/// stores, it only guards against a backend's decompression bomb.
+const MAX_DECODED: usize = 256 << 20;
+
+/// Preference among codings a client accepts equally (see the module comment).
+const STREAM_ORDER: [Coding; 4] = [Coding::Gzip, Coding::Br, Coding::Zstd, Coding::Identity];
+
+/// What the cache-side compression needs to know, shared by every request.
+pub struct Encoder {
+    enabled: bool,
+    min_size: u64,
+    store: Coding,
+    /// Other forms of stored entries: (entry id, coding) → body.
+    derived: moka::future::Cache<(u64, Coding), Bytes>,
+    /// Compressed forms of static files held in memory: (path + ETag, coding) → body.
+    files: moka::future::Cache<(Arc<str>, Coding), Bytes>,
+}
+
+/// How a stored entry is sent to one client.
+pub enum EntryForm {
+    /// The stored bytes and headers as they are.
+    AsStored,
+    /// Another coding of the same content (`Coding::Identity`: uncompressed).
+    Derived { coding: Coding, body: Bytes },
+}
+
+impl Encoder {
+    pub fn new(c: &CompressionSettings) -> Encoder {
+        fn weigh<K>(_: &K, v: &Bytes) -> u32 {
+            u32::try_from(v.len() + 64).unwrap_or(u32::MAX)
+        }
+        let half = (c.transcode_memory / 2).max(1);
+        Encoder {
+            enabled: c.enabled,
+            min_size: c.min_size,
+            store: Coding::from_token(&c.store).unwrap_or(Coding::Gzip),
+            derived: moka::future::Cache::builder()
+                .max_capacity(half)
+                .weigher(weigh)
+                .build(),
+            files: moka::future::Cache::builder()
+                .max_capacity(half)
+                .weigher(weigh)
+                .build(),
+        }
+    }
+
+    /// May levee compress this response? Only uncompressed, complete (not 206) bodies
+    /// of text-like types at least `min_size` long (unknown length: yes), and never one
+    /// marked `no-transform` (RFC 9111 §5.2.2.6).
+    fn may_compress(&self, status: StatusCode, headers: &HeaderMap) -> bool {
+        if !self.enabled
+            || status.is_informational()
+            || matches!(status.as_u16(), 204 | 206 | 304)
+            || headers.contains_key(header::CONTENT_ENCODING)
+            || headers.contains_key(header::CONTENT_RANGE)
+            || !compressible(headers.get(header::CONTENT_TYPE))
+            || no_transform(headers)
+        {
+            return false;
+        }
+        let len = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        len.is_none_or(|l| l >= self.min_size)
+    }
+
+    /// Puts a complete response about to be stored in the form it is kept in: compressed
+    /// in the store coding when worthwhile. Adjusts `headers` to that form and returns
+    /// the body, its coding, and what levee changed.
+    pub async fn for_storage(
+        &self,
+        status: StatusCode,
+        headers: &mut HeaderMap,
+        body: Bytes,
+    ) -> (Bytes, Coding, Option<LeveeCoded>) {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        match Coding::from_headers(headers) {
+            Some(Coding::Identity) => {}
+            Some(coding) => {
+                // The backend compressed it: kept as sent, decoded for clients that need it.
+                add_vary_accept_encoding(headers);
+                return (body, coding, None);
+            }
+            // Codings levee cannot undo: only clients that accept them as sent get them.
+            None => return (body, Coding::Identity, None),
+        }
+        if !self.may_compress(status, headers) || (body.len() as u64) < self.min_size {
+            return (body, Coding::Identity, None);
+        }
+        let store = self.store;
+        let compressed =
+            run_codec(body.clone(), move |b| compress(store, &b, Level::Default)).await;
+        let compressed = match compressed {
+            Ok(c) if c.len() < body.len() => c,
+            // Incompressible (already compressed data served as text, say): keep it.
+            Ok(_) => return (body, Coding::Identity, None),
+            Err(e) => {
+                tracing::warn!(error = %e, "compressing a response for storage failed");
+                return (body, Coding::Identity, None);
+            }
+        };
+        let original_etag = headers.get(header::ETAG).cloned();
+        set_coded_headers(headers, store, Some(compressed.len()));
+        (compressed, store, Some(LeveeCoded { original_etag }))
+    }
+
+    /// The form of a stored entry this client gets.
+    pub async fn entry_form(&self, entry: &Entry, request: &HeaderMap) -> EntryForm {
+        if entry.coding == Coding::Identity {
+            return EntryForm::AsStored;
+        }
+        let accepted = Accepted::parse(request);
+        let recodable = entry.levee_coded.is_some() && self.enabled;
+        let chosen = if recodable {
+            let mut order = vec![entry.coding];
+            order.extend(STREAM_ORDER.iter().filter(|c| **c != entry.coding));
+            accepted.choose(&order)
+        } else {
+            accepted.choose(&[entry.coding, Coding::Identity])
+        };
+        let chosen = chosen.unwrap_or(Coding::Identity);
+        if chosen == entry.coding {
+            return EntryForm::AsStored;
+        }
+        let (body, from) = (entry.body.clone(), entry.coding);
+        let made = self
+            .derived
+            .try_get_with((entry.id, chosen), async move {
+                run_codec(body, move |b| recode(&b, from, chosen)).await
+            })
+            .await;
+        match made {
+            Ok(body) => EntryForm::Derived {
+                coding: chosen,
+                body,
+            },
+            Err(e) => {
+                // A corrupt body from the backend: send it as stored, as the backend did.
+                tracing::warn!(error = %e, coding = %from, "decoding a stored response failed");
+                EntryForm::AsStored
+            }
+        }
+    }
+
+    /// After a 304 merged new headers into a compressed entry: the new `ETag` is the
+    /// backend's, of the uncompressed form; keep it for revalidation and serve it weak.
+    pub fn after_refresh(headers: &mut HeaderMap, coded: &mut LeveeCoded) {
+        if let Some(etag) = headers.get(header::ETAG) {
+            if !etag.as_bytes().starts_with(b"W/") {
+                coded.original_etag = Some(etag.clone());
+            }
+        }
+        weaken_etag(headers);
+    }
+
+    /// Headers of `entry` adjusted for a derived form.
+    pub fn derived_headers(entry: &Entry, coding: Coding, len: usize) -> HeaderMap {
+        let mut h = entry.headers.clone();
+        if coding == Coding::Identity {
+            h.remove(header::CONTENT_ENCODING);
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            match entry.levee_coded.as_ref().map(|c| c.original_etag.clone()) {
+                // levee compressed it: uncompressed is exactly what the backend sent.
+                Some(Some(etag)) => {
+                    h.insert(header::ETAG, etag);
+                }
+                Some(None) => {}
+                // The backend's ETag named its compressed bytes.
+                None => weaken_etag(&mut h),
+            }
+        } else {
+            set_coded_headers(&mut h, coding, Some(len));
+        }
+        h
+    }
+
+    /// Compresses a streamed response on the fly when the client accepts a coding:
+    /// adjusts `headers` and wraps `body`. A HEAD gets the same headers as the GET.
+    pub fn stream(
+        &self,
+        request: &HeaderMap,
+        method: &Method,
+        status: StatusCode,
+        headers: &mut HeaderMap,
+        body: ProxyBody,
+    ) -> ProxyBody {
+        if !self.may_compress(status, headers) {
+            return body;
+        }
+        add_vary_accept_encoding(headers);
+        let chosen = Accepted::parse(request)
+            .choose(&STREAM_ORDER)
+            .unwrap_or(Coding::Identity);
+        if chosen == Coding::Identity {
+            return body;
+        }
+        set_coded_headers(headers, chosen, None);
+        if *method == Method::HEAD {
+            return body;
+        }
+        ProxyBody::Coded(Box::new(CompressBody::new(body, chosen, Level::Fast)))
+    }
+
+    /// A static file held in memory, compressed once per version and coding. `None`:
+    /// send it as it is (the headers then only gain `Vary` when that applies).
+    pub async fn static_file(
+        &self,
+        request: &HeaderMap,
+        path: &str,
+        headers: &mut HeaderMap,
+        content: &Bytes,
+    ) -> Option<Bytes> {
+        if !self.may_compress(StatusCode::OK, headers) {
+            return None;
+        }
+        add_vary_accept_encoding(headers);
+        let chosen = Accepted::parse(request)
+            .choose(&STREAM_ORDER)
+            .unwrap_or(Coding::Identity);
+        if chosen == Coding::Identity {
+            return None;
+        }
+        // The ETag changes with the file, so an edited file is compressed anew.
+        let etag = headers.get(header::ETAG).map_or(&b""[..], |e| e.as_bytes());
+        let key: Arc<str> = format!("{path}\n{}", String::from_utf8_lossy(etag)).into();
+        let content = content.clone();
+        let made = self
+            .files
+            .try_get_with((key, chosen), async move {
+                run_codec(content, move |b| compress(chosen, &b, Level::Default)).await
+            })
+            .await;
+        match made {
+            Ok(body) => {
+                set_coded_headers(headers, chosen, Some(body.len()));
+                Some(body)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "compressing a static file failed");
+                None
+            }
+        }
+    }
+}
+
+/// `Content-Encoding`, `Content-Length` (or none when streamed), weak `ETag`, `Vary`.
+fn set_coded_headers(h: &mut HeaderMap, coding: Coding, len: Option<usize>) {
+    h.insert(
+        header::CONTENT_ENCODING,
+        HeaderValue::from_static(coding.token()),
+    );
+    match len {
+        Some(n) => {
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+        None => {
+            h.remove(header::CONTENT_LENGTH);
+        }
+    }
+    weaken_etag(h);
+    add_vary_accept_encoding(h);
+}
+
+/// `"x"` → `W/"x"`: the same content in other bytes (RFC 9110 §8.8.1).
+fn weaken_etag(h: &mut HeaderMap) {
+    let Some(etag) = h.get(header::ETAG) else {
+        return;
+    };
+    if etag.as_bytes().starts_with(b"W/") {
+        return;
+    }
+    let mut weak = Vec::with_capacity(etag.len() + 2);
+    weak.extend_from_slice(b"W/");
+    weak.extend_from_slice(etag.as_bytes());
+    match HeaderValue::from_maybe_shared(Bytes::from(weak)) {
+        Ok(v) => {
+            h.insert(header::ETAG, v);
+        }
+        // Cannot happen for a valid field value; a strong ETag must not stay, though.
+        Err(_) => {
+            h.remove(header::ETAG);
+        }
+    }
+}
+
+fn no_transform(h: &HeaderMap) -> bool {
+    h.get_all(header::CACHE_CONTROL).iter().any(|v| {
+        v.as_bytes()
+            .split(|b| *b == b',')
+            .any(|d| d.trim_ascii().eq_ignore_ascii_case(b"no-transform"))
+    })
+}
+
+/// `from` → `to`, through the uncompressed form.
+fn recode(body: &[u8], from: Coding, to: Coding) -> std::io::Result<Bytes> {
+    let plain = decompress(from, body, MAX_DECODED)?;
+    if to == Coding::Identity {
+        Ok(plain)
+    } else {
+        compress(to, &plain, Level::Default)
+    }
+}
+
+/// Runs a codec inline for small bodies, on the blocking pool for large ones.
+async fn run_codec(
+    body: Bytes,
+    f: impl FnOnce(Bytes) -> std::io::Result<Bytes> + Send + 'static,
+) -> std::io::Result<Bytes> {
+    if body.len() <= INLINE_LIMIT {
+        return f(body);
+    }
+    tokio::task::spawn_blocking(move || f(body))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etags_are_weakened_once() {
+        let mut h = HeaderMap::new();
+        h.insert(header::ETAG, HeaderValue::from_static("\"abc\""));
+        weaken_etag(&mut h);
+        assert_eq!(h[header::ETAG], "W/\"abc\"");
+        weaken_etag(&mut h);
+        assert_eq!(h[header::ETAG], "W/\"abc\"");
+    }
+
+    #[test]
+    fn no_transform_is_found_in_any_field_line() {
+        let mut h = HeaderMap::new();
+        h.append(header::CACHE_CONTROL, HeaderValue::from_static("public"));
+        assert!(!no_transform(&h));
+        h.append(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("max-age=3, No-Transform"),
+        );
+        assert!(no_transform(&h));
+    }
+}
