@@ -157,9 +157,7 @@ async fn page(
         "<!doctype html><html><head><title>levee origin</title></head><body><h1>{}</h1><p>{who}</p>",
         req.uri().path()
     );
-    while html.len() + 15 < args.body_size {
-        html.push_str("<p>lorem</p>\n");
-    }
+    fill_text(&mut html, args.body_size.saturating_sub(15), req.uri().path());
     html.push_str("</body></html>");
     let mut r = Response::new(Full::new(Bytes::from(html)));
     *r.status_mut() = StatusCode::OK;
@@ -180,4 +178,47 @@ async fn page(
         }
     }
     Ok(r)
+}
+
+/// Words for page text: enough variety that the page compresses like real HTML (gzip
+/// to about a third), not like one repeated line (a thousandth), so that measurements
+/// of stored compressed pages mean something.
+const WORDS: &[&str] = &[
+    "the", "cache", "page", "wiki", "board", "user", "anonymous", "session", "cookie",
+    "levee", "varnish", "nginx", "request", "response", "server", "backend", "worker",
+    "php", "forum", "post", "comment", "reply", "article", "edit", "history", "search",
+    "login", "member", "notice", "gallery", "upload", "image", "title", "content", "link",
+    "category", "recent", "changes", "popular", "today", "yesterday", "week", "month",
+    "version", "release", "update", "install", "config", "module", "theme", "plugin",
+    "of", "and", "to", "in", "is", "for", "on", "with", "as", "by", "at", "from", "this",
+];
+
+/// Appends `<p>` paragraphs of pseudo-random words until `html` is `target` bytes long;
+/// the same path always gives the same text.
+fn fill_text(html: &mut String, target: usize, seed_text: &str) {
+    // FNV-1a of the path, then xorshift64: deterministic and dependency-free.
+    let mut x = seed_text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    }) | 1;
+    let mut words_in_paragraph = 0;
+    html.push_str("<p>");
+    while html.len() + 5 < target {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let word = WORDS[(x % WORDS.len() as u64) as usize];
+        html.push_str(word);
+        words_in_paragraph += 1;
+        if words_in_paragraph > 8 + (x >> 60) as usize {
+            html.push_str(".</p>\n<p>");
+            words_in_paragraph = 0;
+        } else {
+            html.push(' ');
+        }
+    }
+    html.push_str("</p>");
+    // Exactly `target` bytes when asked for (the benchmarks set body sizes).
+    while html.len() < target {
+        html.push(' ');
+    }
 }
