@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::io;
+use std::pin::pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http::Response;
 use http_body::Body;
+use http_body_util::{BodyExt, Either, Full};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
@@ -42,6 +44,12 @@ pub struct ClientConfig {
     /// An idle connection older than this is closed, which frees its php-fpm worker.
     /// Default: 15 s.
     pub idle_timeout: Duration,
+    /// The largest request body of unknown length (`Transfer-Encoding: chunked`, no
+    /// `Content-Length`) that is read into memory before it is sent: php reads exactly
+    /// `CONTENT_LENGTH` bytes of the body, so its length must be known first (nginx
+    /// buffers such bodies too). A larger one fails the request with
+    /// [`Error::Request`]. Default: 64 MiB.
+    pub max_unsized_body: u64,
 }
 
 impl Default for ClientConfig {
@@ -52,6 +60,7 @@ impl Default for ClientConfig {
             write_timeout: Duration::from_secs(60),
             max_idle: 4,
             idle_timeout: Duration::from_secs(15),
+            max_unsized_body: 64 * 1024 * 1024,
         }
     }
 }
@@ -138,7 +147,9 @@ impl Client {
     /// when the response head has been parsed; the body streams after it.
     ///
     /// php only reads as much of the body as `CONTENT_LENGTH` says. If `params` has none
-    /// and the body knows its exact length, `CONTENT_LENGTH` is added.
+    /// and the body knows its exact length, `CONTENT_LENGTH` is added; a body of unknown
+    /// length (chunked) is first read whole, up to
+    /// [`max_unsized_body`](ClientConfig::max_unsized_body), to learn it.
     ///
     /// Kept-alive connections and retries: php-fpm closes a kept-alive connection without
     /// notice (a worker exiting after `pm.max_requests`, reaped, or restarted), and when a
@@ -159,12 +170,21 @@ impl Client {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let empty_body = body.is_end_stream();
-        if params.get("CONTENT_LENGTH").is_none() {
-            if let Some(n) = body.size_hint().exact().filter(|n| *n > 0) {
+        let mut empty_body = body.is_end_stream();
+        let body = if params.get("CONTENT_LENGTH").is_some() || empty_body {
+            Either::Left(body)
+        } else if let Some(n) = body.size_hint().exact() {
+            if n > 0 {
                 params.push("CONTENT_LENGTH", n.to_string());
             }
-        }
+            Either::Left(body)
+        } else {
+            // Without CONTENT_LENGTH php would read none of it.
+            let data = self.read_unsized(body).await?;
+            params.push("CONTENT_LENGTH", data.len().to_string());
+            empty_body = data.is_empty();
+            Either::Right(Full::new(data))
+        };
         let declared_len = params
             .get("CONTENT_LENGTH")
             .and_then(|v| std::str::from_utf8(v).ok())
@@ -207,6 +227,34 @@ impl Client {
         self.attempt(stream, false, &req, &mut body)
             .await
             .map_err(|f| f.error)
+    }
+
+    /// Reads a request body of unknown length into memory, at most `max_unsized_body`.
+    async fn read_unsized<B>(&self, body: B) -> Result<Bytes, Error>
+    where
+        B: Body<Data = Bytes>,
+        B::Error: Into<BoxError>,
+    {
+        let limit = self.inner.config.max_unsized_body;
+        let mut body = pin!(body);
+        let mut buf = BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| Error::Body { source: e.into() })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if (buf.len() + data.len()) as u64 > limit {
+                return Err(Error::Request {
+                    message: format!(
+                        "the request body has no Content-Length and is larger than {limit} \
+                         bytes, the most that is read to learn its length (php needs \
+                         CONTENT_LENGTH); raise max_unsized_body or send Content-Length"
+                    ),
+                });
+            }
+            buf.extend_from_slice(&data);
+        }
+        Ok(buf.freeze())
     }
 
     /// One try on one connection: the head, the body in a task, the response head.

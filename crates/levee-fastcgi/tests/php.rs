@@ -604,6 +604,37 @@ async fn large_upload_echoed_while_sending_does_not_deadlock() {
     }
 }
 
+/// A body of unknown length (chunked from levee's client, no Content-Length) is read
+/// whole first: php reads exactly CONTENT_LENGTH bytes and would see none of it without.
+#[tokio::test]
+async fn body_of_unknown_length_reaches_php_whole() {
+    let site = site();
+    let client = site.unix();
+    within(async {
+        let data = noise(300_000);
+        let req = Request::put("/echo.php")
+            .body(chunks(&data, 70_000))
+            .unwrap();
+        let resp = send(&client, site.docroot(), req).await.unwrap();
+        let echoed = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(echoed.len(), data.len());
+        assert!(echoed[..] == data[..], "echo differs");
+
+        // Beyond max_unsized_body: refused, never sent truncated.
+        let small = site.unix_with(ClientConfig {
+            max_unsized_body: 100_000,
+            ..ClientConfig::default()
+        });
+        let req = Request::put("/echo.php")
+            .body(chunks(&data, 70_000))
+            .unwrap();
+        let err = send(&small, site.docroot(), req).await.unwrap_err();
+        assert!(matches!(err, Error::Request { .. }), "{err}");
+        assert!(err.to_string().contains("Content-Length"), "{err}");
+    })
+    .await;
+}
+
 /// Each piece of the request body is sent when the test provides it and answered before
 /// the next one exists: the body is streamed both ways, not buffered.
 #[tokio::test]

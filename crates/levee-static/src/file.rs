@@ -241,16 +241,18 @@ fn open_inner(
         let file = prev.body.is_none().then_some(file);
         return Ok((Resolved::File(Arc::clone(prev)), file));
     }
+    // The version this one replaces, if it is the same file.
+    let replaced = prev.filter(|p| p.path == path).map(|p| &**p);
     if meta.len() <= settings.memory_max_file {
         if let Some((bytes, meta)) = read_stable(&mut file, meta)? {
-            let entry = FileEntry::new(settings, path, &meta, Some(bytes));
+            let entry = FileEntry::new(settings, path, &meta, Some(bytes), replaced);
             return Ok((Resolved::File(Arc::new(entry)), None));
         }
         // Still being written after several tries: stream this version, keep no bytes.
         file.seek(SeekFrom::Start(0))?;
     }
     let meta = file.metadata()?;
-    let entry = FileEntry::new(settings, path, &meta, None);
+    let entry = FileEntry::new(settings, path, &meta, None, replaced);
     Ok((Resolved::File(Arc::new(entry)), Some(file)))
 }
 
@@ -289,14 +291,28 @@ fn from_io(e: io::Error, path: &Path) -> Resolved {
 }
 
 impl FileEntry {
-    fn new(settings: &Settings, path: &Path, meta: &Metadata, body: Option<Bytes>) -> FileEntry {
+    /// `replaced`: the previous version of the same file, if levee served it.
+    fn new(
+        settings: &Settings,
+        path: &Path,
+        meta: &Metadata,
+        body: Option<Bytes>,
+        replaced: Option<&FileEntry>,
+    ) -> FileEntry {
         let len = body.as_ref().map_or(meta.len(), |b| b.len() as u64);
         let modified = meta.modified().ok().and_then(whole_seconds);
         // nginx's format, so that browsers' cached copies from before the switch to
         // levee still validate: hex seconds of mtime, hex length.
-        let etag = modified
-            .and_then(|m| m.duration_since(UNIX_EPOCH).ok())
-            .map(|d| format!("{:x}-{:x}", d.as_secs(), len));
+        let mut etag = nginx_etag(modified, len);
+        // That tag stays the same through an edit within the same second that keeps the
+        // length: clients would get 304 for the old bytes, or splice a resumed download
+        // (If-Range) from two versions. When the version this one replaces had the same
+        // tag, this one gets a suffix that tells them apart.
+        if let (Some(tag), Some(old)) = (etag.as_mut(), replaced) {
+            if nginx_etag(old.head.modified, old.head.len).as_deref() == Some(tag.as_str()) {
+                tag.push_str(&format!("-{:x}", version_hash(meta)));
+            }
+        }
         let ext = extension(path);
         let cache_control = match &ext {
             Some(ext) if settings.assets.contains(ext) => settings.asset_cache_control.clone(),
@@ -317,6 +333,32 @@ impl FileEntry {
             body,
         }
     }
+}
+
+/// `"<hex seconds of mtime>-<hex length>"`, nginx's entity tag (without quotes).
+fn nginx_etag(modified: Option<SystemTime>, len: u64) -> Option<String> {
+    modified
+        .and_then(|m| m.duration_since(UNIX_EPOCH).ok())
+        .map(|d| format!("{:x}-{:x}", d.as_secs(), len))
+}
+
+/// A number that differs between two versions of a file with the same mtime second and
+/// length: from the sub-second mtime, the inode and the change time (FNV-1a).
+fn version_hash(meta: &Metadata) -> u64 {
+    let nanos = meta
+        .modified()
+        .ok()
+        .and_then(|m| m.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.subsec_nanos());
+    let (dev, ino, ctime, ctime_nsec) = inode(meta);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for v in [u64::from(nanos), dev, ino, ctime as u64, ctime_nsec as u64] {
+        for b in v.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
 }
 
 /// Before 1970 there is no HTTP-date: such a file simply has no validators.
