@@ -214,10 +214,25 @@ pub fn decide(
     }
 
     let date = header_date(c.headers, DATE).unwrap_or(c.now);
+    let is_html = c
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|s| s.trim_start().to_ascii_lowercase().starts_with("text/html"));
+    let micro = config
+        .micro_cache
+        .filter(|_| c.anonymous && c.status == StatusCode::OK && is_html);
+    // PHP's session_start() adds `Expires: Thu, 19 Nov 1981 08:52:00 GMT` to every page
+    // (session.cache_limiter): a date in the past, which says "do not cache", the very
+    // thing the operator asked micro-caching to override. For an anonymous page only
+    // (no cookie was sent, so nothing in it is personal), it counts as no freshness.
+    let expired_marker = header_date(c.headers, EXPIRES).is_none_or(|e| e <= date);
     let explicit = if let Some(s) = cc.s_maxage {
         Some(Duration::from_secs(s))
     } else if let Some(m) = cc.max_age {
         Some(Duration::from_secs(m))
+    } else if micro.is_some() && expired_marker {
+        None
     } else if c.headers.contains_key(EXPIRES) {
         // An invalid Expires (e.g. "0") means already expired (RFC 9111 §5.3).
         Some(
@@ -229,15 +244,10 @@ pub fn decide(
         None
     };
 
-    let is_html = c
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|s| s.trim_start().to_ascii_lowercase().starts_with("text/html"));
     let lifetime = match explicit {
         Some(l) => l,
-        None => match config.micro_cache {
-            Some(ttl) if c.anonymous && c.status == StatusCode::OK && is_html => ttl,
+        None => match micro {
+            Some(ttl) => ttl,
             _ if config.heuristic && (heuristic_status || cc.public) => {
                 match header_date(c.headers, LAST_MODIFIED)
                     .and_then(|lm| date.duration_since(lm).ok())
@@ -422,6 +432,29 @@ mod tests {
             decide_with(&explicit, true, &c),
             Err(NotStored::NoFreshness)
         );
+        // XE's header after PHP's session_start(): Expires in 1981 and Pragma.
+        let php = headers(&[
+            (
+                "cache-control",
+                "public, must-revalidate, post-check=0, pre-check=0",
+            ),
+            ("expires", "Thu, 19 Nov 1981 08:52:00 GMT"),
+            ("pragma", "no-cache"),
+            ("content-type", "text/html; charset=UTF-8"),
+        ]);
+        let s = decide_with(&php, true, &c).unwrap();
+        assert_eq!(s.freshness.lifetime, Duration::from_secs(3));
+        // Not for a logged-in page, nor without micro-caching.
+        assert!(decide_with(&php, false, &c).is_err());
+        assert_eq!(
+            decide_with(&php, true, &PolicyConfig::default()),
+            Err(NotStored::NoFreshness)
+        );
+        // An Expires in the future is explicit freshness, micro-cache or not.
+        let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(60));
+        let future = headers(&[("expires", later.as_str()), ("content-type", "text/html")]);
+        let s = decide_with(&future, true, &c).unwrap();
+        assert!(s.freshness.lifetime > Duration::from_secs(50));
     }
 
     #[test]
