@@ -168,12 +168,14 @@ counter = 0
 request = function()
   counter = counter + 1
   if counter > $PAGES then counter = 1 end
-  return wrk.format("GET", "/page/" .. counter)
+  return wrk.format("GET", "/page/" .. counter, {["Accept-Encoding"] = "gzip"})
 end
 EOF
 report "" "## Memory of cached 100 KiB HTML pages" "" \
     "$PAGES distinct pages of \`levee origin --body-size 102400\` (varied words; gzip -6 makes one 102,400-byte page $PAGE_GZ bytes)," \
-    "each requested until stored, then all read back; RSS growth of levee divided by the pages stored." \
+    "each requested once by a client that accepts gzip (as browsers do); RSS growth of levee divided by the pages stored." \
+    "Clients that accept no coding get uncompressed copies made on demand and kept in a bounded side cache" \
+    "(\`[compression] transcode_memory\`, 32 MiB by default): at most that much more, whatever the number of pages." \
     "" \
     "| levee | RSS before (MiB) | RSS with $PAGES pages (MiB) | per page (KiB) | check |" \
     "|---|---:|---:|---:|---|"

@@ -121,6 +121,88 @@ pub fn compress(c: Coding, data: &[u8], level: Level) -> io::Result<Bytes> {
     Ok(Bytes::from(out))
 }
 
+/// [`compress`] of the concatenation of `chunks`, without concatenating them first: a
+/// response arrives in pieces, and copying a 100 KiB page only to compress it leaves a
+/// 100 KiB hole in the heap next to each 20 KiB stored result (measured: twice the RSS
+/// per cached page with glibc's malloc).
+pub fn compress_chunks(c: Coding, chunks: &[Bytes], level: Level) -> io::Result<Bytes> {
+    let total: usize = chunks.iter().map(|b| b.len()).sum();
+    let p = params(level);
+    let capacity = total / 4 + 64;
+    let mut out = match c {
+        Coding::Identity => {
+            let mut v = Vec::with_capacity(total);
+            for b in chunks {
+                v.extend_from_slice(b);
+            }
+            return Ok(Bytes::from(v));
+        }
+        Coding::Gzip => {
+            let mut e = flate2::write::GzEncoder::new(
+                Vec::with_capacity(capacity),
+                flate2::Compression::new(p.gzip.unsigned_abs()),
+            );
+            for b in chunks {
+                e.write_all(b)?;
+            }
+            e.finish()?
+        }
+        Coding::Br => {
+            let params = brotli::enc::BrotliEncoderParams {
+                quality: p.br,
+                lgwin: 22,
+                size_hint: total,
+                ..Default::default()
+            };
+            let mut out = Vec::with_capacity(capacity);
+            let mut reader = Chunks {
+                chunks,
+                at: 0,
+                off: 0,
+            };
+            brotli::BrotliCompress(&mut reader, &mut out, &params)?;
+            out
+        }
+        Coding::Zstd => {
+            let mut e = zstd::stream::write::Encoder::new(Vec::with_capacity(capacity), p.zstd)?;
+            // As the one-shot API does: tables sized to the input, size in the header.
+            e.set_pledged_src_size(Some(total as u64))?;
+            e.include_contentsize(true)?;
+            for b in chunks {
+                e.write_all(b)?;
+            }
+            e.finish()?
+        }
+    };
+    out.shrink_to_fit();
+    Ok(Bytes::from(out))
+}
+
+/// `Read` over a list of buffers, in order.
+struct Chunks<'a> {
+    chunks: &'a [Bytes],
+    at: usize,
+    off: usize,
+}
+
+impl Read for Chunks<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while let Some(c) = self.chunks.get(self.at) {
+            let rest = c.get(self.off..).unwrap_or(&[]);
+            if rest.is_empty() {
+                self.at += 1;
+                self.off = 0;
+                continue;
+            }
+            let n = rest.len().min(buf.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            self.off += n;
+            return Ok(n);
+        }
+        Ok(0)
+    }
+}
+
 /// Decompression produced more than the caller's limit.
 #[derive(Debug, thiserror::Error)]
 #[error("decompressed content exceeds the limit of {limit} bytes")]
@@ -206,4 +288,30 @@ fn read_limited(mut r: impl Read, input_len: usize, max_output: usize) -> io::Re
     // Stored objects live long and are weighed by their length: give back the slack.
     out.shrink_to_fit();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn chunked_compression_decodes_to_the_concatenation() {
+        let text: Vec<u8> = (0..200_000u32)
+            .map(|i| b"levee cache php "[(i % 16) as usize] ^ ((i / 977) as u8 & 1))
+            .collect();
+        let chunks: Vec<Bytes> = text
+            .chunks(7919)
+            .map(Bytes::copy_from_slice)
+            .chain([Bytes::new()])
+            .collect();
+        for c in [Coding::Identity, Coding::Gzip, Coding::Br, Coding::Zstd] {
+            let packed = compress_chunks(c, &chunks, Level::Default).unwrap();
+            let back = decompress(c, &packed, 1 << 20).unwrap();
+            assert_eq!(back, text, "{c:?}");
+            if c != Coding::Identity {
+                assert!(packed.len() < text.len() / 4, "{c:?}: {}", packed.len());
+            }
+        }
+    }
 }

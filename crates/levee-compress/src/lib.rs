@@ -45,7 +45,7 @@ mod stream;
 mod vary;
 
 pub use accept::Accepted;
-pub use codec::{compress, decompress, is_too_large, TooLarge};
+pub use codec::{compress, compress_chunks, decompress, is_too_large, TooLarge};
 pub use media::compressible;
 pub use stream::{CompressBody, DecompressBody};
 pub use vary::add_vary_accept_encoding;

@@ -21,7 +21,9 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 use levee_cache::{Entry, LeveeCoded};
-use levee_compress::{add_vary_accept_encoding, compress, compressible, decompress};
+use levee_compress::{
+    add_vary_accept_encoding, compress, compress_chunks, compressible, decompress,
+};
 use levee_compress::{Accepted, Coding, CompressBody, Level};
 use levee_config::CompressionSettings;
 
@@ -102,36 +104,49 @@ impl Encoder {
     /// Puts a complete response about to be stored in the form it is kept in: compressed
     /// in the store coding when worthwhile. Adjusts `headers` to that form and returns
     /// the body, its coding, and what levee changed.
+    ///
+    /// `chunks` is the body as it arrived; what is stored is always a new, exactly sized
+    /// buffer (a chunk from hyper can be a slice of a much larger read buffer, which
+    /// storing it would pin in memory for the entry's lifetime).
     pub async fn for_storage(
         &self,
         status: StatusCode,
         headers: &mut HeaderMap,
-        body: Bytes,
+        chunks: Vec<Bytes>,
     ) -> (Bytes, Coding, Option<LeveeCoded>) {
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        let len: usize = chunks.iter().map(|c| c.len()).sum();
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
         match Coding::from_headers(headers) {
             Some(Coding::Identity) => {}
             Some(coding) => {
                 // The backend compressed it: kept as sent, decoded for clients that need it.
                 add_vary_accept_encoding(headers);
-                return (body, coding, None);
+                return (concat(&chunks), coding, None);
             }
             // Codings levee cannot undo: only clients that accept them as sent get them.
-            None => return (body, Coding::Identity, None),
+            None => return (concat(&chunks), Coding::Identity, None),
         }
-        if !self.may_compress(status, headers) || (body.len() as u64) < self.min_size {
-            return (body, Coding::Identity, None);
+        if !self.may_compress(status, headers) || (len as u64) < self.min_size {
+            return (concat(&chunks), Coding::Identity, None);
         }
         let store = self.store;
-        let compressed =
-            run_codec(body.clone(), move |b| compress(store, &b, Level::Default)).await;
+        let chunks = Arc::new(chunks);
+        let input = chunks.clone();
+        let work = move || compress_chunks(store, &input, Level::Default);
+        let compressed = if len <= INLINE_LIMIT {
+            work()
+        } else {
+            tokio::task::spawn_blocking(work)
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        };
         let compressed = match compressed {
-            Ok(c) if c.len() < body.len() => c,
+            Ok(c) if c.len() < len => c,
             // Incompressible (already compressed data served as text, say): keep it.
-            Ok(_) => return (body, Coding::Identity, None),
+            Ok(_) => return (concat(&chunks), Coding::Identity, None),
             Err(e) => {
                 tracing::warn!(error = %e, "compressing a response for storage failed");
-                return (body, Coding::Identity, None);
+                return (concat(&chunks), Coding::Identity, None);
             }
         };
         let original_etag = headers.get(header::ETAG).cloned();
@@ -324,6 +339,16 @@ fn no_transform(h: &HeaderMap) -> bool {
             .split(|b| *b == b',')
             .any(|d| d.trim_ascii().eq_ignore_ascii_case(b"no-transform"))
     })
+}
+
+/// One exactly sized copy of the pieces.
+fn concat(chunks: &[Bytes]) -> Bytes {
+    let len = chunks.iter().map(|c| c.len()).sum();
+    let mut b = bytes::BytesMut::with_capacity(len);
+    for c in chunks {
+        b.extend_from_slice(c);
+    }
+    b.freeze()
 }
 
 /// `from` → `to`, through the uncompressed form.

@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
@@ -510,7 +510,7 @@ async fn run_fill(
             Some(chunks) => {
                 let (body, coding, levee_coded) = shared
                     .encoder
-                    .for_storage(head.status, &mut headers, concat(chunks))
+                    .for_storage(head.status, &mut headers, chunks)
                     .await;
                 let entry = Entry {
                     id: Entry::next_id(),
@@ -603,18 +603,6 @@ fn refresh(
         shared.store.invalidate(&ctx.key);
     }
     entry
-}
-
-/// Copies the body into one exactly sized buffer. Always a copy, even for one chunk: a
-/// chunk from hyper can be a slice of a much larger read buffer, which storing it would
-/// pin in memory for the entry's lifetime.
-fn concat(chunks: Vec<Bytes>) -> Bytes {
-    let len = chunks.iter().map(|c| c.len()).sum();
-    let mut b = BytesMut::with_capacity(len);
-    for c in chunks {
-        b.extend_from_slice(&c);
-    }
-    b.freeze()
 }
 
 /// The request a fill sends: always a plain GET with no cookies and no client
