@@ -45,8 +45,9 @@ pub struct Encoder {
     store: Coding,
     /// Other forms of stored entries: (entry id, coding) → body.
     derived: moka::future::Cache<(u64, Coding), Bytes>,
-    /// Compressed forms of static files held in memory: (path + ETag, coding) → body.
-    files: moka::future::Cache<(Arc<str>, Coding), Bytes>,
+    /// Compressed forms of static files held in memory: (path + ETag, coding) → the
+    /// content they were made from and the compressed body (see [`Encoder::static_file`]).
+    files: moka::future::Cache<(Arc<str>, Coding), (Bytes, Bytes)>,
 }
 
 /// How a stored entry is sent to one client.
@@ -62,6 +63,11 @@ impl Encoder {
         fn weigh<K>(_: &K, v: &Bytes) -> u32 {
             u32::try_from(v.len() + 64).unwrap_or(u32::MAX)
         }
+        // The content a static form was made from is counted too: it is usually the
+        // very `Bytes` levee-static keeps in memory, but this cache may outlive it there.
+        fn weigh_file<K>(_: &K, v: &(Bytes, Bytes)) -> u32 {
+            u32::try_from(v.0.len() + v.1.len() + 64).unwrap_or(u32::MAX)
+        }
         let half = (c.transcode_memory / 2).max(1);
         Encoder {
             enabled: c.enabled,
@@ -73,7 +79,7 @@ impl Encoder {
                 .build(),
             files: moka::future::Cache::builder()
                 .max_capacity(half)
-                .weigher(weigh)
+                .weigher(weigh_file)
                 .build(),
         }
     }
@@ -255,21 +261,44 @@ impl Encoder {
         if chosen == Coding::Identity {
             return None;
         }
-        // The ETag changes with the file, so an edited file is compressed anew.
+        // The ETag (mtime in whole seconds and length) is not enough to tell versions
+        // apart: a same-size edit within the same second, or one that restores the mtime
+        // (`rsync -a`, `cp -p`), keeps it while levee-static serves the new content. So
+        // each form keeps the content it was made from and is used only for that content.
         let etag = headers.get(header::ETAG).map_or(&b""[..], |e| e.as_bytes());
         let key: Arc<str> = format!("{path}\n{}", String::from_utf8_lossy(etag)).into();
-        let content = content.clone();
+        let key = (key, chosen);
+        if let Some((source, body)) = self.files.get(&key).await {
+            if same_content(&source, content) {
+                if source.as_ptr() != content.as_ptr() {
+                    // Read again but unchanged: hold the copy levee-static now holds.
+                    self.files
+                        .insert(key, (content.clone(), body.clone()))
+                        .await;
+                }
+                set_coded_headers(headers, chosen, Some(body.len()));
+                return Some(body);
+            }
+            self.files.invalidate(&key).await;
+        }
+        let source = content.clone();
         let made = self
             .files
-            .try_get_with((key, chosen), async move {
-                run_codec(content, move |b| compress(chosen, &b, Level::Default)).await
+            .try_get_with(key, async move {
+                let body = run_codec(source.clone(), move |b| {
+                    compress(chosen, &b, Level::Default)
+                })
+                .await?;
+                Ok::<_, std::io::Error>((source, body))
             })
             .await;
         match made {
-            Ok(body) => {
+            Ok((source, body)) if same_content(&source, content) => {
                 set_coded_headers(headers, chosen, Some(body.len()));
                 Some(body)
             }
+            // A concurrent request compressed another version: send this one as it is.
+            Ok(_) => None,
             Err(e) => {
                 tracing::warn!(error = %e, "compressing a static file failed");
                 None
@@ -318,6 +347,13 @@ fn weaken_etag(h: &mut HeaderMap) {
     }
 }
 
+/// Whether two bodies are the same content: the same bytes in memory (the usual case,
+/// cheap; the cache holds its `Bytes`, so the memory cannot have been reused for another
+/// version), or equal bytes (a file levee-static read again, unchanged).
+fn same_content(a: &Bytes, b: &Bytes) -> bool {
+    (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b
+}
+
 fn no_transform(h: &HeaderMap) -> bool {
     h.get_all(header::CACHE_CONTROL).iter().any(|v| {
         v.as_bytes()
@@ -361,6 +397,16 @@ mod tests {
         assert_eq!(h[header::ETAG], "W/\"abc\"");
         weaken_etag(&mut h);
         assert_eq!(h[header::ETAG], "W/\"abc\"");
+    }
+
+    #[test]
+    fn same_content_is_the_same_bytes_not_the_same_etag() {
+        let v1 = Bytes::from_static(b"version one");
+        assert!(same_content(&v1, &v1.clone()));
+        assert!(same_content(&v1, &Bytes::copy_from_slice(b"version one")));
+        // Same length, as a same-size edit that keeps the ETag.
+        assert!(!same_content(&v1, &Bytes::from_static(b"version two")));
+        assert!(!same_content(&v1, &v1.slice(..7)));
     }
 
     #[test]
