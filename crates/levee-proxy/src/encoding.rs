@@ -22,7 +22,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 use levee_cache::{Entry, LeveeCoded};
 use levee_compress::{add_vary_accept_encoding, compress, compressible, decompress};
-use levee_compress::{Accepted, Coding, CompressBody, Level};
+use levee_compress::{Accepted, Coding, CompressBody, DecompressBody, Level};
 use levee_config::CompressionSettings;
 
 use crate::body::ProxyBody;
@@ -215,7 +215,8 @@ impl Encoder {
         h
     }
 
-    /// Compresses a streamed response on the fly when the client accepts a coding:
+    /// Compresses a streamed response on the fly when the client accepts a coding, or
+    /// decodes one the backend compressed in a coding the client does not accept:
     /// adjusts `headers` and wraps `body`. A HEAD gets the same headers as the GET.
     pub fn stream(
         &self,
@@ -225,6 +226,23 @@ impl Encoder {
         headers: &mut HeaderMap,
         body: ProxyBody,
     ) -> ProxyBody {
+        if let Some(from) = backend_coding(status, headers) {
+            // The backend compressed it although a fill asks for no coding (or a pass's
+            // client may not accept it): as with a stored copy (`entry_form`), a client
+            // that does not accept the coding gets the content decoded, on the fly.
+            add_vary_accept_encoding(headers);
+            if Accepted::parse(request).accepts(from) {
+                return body;
+            }
+            headers.remove(header::CONTENT_ENCODING);
+            headers.remove(header::CONTENT_LENGTH);
+            // The backend's ETag named its compressed bytes.
+            weaken_etag(headers);
+            if *method == Method::HEAD {
+                return body;
+            }
+            return ProxyBody::Decoded(Box::new(DecompressBody::new(body, from)));
+        }
         if !self.may_compress(status, headers) {
             return body;
         }
@@ -304,6 +322,22 @@ impl Encoder {
                 None
             }
         }
+    }
+}
+
+/// The coding the backend applied to a complete body, when levee can undo it. Not for
+/// partial content (a slice of a compressed stream cannot be decoded) nor for responses
+/// without content.
+fn backend_coding(status: StatusCode, headers: &HeaderMap) -> Option<Coding> {
+    if status.is_informational()
+        || matches!(status.as_u16(), 204 | 206 | 304)
+        || headers.contains_key(header::CONTENT_RANGE)
+    {
+        return None;
+    }
+    match Coding::from_headers(headers) {
+        Some(Coding::Identity) | None => None,
+        Some(c) => Some(c),
     }
 }
 
@@ -407,6 +441,35 @@ mod tests {
         // Same length, as a same-size edit that keeps the ETag.
         assert!(!same_content(&v1, &Bytes::from_static(b"version two")));
         assert!(!same_content(&v1, &v1.slice(..7)));
+    }
+
+    #[test]
+    fn backend_codings_are_undone_only_for_complete_bodies() {
+        let mut h = HeaderMap::new();
+        assert_eq!(backend_coding(StatusCode::OK, &h), None);
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("x-gzip"));
+        assert_eq!(backend_coding(StatusCode::OK, &h), Some(Coding::Gzip));
+        for status in [204, 206, 304] {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            assert_eq!(backend_coding(status, &h), None, "{status}");
+        }
+        h.insert(
+            header::CONTENT_RANGE,
+            HeaderValue::from_static("bytes 0-9/99"),
+        );
+        assert_eq!(backend_coding(StatusCode::OK, &h), None);
+        h.remove(header::CONTENT_RANGE);
+        // Two codings, or one levee does not know: left as they are.
+        h.insert(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_static("gzip, br"),
+        );
+        assert_eq!(backend_coding(StatusCode::OK, &h), None);
+        h.insert(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_static("deflate"),
+        );
+        assert_eq!(backend_coding(StatusCode::OK, &h), None);
     }
 
     #[test]
