@@ -25,6 +25,8 @@ pub enum ProxyBody {
     File(levee_static::FileBody),
     /// Another body compressed on the fly.
     Coded(Box<levee_compress::CompressBody<ProxyBody>>),
+    /// A backend body in a coding the client does not accept, decoded on the fly.
+    Decoded(Box<levee_compress::DecompressBody<ProxyBody>>),
 }
 
 /// A backend body streamed through. The backend slot is released when it is dropped,
@@ -77,6 +79,7 @@ impl Body for ProxyBody {
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
             ProxyBody::Coded(c) => Pin::new(c.as_mut()).poll_frame(cx),
+            ProxyBody::Decoded(d) => Pin::new(d.as_mut()).poll_frame(cx),
             ProxyBody::Pass(p) => match Pin::new(&mut p.inner).poll_frame(cx) {
                 Poll::Ready(r) => {
                     let t = p.timeout;
@@ -99,6 +102,7 @@ impl Body for ProxyBody {
             ProxyBody::Pass(p) => p.inner.is_end_stream(),
             ProxyBody::File(f) => f.is_end_stream(),
             ProxyBody::Coded(c) => c.is_end_stream(),
+            ProxyBody::Decoded(d) => d.is_end_stream(),
         }
     }
 
@@ -110,6 +114,7 @@ impl Body for ProxyBody {
             ProxyBody::Pass(p) => p.inner.size_hint(),
             ProxyBody::File(f) => f.size_hint(),
             ProxyBody::Coded(c) => c.size_hint(),
+            ProxyBody::Decoded(d) => d.size_hint(),
         }
     }
 }

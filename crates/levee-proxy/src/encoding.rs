@@ -24,7 +24,7 @@ use levee_cache::{Entry, LeveeCoded};
 use levee_compress::{
     add_vary_accept_encoding, compress, compress_chunks, compressible, decompress,
 };
-use levee_compress::{Accepted, Coding, CompressBody, Level};
+use levee_compress::{Accepted, Coding, CompressBody, DecompressBody, Level};
 use levee_config::CompressionSettings;
 
 use crate::body::ProxyBody;
@@ -47,8 +47,9 @@ pub struct Encoder {
     store: Coding,
     /// Other forms of stored entries: (entry id, coding) → body.
     derived: moka::future::Cache<(u64, Coding), Bytes>,
-    /// Compressed forms of static files held in memory: (path + ETag, coding) → body.
-    files: moka::future::Cache<(Arc<str>, Coding), Bytes>,
+    /// Compressed forms of static files held in memory: (path + ETag, coding) → the
+    /// content they were made from and the compressed body (see [`Encoder::static_file`]).
+    files: moka::future::Cache<(Arc<str>, Coding), (Bytes, Bytes)>,
 }
 
 /// How a stored entry is sent to one client.
@@ -64,6 +65,11 @@ impl Encoder {
         fn weigh<K>(_: &K, v: &Bytes) -> u32 {
             u32::try_from(v.len() + 64).unwrap_or(u32::MAX)
         }
+        // The content a static form was made from is counted too: it is usually the
+        // very `Bytes` levee-static keeps in memory, but this cache may outlive it there.
+        fn weigh_file<K>(_: &K, v: &(Bytes, Bytes)) -> u32 {
+            u32::try_from(v.0.len() + v.1.len() + 64).unwrap_or(u32::MAX)
+        }
         let half = (c.transcode_memory / 2).max(1);
         Encoder {
             enabled: c.enabled,
@@ -75,7 +81,7 @@ impl Encoder {
                 .build(),
             files: moka::future::Cache::builder()
                 .max_capacity(half)
-                .weigher(weigh)
+                .weigher(weigh_file)
                 .build(),
         }
     }
@@ -224,7 +230,8 @@ impl Encoder {
         h
     }
 
-    /// Compresses a streamed response on the fly when the client accepts a coding:
+    /// Compresses a streamed response on the fly when the client accepts a coding, or
+    /// decodes one the backend compressed in a coding the client does not accept:
     /// adjusts `headers` and wraps `body`. A HEAD gets the same headers as the GET.
     pub fn stream(
         &self,
@@ -234,6 +241,23 @@ impl Encoder {
         headers: &mut HeaderMap,
         body: ProxyBody,
     ) -> ProxyBody {
+        if let Some(from) = backend_coding(status, headers) {
+            // The backend compressed it although a fill asks for no coding (or a pass's
+            // client may not accept it): as with a stored copy (`entry_form`), a client
+            // that does not accept the coding gets the content decoded, on the fly.
+            add_vary_accept_encoding(headers);
+            if Accepted::parse(request).accepts(from) {
+                return body;
+            }
+            headers.remove(header::CONTENT_ENCODING);
+            headers.remove(header::CONTENT_LENGTH);
+            // The backend's ETag named its compressed bytes.
+            weaken_etag(headers);
+            if *method == Method::HEAD {
+                return body;
+            }
+            return ProxyBody::Decoded(Box::new(DecompressBody::new(body, from)));
+        }
         if !self.may_compress(status, headers) {
             return body;
         }
@@ -249,6 +273,27 @@ impl Encoder {
             return body;
         }
         ProxyBody::Coded(Box::new(CompressBody::new(body, chosen, Level::Fast)))
+    }
+
+    /// A static 304 (whose `Content-Type` and `Content-Length`, which levee-static adds
+    /// for this, are removed here): when the 200 would have been compressed for this
+    /// client it carries what that 200 would, a weak `ETag` and `Vary` (RFC 9110
+    /// §15.4.5).
+    pub fn static_not_modified(&self, request: &HeaderMap, headers: &mut HeaderMap) {
+        let coded_200 = self.may_compress(StatusCode::OK, headers);
+        headers.remove(header::CONTENT_TYPE);
+        if !coded_200 {
+            headers.remove(header::CONTENT_LENGTH);
+            return;
+        }
+        headers.remove(header::CONTENT_LENGTH);
+        add_vary_accept_encoding(headers);
+        let chosen = Accepted::parse(request)
+            .choose(&STREAM_ORDER)
+            .unwrap_or(Coding::Identity);
+        if chosen != Coding::Identity {
+            weaken_etag(headers);
+        }
     }
 
     /// A static file held in memory, compressed once per version and coding. `None`:
@@ -270,26 +315,65 @@ impl Encoder {
         if chosen == Coding::Identity {
             return None;
         }
-        // The ETag changes with the file, so an edited file is compressed anew.
+        // The ETag (mtime in whole seconds and length) is not enough to tell versions
+        // apart: a same-size edit within the same second, or one that restores the mtime
+        // (`rsync -a`, `cp -p`), keeps it while levee-static serves the new content. So
+        // each form keeps the content it was made from and is used only for that content.
         let etag = headers.get(header::ETAG).map_or(&b""[..], |e| e.as_bytes());
         let key: Arc<str> = format!("{path}\n{}", String::from_utf8_lossy(etag)).into();
-        let content = content.clone();
+        let key = (key, chosen);
+        if let Some((source, body)) = self.files.get(&key).await {
+            if same_content(&source, content) {
+                if source.as_ptr() != content.as_ptr() {
+                    // Read again but unchanged: hold the copy levee-static now holds.
+                    self.files
+                        .insert(key, (content.clone(), body.clone()))
+                        .await;
+                }
+                set_coded_headers(headers, chosen, Some(body.len()));
+                return Some(body);
+            }
+            self.files.invalidate(&key).await;
+        }
+        let source = content.clone();
         let made = self
             .files
-            .try_get_with((key, chosen), async move {
-                run_codec(content, move |b| compress(chosen, &b, Level::Default)).await
+            .try_get_with(key, async move {
+                let body = run_codec(source.clone(), move |b| {
+                    compress(chosen, &b, Level::Default)
+                })
+                .await?;
+                Ok::<_, std::io::Error>((source, body))
             })
             .await;
         match made {
-            Ok(body) => {
+            Ok((source, body)) if same_content(&source, content) => {
                 set_coded_headers(headers, chosen, Some(body.len()));
                 Some(body)
             }
+            // A concurrent request compressed another version: send this one as it is.
+            Ok(_) => None,
             Err(e) => {
                 tracing::warn!(error = %e, "compressing a static file failed");
                 None
             }
         }
+    }
+}
+
+/// The coding the backend applied to a complete body, when levee can undo it. Not for
+/// partial content (a slice of a compressed stream cannot be decoded) nor for responses
+/// without content.
+fn backend_coding(status: StatusCode, headers: &HeaderMap) -> Option<Coding> {
+    if status.is_informational()
+        || matches!(status.as_u16(), 204 | 206 | 304)
+        || headers.contains_key(header::CONTENT_RANGE)
+    {
+        return None;
+    }
+    match Coding::from_headers(headers) {
+        Some(Coding::Identity) | None => None,
+        Some(c) => Some(c),
     }
 }
 
@@ -331,6 +415,13 @@ fn weaken_etag(h: &mut HeaderMap) {
             h.remove(header::ETAG);
         }
     }
+}
+
+/// Whether two bodies are the same content: the same bytes in memory (the usual case,
+/// cheap; the cache holds its `Bytes`, so the memory cannot have been reused for another
+/// version), or equal bytes (a file levee-static read again, unchanged).
+fn same_content(a: &Bytes, b: &Bytes) -> bool {
+    (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b
 }
 
 fn no_transform(h: &HeaderMap) -> bool {
@@ -386,6 +477,45 @@ mod tests {
         assert_eq!(h[header::ETAG], "W/\"abc\"");
         weaken_etag(&mut h);
         assert_eq!(h[header::ETAG], "W/\"abc\"");
+    }
+
+    #[test]
+    fn same_content_is_the_same_bytes_not_the_same_etag() {
+        let v1 = Bytes::from_static(b"version one");
+        assert!(same_content(&v1, &v1.clone()));
+        assert!(same_content(&v1, &Bytes::copy_from_slice(b"version one")));
+        // Same length, as a same-size edit that keeps the ETag.
+        assert!(!same_content(&v1, &Bytes::from_static(b"version two")));
+        assert!(!same_content(&v1, &v1.slice(..7)));
+    }
+
+    #[test]
+    fn backend_codings_are_undone_only_for_complete_bodies() {
+        let mut h = HeaderMap::new();
+        assert_eq!(backend_coding(StatusCode::OK, &h), None);
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("x-gzip"));
+        assert_eq!(backend_coding(StatusCode::OK, &h), Some(Coding::Gzip));
+        for status in [204, 206, 304] {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            assert_eq!(backend_coding(status, &h), None, "{status}");
+        }
+        h.insert(
+            header::CONTENT_RANGE,
+            HeaderValue::from_static("bytes 0-9/99"),
+        );
+        assert_eq!(backend_coding(StatusCode::OK, &h), None);
+        h.remove(header::CONTENT_RANGE);
+        // Two codings, or one levee does not know: left as they are.
+        h.insert(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_static("gzip, br"),
+        );
+        assert_eq!(backend_coding(StatusCode::OK, &h), None);
+        h.insert(
+            header::CONTENT_ENCODING,
+            HeaderValue::from_static("deflate"),
+        );
+        assert_eq!(backend_coding(StatusCode::OK, &h), None);
     }
 
     #[test]

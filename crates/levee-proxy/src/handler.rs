@@ -794,20 +794,22 @@ fn stream_response(
     now: Instant,
 ) -> Resp {
     let age = policy::age_header(h.initial_age + now.saturating_duration_since(h.response_time));
-    if h.storable.is_ok() && h.status == StatusCode::OK {
-        if let Some(status) = conditional::evaluate(&parts.method, &parts.headers, &h.headers) {
-            return precondition_response(shared, status, &h.headers, age, XCache::Miss);
-        }
-    }
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
     } else {
         ProxyBody::Fill(reader)
     };
+    // The headers of the 200 this client would get (its coding, weak ETag, Vary): a 304
+    // carries those (RFC 9110 §15.4.5).
     let mut headers = h.headers.clone();
     let body = shared
         .encoder
         .stream(&parts.headers, &parts.method, h.status, &mut headers, body);
+    if h.storable.is_ok() && h.status == StatusCode::OK {
+        if let Some(status) = conditional::evaluate(&parts.method, &parts.headers, &headers) {
+            return precondition_response(shared, status, &headers, age, XCache::Miss);
+        }
+    }
     let mut resp = Response::new(body);
     *resp.status_mut() = h.status;
     *resp.headers_mut() = headers;
@@ -887,6 +889,10 @@ async fn static_response(
     head.headers
         .insert(X_CACHE.clone(), HeaderValue::from_static("STATIC"));
     let enc = &shared.encoder;
+    if head.status == StatusCode::NOT_MODIFIED {
+        enc.static_not_modified(&parts.headers, &mut head.headers);
+        return Response::from_parts(head, ProxyBody::Empty);
+    }
     if head.status == StatusCode::OK {
         if let Some(content) = body.memory() {
             let path = parts.uri.path();

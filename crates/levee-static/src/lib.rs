@@ -436,10 +436,17 @@ fn validator_headers(h: &mut http::HeaderMap, entry: &FileEntry) {
 }
 
 /// 304: the validators and Cache-Control the 200 would carry (RFC 9110 §15.4.5), no body.
+///
+/// It also carries the 200's Content-Type and Content-Length, which a 304 should not
+/// send to clients: they are for the caller, which may send the 200 compressed (and then
+/// a weak ETag and `Vary` on the 304 too) and removes them.
 fn not_modified(entry: &FileEntry) -> Response<FileBody> {
     let mut response = Response::new(FileBody::empty());
     *response.status_mut() = StatusCode::NOT_MODIFIED;
-    validator_headers(response.headers_mut(), entry);
+    let h = response.headers_mut();
+    validator_headers(h, entry);
+    h.insert(CONTENT_TYPE, entry.head.content_type.clone());
+    h.insert(CONTENT_LENGTH, HeaderValue::from(entry.head.len));
     response
 }
 
