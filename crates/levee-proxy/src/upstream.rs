@@ -156,8 +156,15 @@ enum Transport {
         client: levee_fastcgi::Client,
         root: PathBuf,
         index: String,
+        /// Recent routing decisions (path → script), like nginx's open_file_cache: a
+        /// front controller's every pretty URL would otherwise cost a few stat calls on
+        /// the blocking pool, two thread switches per request.
+        routes: moka::sync::Cache<String, Route>,
     },
 }
+
+/// How long a routing decision is trusted: a new or deleted script shows up within it.
+const ROUTE_TTL: Duration = Duration::from_secs(1);
 
 /// The backend connection pool and its limits.
 pub struct Upstream {
@@ -199,6 +206,10 @@ impl Upstream {
                     // Resolve already checked that a FastCGI backend has a root.
                     root: settings.root.clone().unwrap_or_default(),
                     index: settings.fastcgi.index.clone(),
+                    routes: moka::sync::Cache::builder()
+                        .max_capacity(10_000)
+                        .time_to_live(ROUTE_TTL)
+                        .build(),
                 }
             }
         };
@@ -241,7 +252,11 @@ impl Upstream {
                     client,
                     root,
                     index,
-                } => self.send_fastcgi(client, root, index, req, conn).await,
+                    routes,
+                } => {
+                    self.send_fastcgi(client, root, index, routes, req, conn)
+                        .await
+                }
             }
         };
         match tokio::time::timeout(self.first_byte_timeout, sent).await {
@@ -288,20 +303,24 @@ impl Upstream {
         client: &levee_fastcgi::Client,
         root: &PathBuf,
         index: &str,
+        routes: &moka::sync::Cache<String, Route>,
         req: Request<UpBody>,
         conn: ConnInfo,
     ) -> Result<Response<BackendBody>, UpstreamError> {
         let (parts, body) = req.into_parts();
-        let route = {
-            let (root, index, path) = (
-                root.clone(),
-                index.to_string(),
-                parts.uri.path().to_string(),
-            );
-            // route() stats files: keep it off the async workers.
-            tokio::task::spawn_blocking(move || levee_fastcgi::route(&root, &path, &index))
-                .await
-                .unwrap_or(Route::Forbidden)
+        let path = parts.uri.path();
+        let route = match routes.get(path) {
+            Some(r) => r,
+            None => {
+                let (root, index, p) = (root.clone(), index.to_string(), path.to_string());
+                // route() stats files: keep it off the async workers.
+                let r =
+                    tokio::task::spawn_blocking(move || levee_fastcgi::route(&root, &p, &index))
+                        .await
+                        .unwrap_or(Route::Forbidden);
+                routes.insert(path.to_string(), r.clone());
+                r
+            }
         };
         let (script_name, path_info) = match route {
             Route::Script {
