@@ -21,6 +21,9 @@ DURATION=${DURATION:-10}
 CONNS=${CONNS:-64}
 OBJECTS=${OBJECTS:-100000}
 SERVERS=(levee varnish nginx)
+# Memory is also measured with compression off: Varnish and nginx store what the origin
+# sent, levee by default stores text compressed.
+MEM_SERVERS=(levee levee-raw varnish nginx)
 
 need_tools wrk varnishd varnishstat nginx curl python3
 levee_binary
@@ -49,6 +52,9 @@ start_all() {
     PORT[levee]=$(free_port)
     start_levee "levee-$label" "${PORT[levee]}" "$ORIGIN_PORT" --cache-size 1GiB
     PID[levee]=$LEVEE_PID
+    PORT[levee-raw]=$(free_port)
+    start_levee "levee-raw-$label" "${PORT[levee-raw]}" "$ORIGIN_PORT" --cache-size 1GiB --no-compression
+    PID[levee-raw]=$LEVEE_PID
     PORT[varnish]=$(free_port)
     write_vcl "$WORK/hits-$label.vcl" "$ORIGIN_PORT"
     start_varnish "varnish-$label" "${PORT[varnish]}" "$WORK/hits-$label.vcl" malloc,1G
@@ -59,7 +65,7 @@ start_all() {
 }
 stop_all() {
     local s
-    for s in "${SERVERS[@]}" origin; do stop_pid "${PID[$s]}"; done
+    for s in "${MEM_SERVERS[@]}" origin; do stop_pid "${PID[$s]}"; done
 }
 
 cache_header() { # cache_header SERVER URL: the server's hit/miss header
@@ -131,7 +137,7 @@ fill() {
 log "memory: fresh servers, $OBJECTS distinct 1 KiB objects each"
 start_all mem 1024
 declare -A MEM_BEFORE MEM_AFTER MEM_FILL MEM_CHECK
-for s in "${SERVERS[@]}"; do
+for s in "${MEM_SERVERS[@]}"; do
     port=${PORT[$s]}
     # Warm-up: one object, hit by 64 connections for 3 s (threads, buffers, pools).
     run_wrk "http://127.0.0.1:$port/warm" 3 "$CONNS" >/dev/null
@@ -150,10 +156,12 @@ for s in "${SERVERS[@]}"; do
     case $s in
         varnish) check+="; MAIN.n_object $(varnish_stat "$VARNISH_DIR" MAIN.n_object), n_lru_nuked $(varnish_stat "$VARNISH_DIR" MAIN.n_lru_nuked)" ;;
         nginx) check+="; $(find "$NGINX_DIR/cache" -type f | wc -l) files, $(du -sm "$NGINX_DIR/cache" | cut -f1) MB on disk" ;;
-        levee) check+="; /obj/1: X-Cache $(header_of "http://127.0.0.1:$port/obj/1" X-Cache)" ;;
+        levee*) check+="; /obj/1: X-Cache $(header_of "http://127.0.0.1:$port/obj/1" X-Cache)" ;;
     esac
     MEM_CHECK[$s]=$check
-    sleep 2
+    # Freed memory goes back to the kernel late (levee's jemalloc after ~10 s): let every
+    # server settle the same time before reading its RSS.
+    sleep "${SETTLE:-12}"
     MEM_AFTER[$s]=$(rss_kb "${PID[$s]}")
     log "  $s: RSS $(mib "${MEM_BEFORE[$s]}") -> $(mib "${MEM_AFTER[$s]}") MiB; fill ${MEM_FILL[$s]}; $check"
 done
@@ -189,13 +197,16 @@ done
 report "" "## Memory to hold $OBJECTS cached 1 KiB objects" "" \
     "RSS = VmRSS from /proc/PID/status summed over the server's processes (Varnish: manager +" \
     "child, $VARNISH_PROCS processes; nginx: master + workers + cache manager/loader, $NGINX_PROCS processes)," \
-    "after a 3 s warm-up on one URL, and again after storing /obj/1../obj/$OBJECTS and reading them back." ""
+    "after a 3 s warm-up on one URL, and again ${SETTLE:-12} s after storing /obj/1../obj/$OBJECTS and reading them back." \
+    "levee-raw is levee with --no-compression (stores the 1 KiB bodies as sent, as Varnish does); levee by" \
+    "default stores text gzip-compressed and keeps uncompressed copies for clients like wrk in a bounded" \
+    "side cache (32 MiB)." ""
 report "| server | RSS after warm-up (MiB) | RSS with $OBJECTS objects (MiB) | growth (MiB) | fill | check |" \
     "|---|---:|---:|---:|---|---|"
-for s in "${SERVERS[@]}"; do
+for s in "${MEM_SERVERS[@]}"; do
     report "| $s | $(mib "${MEM_BEFORE[$s]}") | $(mib "${MEM_AFTER[$s]}") | $(mib $((MEM_AFTER[$s] - MEM_BEFORE[$s]))) | ${MEM_FILL[$s]} | ${MEM_CHECK[$s]} |"
 done
-report "" "- levee/Varnish RSS with $OBJECTS objects = $(ratio "${MEM_AFTER[levee]}" "${MEM_AFTER[varnish]}")." \
+report "" "- levee/Varnish RSS with $OBJECTS objects = $(ratio "${MEM_AFTER[levee]}" "${MEM_AFTER[varnish]}"); with compression off $(ratio "${MEM_AFTER[levee-raw]}" "${MEM_AFTER[varnish]}")." \
     "- nginx keeps cached bodies in files on disk (the kernel's page cache holds them, outside" \
     "  nginx's RSS), and only keys in shared memory: its RSS is not comparable with levee's or Varnish's." ""
 log "report written to $OUT_FILE"

@@ -173,7 +173,8 @@ end
 EOF
 report "" "## Memory of cached 100 KiB HTML pages" "" \
     "$PAGES distinct pages of \`levee origin --body-size 102400\` (varied words; gzip -6 makes one 102,400-byte page $PAGE_GZ bytes)," \
-    "each requested once by a client that accepts gzip (as browsers do); RSS growth of levee divided by the pages stored." \
+    "each requested once by a client that accepts gzip (as browsers do); RSS growth of levee, ${SETTLE:-12} s after the last" \
+    "page (jemalloc returns freed pages within ~10 s), divided by the pages stored." \
     "Clients that accept no coding get uncompressed copies made on demand and kept in a bounded side cache" \
     "(\`[compression] transcode_memory\`, 32 MiB by default): at most that much more, whatever the number of pages." \
     "" \
@@ -198,7 +199,8 @@ for mode in compressed uncompressed; do
     done
     kill "$WRK_PID" 2>/dev/null || true
     wait "$WRK_PID" 2>/dev/null || true
-    sleep 1
+    # jemalloc gives freed pages back to the kernel after ~10 s (its dirty decay).
+    sleep "${SETTLE:-12}"
     after=$(rss_kb "$pid")
     x1=$(header_of "http://127.0.0.1:$port/page/1" X-Cache)
     xl=$(header_of "http://127.0.0.1:$port/page/$PAGES" X-Cache)

@@ -248,8 +248,13 @@ async fn cached(
             "the response is not in the cache and the request said only-if-cached",
         );
     }
-    let coalesce = !shared.hit_for_miss.contains_key(&key);
-    fetch(shared, parts, body, key, None, conn, coalesce).await
+    // The last response for this URL could not be stored: for a while, requests go to the
+    // backend as they are (Varnish's hit-for-pass), without a fill that would only copy
+    // the body through a second task. When the mark expires, a fill tries again.
+    if shared.hit_for_miss.contains_key(&key) {
+        return pass(shared, parts, body, conn, NotStored::HitForMiss).await;
+    }
+    fetch(shared, parts, body, key, None, conn, true).await
 }
 
 /// Gets the response from the backend through a fill, shared with concurrent requests for

@@ -3,6 +3,14 @@
 
 mod cmd;
 
+/// jemalloc instead of glibc's malloc. Measured on the FastCGI path (a request allocates
+/// and frees headers, CGI parameters and buffers on two threads): 100 -> 78 us of CPU per
+/// request, levee from 0.86x to 1.08x nginx's throughput. glibc also held freed memory
+/// between long-lived cached bodies; mimalloc was tried and kept twice the RSS per
+/// cached page.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
