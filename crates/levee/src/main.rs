@@ -8,6 +8,7 @@ mod cmd;
 /// request, levee from 0.86x to 1.08x nginx's throughput. glibc also held freed memory
 /// between long-lived cached bodies; mimalloc was tried and kept twice the RSS per
 /// cached page.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
