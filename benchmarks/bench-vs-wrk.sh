@@ -3,7 +3,7 @@
 # Debian nginx serving a 1 KiB static file on a loopback port, worker_processes 1,
 # access_log off. Each tool runs ROUNDS times, alternating, with the same threads,
 # connections and duration; the script prints medians of requests/s and p50 latency
-# and the levee/wrk ratio.
+# and the levee/wrk ratio. The order of the tools rotates each round.
 #
 # Usage: benchmarks/bench-vs-wrk.sh            (from the repository root)
 # Env:   ROUNDS=5 THREADS=2 CONNS=64 DURATION=10
@@ -133,8 +133,12 @@ if [ -n "$OHA_BIN" ]; then TOOLS="$TOOLS oha"; else echo "== oha not available: 
 echo "== target: nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///'), 1 KiB static file, worker_processes 1, on $URL"
 echo "== each tool: -t $THREADS -c $CONNS -d ${DURATION}s, $ROUNDS rounds alternating; $(nproc) cores"
 declare -A RPS P50
+read -r -a TOOL_LIST <<<"$TOOLS"
 for round in $(seq "$ROUNDS"); do
-    for tool in $TOOLS; do
+    # The first tool rotates each round, so none always runs on a machine warmed (or
+    # heated) by another.
+    for k in "${!TOOL_LIST[@]}"; do
+        tool=${TOOL_LIST[(k + round) % ${#TOOL_LIST[@]}]}
         res=$("run_$tool")
         read -r rps p50 <<<"$res"
         printf "round %d  %-6s %12.1f req/s   p50 %8.3f ms\n" "$round" "$tool" "$rps" "$p50"

@@ -204,6 +204,9 @@ fn run_step(
     let mut start_txs = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
     let mut lives = Vec::with_capacity(threads);
+    // See thread_main: yielding helps only when a core is left for the server.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let yield_on_park = threads < cores;
     for t in 0..threads {
         let conns: Vec<usize> = (t..concurrency).step_by(threads).collect();
         let (start_tx, start_rx) = mpsc::channel::<Instant>();
@@ -226,6 +229,7 @@ fn run_step(
                     interval,
                     stagger,
                     slot,
+                    yield_on_park,
                 });
                 let _ = done_tx.send(());
                 r
@@ -308,6 +312,7 @@ struct ThreadArgs {
     interval: Option<Duration>,
     stagger: Duration,
     slot: Duration,
+    yield_on_park: bool,
 }
 
 fn thread_main(a: ThreadArgs) -> Result<ThreadStats> {
@@ -316,9 +321,12 @@ fn thread_main(a: ThreadArgs) -> Result<ThreadStats> {
     // Yield the CPU before blocking in epoll_wait. When the server shares the machine
     // (the usual loopback benchmark), it gets to run and finish more responses, so the
     // next wait finds a batch of ready sockets instead of sleeping and being woken
-    // for each one. Measured against nginx on 2 cores: ~15-20% more requests/s and
-    // far fewer context switches; with nothing else runnable it costs one cheap syscall.
-    b.on_thread_park(std::thread::yield_now);
+    // for each one. Measured against nginx on 2 cores with one thread: ~15-20% more
+    // requests/s and far fewer context switches. With a thread on every core the
+    // yields only shuffle the client's own threads: 5-10% fewer requests/s, so then not.
+    if a.yield_on_park {
+        b.on_thread_park(std::thread::yield_now);
+    }
     let rt = b
         .build()
         .context("cannot start a tokio runtime for a worker thread")?;
