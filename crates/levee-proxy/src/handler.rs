@@ -32,7 +32,7 @@ pub struct Shared {
     pub store: Store,
     pub fills: Coalescer<FillHead>,
     /// Keys whose last response was not cacheable: fetched without coalescing for a while.
-    pub hit_for_miss: moka::sync::Cache<String, ()>,
+    pub hit_for_miss: moka::sync::Cache<String, NotStored>,
     pub upstream: Upstream,
     pub policy: PolicyConfig,
     /// Files of the document root, when there is one.
@@ -251,8 +251,8 @@ async fn cached(
     // The last response for this URL could not be stored: for a while, requests go to the
     // backend as they are (Varnish's hit-for-pass), without a fill that would only copy
     // the body through a second task. When the mark expires, a fill tries again.
-    if shared.hit_for_miss.contains_key(&key) {
-        return pass(shared, parts, body, conn, NotStored::HitForMiss).await;
+    if let Some(reason) = shared.hit_for_miss.get(&key) {
+        return pass(shared, parts, body, conn, reason).await;
     }
     fetch(shared, parts, body, key, None, conn, true).await
 }
@@ -468,7 +468,7 @@ async fn run_fill(
         fill.stop_buffering();
         done(&shared, &fill);
         if reason != NotStored::RequestNoStore {
-            shared.hit_for_miss.insert(ctx.key.clone(), ());
+            shared.hit_for_miss.insert(ctx.key.clone(), reason);
         }
     }
     let vary = VaryKey::new(&head.headers, &ctx.req_headers);
@@ -532,7 +532,9 @@ async fn run_fill(
                 shared.store.insert(ctx.key.clone(), Arc::new(entry));
                 shared.hit_for_miss.invalidate(&ctx.key);
             }
-            None => shared.hit_for_miss.insert(ctx.key.clone(), ()),
+            None => shared
+                .hit_for_miss
+                .insert(ctx.key.clone(), NotStored::TooLarge),
         }
     }
     done(&shared, &fill);
