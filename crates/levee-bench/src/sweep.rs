@@ -93,7 +93,8 @@ const SATURATION: f64 = 0.95;
 /// stops growing), and the first step whose p99 is more than twice the p99 at the lowest
 /// concurrency (the "low-load value").
 pub fn knee(steps: &[StepReport]) -> Option<Knee> {
-    // rev: on a tie, the lowest concurrency reaching the peak is the peak.
+    // rev: on a tie, the lowest concurrency reaching the peak is the peak (as
+    // Report::peak picks it).
     let peak = steps.iter().rev().max_by(|a, b| a.rps.total_cmp(&b.rps))?;
     let saturated = steps
         .iter()

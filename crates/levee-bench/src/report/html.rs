@@ -159,6 +159,13 @@ pub fn render_html(reports: &[Report]) -> String {
                     label: format!("peak at {}", k.peak_concurrency),
                     color: "#d62728",
                 });
+                if let Some(c) = k.saturated_concurrency.filter(|c| *c < k.peak_concurrency) {
+                    throughput.markers.push(Marker {
+                        x: c as f64,
+                        label: format!("flat from {c}"),
+                        color: "#7f7f7f",
+                    });
+                }
                 if let Some(d) = k.degraded_concurrency {
                     latency.markers.push(Marker {
                         x: d as f64,

@@ -216,8 +216,13 @@ impl Report {
     }
 
     /// The step with the highest throughput.
+    /// The step with the highest throughput; on a tie the lowest concurrency, as the
+    /// knee reports it.
     pub fn peak(&self) -> Option<&StepReport> {
-        self.steps.iter().max_by(|a, b| a.rps.total_cmp(&b.rps))
+        self.steps
+            .iter()
+            .rev()
+            .max_by(|a, b| a.rps.total_cmp(&b.rps))
     }
 }
 
