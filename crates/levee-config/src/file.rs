@@ -56,6 +56,7 @@ pub struct StaticFile {
 pub struct FastCgiFile {
     pub index: Option<String>,
     pub keep_alive: Option<usize>,
+    pub max_unsized_body: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

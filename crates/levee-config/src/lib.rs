@@ -223,6 +223,9 @@ pub struct FastCgiSettings {
     /// default). Each holds a php-fpm worker while idle, so keep it below
     /// `pm.max_children`.
     pub keep_alive: usize,
+    /// A request body without Content-Length (chunked) is read whole before it goes to
+    /// php, which needs its length; larger ones get 413.
+    pub max_unsized_body: u64,
 }
 
 /// Response compression.
@@ -373,6 +376,10 @@ impl Settings {
         let fastcgi = FastCgiSettings {
             index: fc.index.unwrap_or_else(|| "index.php".into()),
             keep_alive: fc.keep_alive.unwrap_or(4),
+            max_unsized_body: parse_size(
+                "fastcgi.max_unsized_body",
+                fc.max_unsized_body.as_deref().unwrap_or("64MiB"),
+            )?,
         };
         if fastcgi.index.contains('/') || fastcgi.index.starts_with('.') {
             return Err(ConfigError::invalid(

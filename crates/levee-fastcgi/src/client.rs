@@ -48,7 +48,7 @@ pub struct ClientConfig {
     /// `Content-Length`) that is read into memory before it is sent: php reads exactly
     /// `CONTENT_LENGTH` bytes of the body, so its length must be known first (nginx
     /// buffers such bodies too). A larger one fails the request with
-    /// [`Error::Request`]. Default: 64 MiB.
+    /// [`Error::BodyTooLarge`]. Default: 64 MiB.
     pub max_unsized_body: u64,
 }
 
@@ -244,13 +244,7 @@ impl Client {
                 continue;
             };
             if (buf.len() + data.len()) as u64 > limit {
-                return Err(Error::Request {
-                    message: format!(
-                        "the request body has no Content-Length and is larger than {limit} \
-                         bytes, the most that is read to learn its length (php needs \
-                         CONTENT_LENGTH); raise max_unsized_body or send Content-Length"
-                    ),
-                });
+                return Err(Error::BodyTooLarge { limit });
             }
             buf.extend_from_slice(&data);
         }

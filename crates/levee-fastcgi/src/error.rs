@@ -69,6 +69,16 @@ pub enum Error {
     #[error("cannot send this request to php-fpm: {message}")]
     Request { message: String },
 
+    /// A request body without Content-Length is larger than
+    /// [`max_unsized_body`](crate::ClientConfig::max_unsized_body): php needs its length
+    /// first, and levee reads no more than that to learn it.
+    #[error(
+        "the request body has no Content-Length and is larger than {limit} bytes, the \
+         most levee reads to learn its length (php needs CONTENT_LENGTH); send \
+         Content-Length or raise max_unsized_body"
+    )]
+    BodyTooLarge { limit: u64 },
+
     /// Reading the request body (from levee's client) failed: the request was abandoned
     /// and its connection to php-fpm closed.
     #[error("reading the request body to pass to php-fpm failed: {source}")]
@@ -94,6 +104,12 @@ impl Error {
     /// Whether the client's request body failed, rather than php-fpm.
     pub fn is_body(&self) -> bool {
         matches!(self, Error::Body { .. })
+    }
+
+    /// Whether the request itself cannot go to php-fpm (too large, not encodable): the
+    /// client's fault, not php-fpm's.
+    pub fn is_request(&self) -> bool {
+        matches!(self, Error::Request { .. } | Error::BodyTooLarge { .. })
     }
 }
 

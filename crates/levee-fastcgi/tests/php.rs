@@ -629,7 +629,7 @@ async fn body_of_unknown_length_reaches_php_whole() {
             .body(chunks(&data, 70_000))
             .unwrap();
         let err = send(&small, site.docroot(), req).await.unwrap_err();
-        assert!(matches!(err, Error::Request { .. }), "{err}");
+        assert!(matches!(err, Error::BodyTooLarge { .. }), "{err}");
         assert!(err.to_string().contains("Content-Length"), "{err}");
     })
     .await;

@@ -91,6 +91,13 @@ pub enum UpstreamError {
     Overloaded { backend: String, limit: usize },
     #[error("the backend {backend} failed: {detail}")]
     Protocol { backend: String, detail: String },
+    /// The request could not be sent as it is (a FastCGI body of unknown length over
+    /// the limit, a request body that broke off): the client's side.
+    #[error("{detail}")]
+    BadRequest {
+        status: http::StatusCode,
+        detail: String,
+    },
 }
 
 impl UpstreamError {
@@ -101,6 +108,7 @@ impl UpstreamError {
             }
             UpstreamError::Timeout { .. } => http::StatusCode::GATEWAY_TIMEOUT,
             UpstreamError::Overloaded { .. } => http::StatusCode::SERVICE_UNAVAILABLE,
+            UpstreamError::BadRequest { status, .. } => *status,
         }
     }
 }
@@ -199,6 +207,7 @@ impl Upstream {
                     read_timeout: l.backend_read_timeout,
                     write_timeout: l.backend_read_timeout,
                     max_idle: settings.fastcgi.keep_alive,
+                    max_unsized_body: settings.fastcgi.max_unsized_body,
                     ..levee_fastcgi::ClientConfig::default()
                 };
                 Transport::FastCgi {
@@ -388,6 +397,16 @@ impl Upstream {
             UpstreamError::Overloaded {
                 backend,
                 limit: self.limiter.limit,
+            }
+        } else if e.is_request() || e.is_body() {
+            let status = if matches!(e, levee_fastcgi::Error::BodyTooLarge { .. }) {
+                http::StatusCode::PAYLOAD_TOO_LARGE
+            } else {
+                http::StatusCode::BAD_REQUEST
+            };
+            UpstreamError::BadRequest {
+                status,
+                detail: e.to_string(),
             }
         } else {
             UpstreamError::Protocol {
