@@ -137,8 +137,12 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         levee_requests
     );
     println!("  anonymous pages were cached although every response set PHPSESSID;");
-    println!("  a request that sends a PHPSESSID cookie always reaches the origin:");
-    println!("    curl -si -H 'Cookie: PHPSESSID=me' {levee_url}   # X-Cache: PASS");
+    println!("  a request that sends a PHPSESSID cookie always reaches the origin");
+    if args.serve {
+        println!("    curl -si -H 'Cookie: PHPSESSID=me' {levee_url}   # X-Cache: PASS");
+    } else {
+        println!("  (see for yourself: `levee demo --serve` keeps both running for curl)");
+    }
 
     match levee_bench::write_html_many(&[direct, through], &args.html) {
         Ok(()) => println!("\n  charts: {}", args.html.display()),
