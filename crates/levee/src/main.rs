@@ -19,9 +19,10 @@ use tracing_subscriber::EnvFilter;
 
 /// levee: a caching reverse proxy and load tester for slow dynamic sites.
 ///
-/// Put `levee serve` in front of a PHP CMS, wiki or forum: anonymous visitors get cached
-/// pages even when the application starts a session on every request, while logged-in
-/// users always reach the application.
+/// Put `levee serve` in front of a PHP CMS, wiki or forum (an HTTP server, or php-fpm
+/// directly): anonymous visitors get cached pages even when the application starts a
+/// session on every request, while logged-in users always reach the application. Static
+/// files, compression and overload protection come with it.
 #[derive(Debug, Parser)]
 #[command(name = "levee", version, about, long_about)]
 struct Cli {
