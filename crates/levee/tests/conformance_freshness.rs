@@ -1117,3 +1117,136 @@ async fn a_304_without_date_makes_the_stored_response_fresh_again() {
         "Date {date} is not recent: {recent:?}"
     );
 }
+
+#[tokio::test]
+async fn zero_freshness_with_a_validator_is_stored_and_revalidated() {
+    let origin = Origin::start(|r| {
+        let cc = match r.path.as_str() {
+            "/max-age-0" => "max-age=0",
+            // §5.2.2.4 allows using the rest of the response without the named fields;
+            // levee treats the qualified form as unqualified (its note: caches commonly
+            // do), so the response is revalidated before every reuse.
+            "/no-cache-field" => "max-age=3600, no-cache=\"x-private\"",
+            _ => "max-age=3600",
+        };
+        if r.header("if-none-match") == Some("\"v1\"") {
+            return Reply::status(304)
+                .header("etag", "\"v1\"")
+                .header("cache-control", cc);
+        }
+        Reply::text(format!("{} #{}", r.path, r.n))
+            .header("etag", "\"v1\"")
+            .header("cache-control", cc)
+            .header("x-private", "for the first client")
+    });
+    let levee = levee!().backend(&origin.url()).start();
+    for p in ["/max-age-0", "/no-cache-field"] {
+        let first = levee.get(p).await;
+        assert_eq!(first.x_cache(), "MISS", "{p}: {}", first.summary());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for n in 2..=3 {
+            let r = levee.get(p).await;
+            assert_eq!(r.x_cache(), "REVALIDATED", "{p}: {}", r.summary());
+            assert_eq!(r.text(), first.text(), "{p}: the stored body");
+            assert_eq!(origin.requests_for(p), n, "{p}");
+            assert_eq!(origin.last().header("if-none-match"), Some("\"v1\""));
+        }
+    }
+}
+
+#[tokio::test]
+async fn request_directives_account_for_the_age_of_the_stored_response() {
+    let origin = Origin::start(|r| {
+        let reply = Reply::text(format!("{} #{}", r.path, r.n));
+        match r.path.as_str() {
+            "/aged" => reply
+                .header("cache-control", "max-age=3600")
+                .header("age", "1800"),
+            "/stale-on-arrival" => reply
+                .header("cache-control", "max-age=1500")
+                .header("age", "2000"),
+            _ => reply.header("cache-control", "max-age=1500"),
+        }
+    });
+    let levee = levee!().backend(&origin.url()).start();
+    for p in ["/aged", "/stale-on-arrival", "/fresh"] {
+        levee.get(p).await;
+    }
+    levee.wait_stored("/aged").await;
+    levee.wait_stored("/fresh").await;
+    // §5.2.1.1: max-age=600 refuses a response 1800 s old; max-age=3000 accepts it.
+    let r = levee
+        .get_with("/aged", &[("cache-control", "max-age=3000")])
+        .await;
+    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
+    let r = levee
+        .get_with("/aged", &[("cache-control", "max-age=600")])
+        .await;
+    assert_ne!(r.x_cache(), "HIT", "{}", r.summary());
+    assert_eq!(origin.requests_for("/aged"), 2);
+    // §5.2.1.3: min-fresh=2000 refuses a response fresh for 1500 s more.
+    let r = levee
+        .get_with("/fresh", &[("cache-control", "min-fresh=2000")])
+        .await;
+    assert_ne!(r.x_cache(), "HIT", "{}", r.summary());
+    assert_eq!(origin.requests_for("/fresh"), 2);
+    // §5.2.1.2: max-stale=1000 accepts a response stale by 500 s (stored stale, its Age
+    // beyond its max-age)...
+    let r = levee
+        .get_with("/stale-on-arrival", &[("cache-control", "max-stale=1000")])
+        .await;
+    assert_eq!(r.x_cache(), "STALE", "{}", r.summary());
+    assert!(r.age().expect("Age") >= 2000, "{}", r.summary());
+    assert_eq!(origin.requests_for("/stale-on-arrival"), 1);
+    // ...and nothing else does.
+    let r = levee.get("/stale-on-arrival").await;
+    assert_ne!(r.x_cache(), "STALE", "{}", r.summary());
+    assert_ne!(r.x_cache(), "HIT", "{}", r.summary());
+}
+
+#[tokio::test]
+async fn authorization_always_passes_even_when_the_response_allows_sharing() {
+    let origin = Origin::start(|r| {
+        Reply::text(format!("#{}", r.n)).header("cache-control", "public, s-maxage=3600")
+    });
+    let levee = levee!().backend(&origin.url()).debug_headers().start();
+    // §3.5 lets a shared cache store a response to a request with Authorization when it
+    // says public, s-maxage or must-revalidate. levee deliberately never does: such
+    // requests pass and their responses are never stored (nor answered from the cache).
+    for n in 1..=2 {
+        let r = levee.get_with("/a", &[("authorization", "Bearer x")]).await;
+        assert_eq!(r.x_cache(), "PASS", "{}", r.summary());
+        assert_eq!(r.reason(), "session-or-authorization");
+        assert_eq!(origin.requests(), n);
+    }
+    let r = levee.get("/a").await;
+    assert_eq!(r.x_cache(), "MISS", "{}", r.summary());
+}
+
+#[tokio::test]
+async fn expires_without_date_is_relative_to_the_time_of_receipt() {
+    let origin = RawOrigin::start(|path, n| {
+        let body = format!("{path} #{n}");
+        let expires = match path {
+            "/future" => http_date(SystemTime::now() + Duration::from_secs(3600)),
+            _ => http_date(SystemTime::now() - Duration::from_secs(3600)),
+        };
+        raw_response(
+            &[
+                &format!("expires: {expires}"),
+                &format!("content-length: {}", body.len()),
+            ],
+            &body,
+        )
+    });
+    let levee = levee!().backend(&origin.url()).start();
+    levee.get("/future").await;
+    levee.wait_stored("/future").await;
+    let r = levee.get("/future").await;
+    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
+    levee.get("/past").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = levee.get("/past").await;
+    assert_ne!(r.x_cache(), "HIT", "{}", r.summary());
+    assert_eq!(origin.requests(), 3);
+}
