@@ -14,7 +14,7 @@ use http::header::{
 };
 use http::{Method, StatusCode};
 
-use crate::cache_control::CacheControl;
+use crate::cache_control::{CacheControl, DELTA_SECONDS_MAX};
 
 /// Knobs of the storage policy, taken from the settings.
 #[derive(Debug, Clone)]
@@ -99,8 +99,12 @@ pub struct Freshness {
 
 impl Freshness {
     /// May a response this stale be served while one revalidation runs in the background?
+    ///
+    /// Never for must-revalidate, proxy-revalidate or s-maxage: RFC 9111 §4.2.4 forbids
+    /// generating a stale response when such a directive applies, and when directives
+    /// conflict the most restrictive one wins (§4.2.1).
     pub fn allows_stale_while_revalidate(&self, staleness: Duration) -> bool {
-        !self.no_cache && staleness <= self.stale_while_revalidate
+        !self.no_cache && !self.must_revalidate && staleness <= self.stale_while_revalidate
     }
 
     /// May a response this stale be served because the backend failed or is overloaded?
@@ -118,14 +122,33 @@ impl Freshness {
     }
 }
 
-/// Status codes whose responses may be stored, and whether they are heuristically
-/// cacheable (RFC 9110 §15.1). Others (206, 304, most errors) are never stored.
-fn status_class(status: StatusCode) -> Option<bool> {
-    match status.as_u16() {
-        200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501 => Some(true),
-        302 | 303 | 307 | 451 => Some(false),
-        _ => None,
-    }
+/// Heuristically cacheable status codes (RFC 9111 §4.2.2): RFC 9110 §15.1's list, less
+/// 206 (levee does not store partial content), plus 451 (RFC 7725 §3).
+fn heuristically_cacheable(code: u16) -> bool {
+    matches!(
+        code,
+        200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 451 | 501
+    )
+}
+
+/// Final status codes whose caching requirements levee implements, for `must-understand`
+/// (RFC 9111 §5.2.2.3): the codes RFC 9110 §15 defines (they have no requirements beyond
+/// those of §3 and §4, save 206, which levee does not store), 429 and 451.
+fn understood(code: u16) -> bool {
+    matches!(
+        code,
+        200..=205
+            | 300..=305
+            | 307
+            | 308
+            | 400..=418
+            | 421
+            | 422
+            | 426
+            | 429
+            | 451
+            | 500..=505
+    ) && code != 304
 }
 
 fn header_date(headers: &HeaderMap, name: http::header::HeaderName) -> Option<SystemTime> {
@@ -166,12 +189,22 @@ pub fn decide(
     if c.method != Method::GET {
         return Err(NotStored::Method);
     }
-    let heuristic_status = status_class(c.status).ok_or(NotStored::Status)?;
+    // RFC 9111 §3: only final responses; 206 and 304 only by a cache that understands
+    // them, and levee neither combines partial content nor stores a 304 on its own.
+    let code = c.status.as_u16();
+    if code < 200 || code == 206 || code == 304 {
+        return Err(NotStored::Status);
+    }
     if c.request_cc.no_store {
         return Err(NotStored::RequestNoStore);
     }
     let cc = CacheControl::from_headers(c.headers);
-    if cc.no_store {
+    // §3 and §5.2.2.3: with must-understand, only a status code levee understands may be
+    // stored, and then no-store (which such responses carry for older caches) is ignored.
+    if cc.must_understand && !understood(code) {
+        return Err(NotStored::Status);
+    }
+    if cc.no_store && !cc.must_understand {
         return Err(NotStored::NoStore);
     }
     if cc.private {
@@ -233,16 +266,15 @@ pub fn decide(
         Some(Duration::from_secs(m))
     } else if micro.is_some() && expired_marker {
         None
-    } else if c.headers.contains_key(EXPIRES) {
-        // An invalid Expires (e.g. "0") means already expired (RFC 9111 §5.3).
-        Some(
-            header_date(c.headers, EXPIRES)
-                .and_then(|e| e.duration_since(date).ok())
-                .unwrap_or(Duration::ZERO),
-        )
     } else {
-        None
+        expires_lifetime(c.headers, date)
     };
+    // §3: a response whose status is not heuristically cacheable needs explicit freshness
+    // or `public` to be stored at all (a validator alone does not do).
+    let heuristic_status = heuristically_cacheable(code);
+    if explicit.is_none() && !heuristic_status && !cc.public {
+        return Err(NotStored::Status);
+    }
 
     let lifetime = match explicit {
         Some(l) => l,
@@ -260,14 +292,19 @@ pub fn decide(
             }
             _ => Duration::ZERO,
         },
-    };
+    }
+    // An Expires in year 9999 is fresh long enough; capped like delta-seconds (§1.2.2).
+    .min(Duration::from_secs(DELTA_SECONDS_MAX));
     let has_validator = c.headers.contains_key(ETAG) || c.headers.contains_key(LAST_MODIFIED);
+    let must_revalidate = cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some();
     let swr = Duration::from_secs(cc.stale_while_revalidate.unwrap_or(0));
     let sie = Duration::from_secs(cc.stale_if_error.unwrap_or(0));
-    if (lifetime.is_zero() || cc.no_cache) && !has_validator && swr.is_zero() {
+    // Without freshness or a validator, only stale-while-revalidate could make a stored
+    // copy useful, and not when the response forbids serving it stale.
+    let swr_usable = !swr.is_zero() && !must_revalidate && !cc.no_cache;
+    if (lifetime.is_zero() || cc.no_cache) && !has_validator && !swr_usable {
         return Err(NotStored::NoFreshness);
     }
-    let must_revalidate = cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some();
     let grace = config.grace;
     let mut retain = swr.max(sie);
     if !must_revalidate {
@@ -290,29 +327,77 @@ pub fn decide(
     })
 }
 
+/// The lifetime an `Expires` gives relative to `date`, if there is one (RFC 9111 §4.2.1).
+///
+/// An invalid date, especially "0", means already expired (§5.3). Several field lines
+/// that disagree make the response stale (§4.2.1: "either the first occurrence should be
+/// used or the response should be considered stale").
+fn expires_lifetime(headers: &HeaderMap, date: SystemTime) -> Option<Duration> {
+    let mut lines = headers.get_all(EXPIRES).iter();
+    let first = lines.next()?;
+    if lines.any(|v| v != first) {
+        return Some(Duration::ZERO);
+    }
+    Some(
+        first
+            .to_str()
+            .ok()
+            .and_then(|s| httpdate::parse_http_date(s).ok())
+            .and_then(|e| e.duration_since(date).ok())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// `age_value` of RFC 9111 §4.2.3: the `Age` field as §5.1 says to read it. Of a
+/// list-based value (several members or field lines) the first member counts; an invalid
+/// one (not a non-negative integer) is ignored; one too large counts as 2^31 (§1.2.2).
+fn age_value(headers: &HeaderMap) -> Duration {
+    let first = headers
+        .get(http::header::AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.split(',').next())
+        .map(str::trim)
+        .unwrap_or("");
+    if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
+        return Duration::ZERO;
+    }
+    let secs = first
+        .parse::<u64>()
+        .unwrap_or(DELTA_SECONDS_MAX)
+        .min(DELTA_SECONDS_MAX);
+    Duration::from_secs(secs)
+}
+
 /// The `Age` a response had when it arrived (RFC 9111 §4.2.3 `corrected_initial_age`).
 pub fn initial_age(
     headers: &HeaderMap,
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> Duration {
-    let age_value = headers
-        .get(http::header::AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or_default();
     let date = header_date(headers, DATE).unwrap_or(response_time);
     let apparent = response_time.duration_since(date).unwrap_or_default();
     let delay = response_time
         .duration_since(request_time)
         .unwrap_or_default();
-    apparent.max(age_value + delay)
+    apparent.max(age_value(headers) + delay)
 }
 
-/// `HeaderValue` of whole seconds, as `Age` wants it.
+/// `HeaderValue` of whole seconds, as `Age` wants it; at most 2^31 (RFC 9111 §5.1: an age
+/// that overflows is sent as 2147483648).
 pub fn age_header(age: Duration) -> HeaderValue {
-    HeaderValue::from(age.as_secs())
+    HeaderValue::from(age.as_secs().min(DELTA_SECONDS_MAX))
+}
+
+/// Gives a response without a valid `Date` the time it was received: RFC 9110 §6.6.1
+/// (a recipient with a clock MUST add one to a response it caches or forwards without
+/// one, and MAY replace an invalid one), so that hits show when it was generated rather
+/// than the time of each hit.
+pub fn ensure_date(headers: &mut HeaderMap, received: SystemTime) {
+    if header_date(headers, DATE).is_none() {
+        if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(received)) {
+            headers.insert(DATE, v);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -526,6 +611,188 @@ mod tests {
         )
         .unwrap();
         assert!(s.freshness.allows_stale_on_error(Duration::from_secs(30)));
+    }
+
+    fn decide_status(code: u16, h: &HeaderMap) -> Result<Storable, NotStored> {
+        let cc = CacheControl::default();
+        let c = Candidate {
+            method: &Method::GET,
+            request_cc: &cc,
+            anonymous: true,
+            status: StatusCode::from_u16(code).unwrap(),
+            headers: h,
+            now: SystemTime::now(),
+        };
+        decide(&c, &PolicyConfig::default(), &|_| false)
+    }
+
+    #[test]
+    fn heuristic_freshness_only_for_heuristically_cacheable_statuses() {
+        let now = SystemTime::now();
+        let date = httpdate::fmt_http_date(now);
+        let lm = httpdate::fmt_http_date(now - Duration::from_secs(86400));
+        let h = headers(&[("date", &date), ("last-modified", &lm)]);
+        // RFC 9110 §15.1 and RFC 7725 §3.
+        for code in [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 451, 501] {
+            let s = decide_status(code, &h).unwrap();
+            assert_eq!(s.freshness.lifetime.as_secs(), 8640, "{code}");
+        }
+        // RFC 9111 §3: others need explicit freshness or public; a validator is not enough.
+        for code in [201, 202, 302, 303, 307, 400, 403, 500, 502, 503, 504, 599] {
+            assert_eq!(decide_status(code, &h), Err(NotStored::Status), "{code}");
+        }
+        let public = headers(&[
+            ("date", &date),
+            ("last-modified", &lm),
+            ("cache-control", "public"),
+        ]);
+        assert_eq!(
+            decide_status(599, &public)
+                .unwrap()
+                .freshness
+                .lifetime
+                .as_secs(),
+            8640
+        );
+    }
+
+    #[test]
+    fn explicit_freshness_makes_any_final_status_storable() {
+        let h = headers(&[("cache-control", "max-age=60")]);
+        for code in [200, 201, 299, 302, 400, 403, 499, 500, 503, 599] {
+            let s = decide_status(code, &h).unwrap();
+            assert_eq!(s.freshness.lifetime.as_secs(), 60, "{code}");
+        }
+        // Never: interim, partial content (levee does not combine ranges), 304.
+        for code in [100, 206, 304] {
+            assert_eq!(decide_status(code, &h), Err(NotStored::Status), "{code}");
+        }
+    }
+
+    #[test]
+    fn must_understand_ignores_no_store_for_understood_statuses_only() {
+        // RFC 9111 §5.2.2.3 and §3.
+        let h = headers(&[("cache-control", "max-age=60, must-understand, no-store")]);
+        assert!(decide_status(200, &h).is_ok());
+        assert!(decide_status(404, &h).is_ok());
+        assert_eq!(decide_status(299, &h), Err(NotStored::Status));
+        let h = headers(&[("cache-control", "max-age=60, must-understand")]);
+        assert_eq!(decide_status(599, &h), Err(NotStored::Status));
+        let h = headers(&[("cache-control", "max-age=60, no-store")]);
+        assert_eq!(decide_status(200, &h), Err(NotStored::NoStore));
+    }
+
+    #[test]
+    fn expires_invalid_or_conflicting_is_stale() {
+        let now = SystemTime::now();
+        let date = httpdate::fmt_http_date(now);
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(100));
+        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(100));
+        let lifetime = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("date", date.as_str()), ("etag", "\"v\"")];
+            all.extend_from_slice(pairs);
+            decide_with(&headers(&all), true, &PolicyConfig::default())
+                .unwrap()
+                .freshness
+                .lifetime
+                .as_secs()
+        };
+        assert_eq!(lifetime(&[("expires", &later)]), 100);
+        assert_eq!(lifetime(&[("expires", &later), ("expires", &later)]), 100);
+        // §4.2.1: the first occurrence, or stale; levee chooses stale.
+        assert_eq!(lifetime(&[("expires", &later), ("expires", &earlier)]), 0);
+        // §5.3: invalid means already expired.
+        for bad in ["0", "-1", "soon", "Thu, 18 Aug 2050 02:01:18 UTC"] {
+            assert_eq!(lifetime(&[("expires", bad)]), 0, "{bad}");
+        }
+        // Other HTTP-date formats (RFC 9110 §5.6.7).
+        assert!(lifetime(&[("expires", "Thursday, 18-Aug-50 02:01:18 GMT")]) > 0);
+        assert!(lifetime(&[("expires", "Thu Aug 18 02:01:18 2050")]) > 0);
+        // Far future: capped at 2^31 seconds.
+        assert_eq!(
+            lifetime(&[("expires", "Fri, 31 Dec 9999 23:59:59 GMT")]),
+            1 << 31
+        );
+        // max-age wins over any Expires (§5.3).
+        assert_eq!(
+            lifetime(&[("expires", "0"), ("cache-control", "max-age=9")]),
+            9
+        );
+    }
+
+    #[test]
+    fn stale_while_revalidate_never_with_must_revalidate() {
+        let c = PolicyConfig::default();
+        for cc in [
+            "max-age=1, must-revalidate, stale-while-revalidate=60",
+            "max-age=1, proxy-revalidate, stale-while-revalidate=60",
+            "s-maxage=1, stale-while-revalidate=60",
+        ] {
+            let s = decide_with(&headers(&[("cache-control", cc)]), true, &c).unwrap();
+            assert!(
+                !s.freshness
+                    .allows_stale_while_revalidate(Duration::from_secs(1)),
+                "{cc}"
+            );
+        }
+        let s = decide_with(
+            &headers(&[("cache-control", "max-age=1, stale-while-revalidate=60")]),
+            true,
+            &c,
+        )
+        .unwrap();
+        assert!(s
+            .freshness
+            .allows_stale_while_revalidate(Duration::from_secs(1)));
+        // Nothing to store then without freshness or a validator.
+        assert_eq!(
+            decide_with(
+                &headers(&[(
+                    "cache-control",
+                    "max-age=0, must-revalidate, stale-while-revalidate=60"
+                )]),
+                true,
+                &c
+            ),
+            Err(NotStored::NoFreshness)
+        );
+    }
+
+    #[test]
+    fn age_field_is_read_per_section_5_1() {
+        let t0 = SystemTime::now();
+        let age = |values: &[&str]| {
+            let mut pairs = vec![("date", httpdate::fmt_http_date(t0))];
+            pairs.extend(values.iter().map(|v| ("age", v.to_string())));
+            let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            initial_age(&headers(&pairs), t0, t0).as_secs()
+        };
+        assert_eq!(age(&["60"]), 60);
+        assert_eq!(age(&["abc"]), 0);
+        assert_eq!(age(&["-60"]), 0);
+        assert_eq!(age(&["60.0"]), 0);
+        assert_eq!(age(&["60,0"]), 60, "first member");
+        assert_eq!(age(&["0, 60"]), 0, "first member");
+        assert_eq!(age(&["60", "0"]), 60, "first member across lines");
+        assert_eq!(age(&["99999999999999999999999"]), 1 << 31, "overflow");
+        assert_eq!(
+            age_header(Duration::from_secs(u64::MAX)),
+            HeaderValue::from_static("2147483648")
+        );
+    }
+
+    #[test]
+    fn a_missing_or_invalid_date_is_the_time_of_receipt() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(784111777);
+        let mut h = HeaderMap::new();
+        ensure_date(&mut h, t);
+        assert_eq!(h[DATE], "Sun, 06 Nov 1994 08:49:37 GMT");
+        let mut h = headers(&[("date", "yesterday")]);
+        ensure_date(&mut h, t);
+        assert_eq!(h[DATE], "Sun, 06 Nov 1994 08:49:37 GMT");
+        let mut h = headers(&[("date", "Mon, 07 Nov 1994 08:49:37 GMT")]);
+        ensure_date(&mut h, t);
+        assert_eq!(h[DATE], "Mon, 07 Nov 1994 08:49:37 GMT");
     }
 
     #[test]

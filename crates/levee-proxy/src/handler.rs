@@ -339,7 +339,12 @@ fn usable_on_error(stale: &Entry, req: &HeaderMap, now: Instant) -> bool {
     // asked): the RFC forbids using it unvalidated, also on error.
     match stale.staleness(now) {
         Ok(_) => false,
-        Err(stale_by) => stale.freshness.allows_stale_on_error(stale_by) && stale.vary.matches(req),
+        // A stored error is no better than the backend's new one.
+        Err(stale_by) => {
+            stale.freshness.allows_stale_on_error(stale_by)
+                && stale.vary.matches(req)
+                && !is_error_status(stale.status)
+        }
     }
 }
 
@@ -460,6 +465,8 @@ async fn run_fill(
     let decision = policy::decide(&candidate, &shared.policy, &session);
     let initial_age = policy::initial_age(&head.headers, request_time, response_time);
     head.headers.remove(header::AGE);
+    // After the decision and the age, which take a missing Date as exactly response_time.
+    policy::ensure_date(&mut head.headers, response_time);
     if matches!(&decision, Ok(s) if s.strip_set_cookie) {
         head.headers.remove(header::SET_COOKIE);
     }
@@ -545,11 +552,15 @@ fn refresh(
     shared: &Shared,
     ctx: &FillCtx,
     stale: &Entry,
-    new_headers: HeaderMap,
+    mut new_headers: HeaderMap,
     request_time: SystemTime,
     response_time: SystemTime,
     response_instant: Instant,
 ) -> Arc<Entry> {
+    // The age of the 304 just received (RFC 9111 §4.2.3), not of the stored Date: a 304
+    // without Date (FastCGI sends none) is as old as its Age says, and gets one.
+    let initial_age = policy::initial_age(&new_headers, request_time, response_time);
+    policy::ensure_date(&mut new_headers, response_time);
     let mut headers = stale.headers.clone();
     let mut last = None;
     for (name, value) in new_headers {
@@ -576,7 +587,6 @@ fn refresh(
     if let Some(coded) = &mut levee_coded {
         Encoder::after_refresh(&mut headers, coded);
     }
-    let initial_age = policy::initial_age(&headers, request_time, response_time);
     headers.remove(header::AGE);
     let session = |n: &str| shared.settings.anonymous.session_cookies.is_session(n);
     let candidate = Candidate {

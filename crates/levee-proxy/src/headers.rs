@@ -19,16 +19,16 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 
 /// Removes hop-by-hop fields, including those the `Connection` field names.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    if let Some(conn) = headers.get(header::CONNECTION) {
-        if let Ok(s) = conn.to_str() {
-            let named: Vec<HeaderName> = s
-                .split(',')
-                .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-                .collect();
-            for n in named {
-                headers.remove(n);
-            }
-        }
+    // Every Connection field line counts (RFC 9110 §5.3: lines combine into one list).
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|s| s.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        headers.remove(n);
     }
     for h in &HOP_BY_HOP {
         headers.remove(h);
@@ -91,6 +91,19 @@ mod tests {
         assert!(h.get("x-secret").is_none());
         assert!(h.get(header::TRANSFER_ENCODING).is_none());
         assert!(h.get("x-kept").is_some());
+    }
+
+    #[test]
+    fn every_connection_line_counts() {
+        let mut h = HeaderMap::new();
+        h.append(header::CONNECTION, HeaderValue::from_static("x-a"));
+        h.append(header::CONNECTION, HeaderValue::from_static("x-b"));
+        h.insert("x-a", HeaderValue::from_static("1"));
+        h.insert("x-b", HeaderValue::from_static("2"));
+        h.insert("x-c", HeaderValue::from_static("3"));
+        strip_hop_by_hop(&mut h);
+        assert!(h.get("x-a").is_none() && h.get("x-b").is_none());
+        assert!(h.get("x-c").is_some());
     }
 
     #[test]
