@@ -166,21 +166,13 @@ async fn vary_values_are_normalised_and_variants_coexist() {
     levee.wait_stored_req(req("/both", &[("foo", "a")])).await;
     send(&levee, "/both", &[("foo", "b")]).await;
     levee.wait_stored_req(req("/both", &[("foo", "b")])).await;
-    for (v, n) in [("a", 1), ("b", 2)] {
+    for v in ["a", "b"] {
         let r = send(&levee, "/both", &[("foo", v)]).await;
         assert_eq!(r.x_cache(), "HIT", "{v}: {}", r.summary());
-        assert_eq!(
-            r.text(),
-            format!(
-                "foo={v} #{}",
-                origin
-                    .recorded()
-                    .iter()
-                    .filter(|q| q.path == "/both")
-                    .nth(n - 1)
-                    .unwrap()
-                    .n
-            )
+        assert!(
+            r.text().starts_with(&format!("foo={v} #")),
+            "{}",
+            r.summary()
         );
     }
     assert_eq!(origin.requests_for("/both"), 2);
@@ -315,7 +307,10 @@ async fn client_validators_never_reach_the_origin_with_a_fill() {
     });
     let levee = levee!().backend(&origin.url()).start();
     // A conditional request that misses: levee fills unconditionally (the response is
-    // for everyone) and answers the client's precondition itself.
+    // for everyone) and answers the client's precondition itself against the response
+    // it is storing. (RFC 9111 §4.3.2 would have a cache without a stored response
+    // forward the precondition; the answer is the same as the origin's for
+    // If-None-Match / If-Modified-Since, and the fill stays shareable.)
     let r = send(
         &levee,
         "/c",
@@ -519,7 +514,10 @@ async fn a_full_response_to_a_validation_replaces_the_stored_one() {
             // A changed resource: the validation gets a new 200.
             "/changed" => Reply::text(format!("changed v{v}"))
                 .header("etag", &format!("\"{v}\""))
-                .header("cache-control", "max-age=1"),
+                .header(
+                    "cache-control",
+                    if v == 1 { "max-age=1" } else { "max-age=60" },
+                ),
             // The new 200 cannot be stored; the old one must not stand in for it either.
             "/now-private" if private_calls.fetch_add(1, Ordering::SeqCst) == 0 => {
                 Reply::text("public v1")
@@ -846,8 +844,9 @@ async fn request_directives_decide_whether_a_stored_response_may_be_used() {
     let levee = levee!().backend(&origin.url()).start();
     for p in ["/long", "/short", "/must", "/swr"] {
         levee.get(p).await;
-        levee.wait_stored(p).await;
     }
+    // (The 1-second responses are only used once stale, long after they are stored.)
+    levee.wait_stored("/long").await;
     let validated = |r: &Resp, what: &str| {
         assert_eq!(r.x_cache(), "REVALIDATED", "{what}: {}", r.summary());
         assert_eq!(
@@ -865,6 +864,20 @@ async fn request_directives_decide_whether_a_stored_response_may_be_used() {
     }
     let r = send(&levee, "/long", &[("pragma", "no-cache")]).await;
     validated(&r, "pragma");
+    // RFC 9111 §5.2.1.5: request no-store forbids storing, not using a stored response;
+    // levee serves the hit (and stores nothing from such a request, see below).
+    let r = send(&levee, "/long", &[("cache-control", "no-store")]).await;
+    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
+    let r = send(&levee, "/unstored", &[("cache-control", "no-store")]).await;
+    assert_eq!(r.x_cache(), "MISS");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = send(&levee, "/unstored", &[("cache-control", "only-if-cached")]).await;
+    assert_eq!(
+        r.status,
+        504,
+        "a request with no-store was stored: {}",
+        r.summary()
+    );
     // Within what the client asked for: a hit.
     for cc in ["max-age=60", "min-fresh=60", "max-stale=5"] {
         let r = send(&levee, "/long", &[("cache-control", cc)]).await;
@@ -1049,7 +1062,7 @@ async fn head_uses_and_validates_the_stored_get() {
         if r.header("if-none-match") == Some("\"h\"") {
             return Reply::status(304)
                 .header("etag", "\"h\"")
-                .header("cache-control", "max-age=1")
+                .header("cache-control", "max-age=60")
                 .header("x-version", "2");
         }
         Reply::text("0123456789")
@@ -1059,20 +1072,9 @@ async fn head_uses_and_validates_the_stored_get() {
     });
     let levee = levee!().backend(&origin.url()).start();
     levee.get("/h").await;
-    levee.wait_stored("/h").await;
-    let r = Req::head("/h").send(&levee).await;
-    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
-    assert_eq!(r.header("content-length"), Some("10"));
-    assert!(r.body.is_empty());
-    let r = Req::head("/h")
-        .header("if-none-match", "\"h\"")
-        .send(&levee)
-        .await;
-    assert_eq!(r.status, 304);
-    assert_eq!(origin.requests(), 1);
 
     // A stale stored GET is validated with a conditional GET (levee never sends HEAD for
-    // a request that may use the cache), and the 304 freshens it for the GETs after.
+    // a request that may use the cache), and the 304 freshens it for the requests after.
     past_one_second().await;
     let r = Req::head("/h").send(&levee).await;
     assert_eq!(r.status, 200);
@@ -1083,6 +1085,19 @@ async fn head_uses_and_validates_the_stored_get() {
     let seen = origin.last();
     assert_eq!(seen.method, "GET");
     assert_eq!(seen.header("if-none-match"), Some("\"h\""));
+
+    // A fresh stored GET answers HEAD, conditional or not.
+    let r = Req::head("/h").send(&levee).await;
+    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
+    assert_eq!(r.header("content-length"), Some("10"));
+    assert_eq!(r.header("x-version"), Some("2"));
+    assert!(r.body.is_empty());
+    let r = Req::head("/h")
+        .header("if-none-match", "\"h\"")
+        .send(&levee)
+        .await;
+    assert_eq!(r.status, 304);
+    assert_eq!(r.x_cache(), "HIT");
     let r = levee.get("/h").await;
     assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
     assert_eq!(r.header("x-version"), Some("2"));
