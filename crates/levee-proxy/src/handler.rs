@@ -704,7 +704,9 @@ fn refresh(
     if decision.is_ok() {
         shared.store.insert(ctx.key.clone(), entry.clone());
     } else {
-        shared.store.invalidate(&ctx.key);
+        // Only this response became unstorable (say, the 304 said no-store); the other
+        // variants of the URL are not its business.
+        shared.store.remove(&ctx.key, stale.id);
     }
     entry
 }

@@ -506,6 +506,45 @@ async fn a_304_without_validators_freshens_the_response_levee_asked_about() {
 }
 
 #[tokio::test]
+async fn a_304_that_forbids_storing_drops_only_the_response_it_validated() {
+    let origin = Origin::start(|r| {
+        let foo = r.header("foo").unwrap_or("-").to_string();
+        if r.header("if-none-match").is_some() {
+            return Reply::status(304)
+                .header("etag", &format!("\"{foo}\""))
+                .header("cache-control", "no-store");
+        }
+        let cc = if foo == "1" {
+            "max-age=1"
+        } else {
+            "max-age=60"
+        };
+        Reply::text(format!("foo={foo}"))
+            .header("etag", &format!("\"{foo}\""))
+            .header("cache-control", cc)
+            .header("vary", "Foo")
+    });
+    let levee = levee!().backend(&origin.url()).start();
+    send(&levee, "/v", &[("foo", "1")]).await;
+    send(&levee, "/v", &[("foo", "2")]).await;
+    levee.wait_stored_req(req("/v", &[("foo", "2")])).await;
+    past_one_second().await;
+    let r = send(&levee, "/v", &[("foo", "1")]).await;
+    assert_eq!(r.x_cache(), "REVALIDATED", "{}", r.summary());
+    assert_eq!(r.text(), "foo=1");
+    let oic = ("cache-control", "only-if-cached");
+    let r = send(&levee, "/v", &[("foo", "1"), oic]).await;
+    assert_eq!(r.status, 504, "kept after a no-store 304: {}", r.summary());
+    let r = send(&levee, "/v", &[("foo", "2"), oic]).await;
+    assert_eq!(
+        r.x_cache(),
+        "HIT",
+        "another variant was dropped: {}",
+        r.summary()
+    );
+}
+
+#[tokio::test]
 async fn a_full_response_to_a_validation_replaces_the_stored_one() {
     let private_calls = AtomicUsize::new(0);
     let origin = Origin::start(move |r| {
@@ -708,6 +747,43 @@ async fn conditional_requests_are_answered_from_a_stored_200() {
         3,
         "a conditional request reached the origin"
     );
+}
+
+/// A client validating its copy of a response levee holds stale: levee validates its own
+/// copy first (with its own validators), then answers the client's condition.
+#[tokio::test]
+async fn a_conditional_request_for_a_stale_response_is_answered_after_validation() {
+    let origin = Origin::start(|r| {
+        if r.header("if-none-match") == Some("\"c1\"") {
+            return Reply::status(304)
+                .header("etag", "\"c1\"")
+                .header("cache-control", "max-age=1");
+        }
+        Reply::text(format!("stale #{}", r.n))
+            .header("etag", "\"c1\"")
+            .header("last-modified", LM)
+            .header("cache-control", "max-age=1")
+    });
+    let levee = levee!().backend(&origin.url()).start();
+    levee.get("/s").await;
+    for h in [("if-none-match", "\"c1\""), ("if-modified-since", LM)] {
+        past_one_second().await;
+        let before = origin.requests();
+        let r = send(&levee, "/s", &[h]).await;
+        assert_eq!(r.status, 304, "{h:?}: {}", r.summary());
+        assert_eq!(r.x_cache(), "REVALIDATED", "{h:?}: {}", r.summary());
+        assert_eq!(r.header("etag"), Some("\"c1\""));
+        assert_eq!(origin.requests(), before + 1, "{h:?}");
+        let seen = origin.last();
+        assert_eq!(seen.header("if-none-match"), Some("\"c1\""), "{h:?}");
+        assert_eq!(seen.header("if-modified-since"), Some(LM), "{h:?}");
+    }
+    // A client whose copy is not levee's gets the full response.
+    past_one_second().await;
+    let r = send(&levee, "/s", &[("if-none-match", "\"old\"")]).await;
+    assert_eq!(r.status, 200, "{}", r.summary());
+    assert_eq!(r.x_cache(), "REVALIDATED");
+    assert_eq!(r.text(), "stale #1");
 }
 
 #[tokio::test]
