@@ -123,6 +123,25 @@ impl Store {
         self.entries.invalidate(key);
     }
 
+    /// Removes the one stored response with this `id` from `key`'s variants, if it is
+    /// still there: a full response superseded it (RFC 9111 §4.3.3) but could not be
+    /// stored in its place.
+    pub fn remove(&self, key: &str, id: u64) {
+        let Some(variants) = self.entries.get(key) else {
+            return;
+        };
+        if !variants.0.iter().any(|e| e.id == id) {
+            return;
+        }
+        let rest: Vec<Arc<Entry>> = variants.0.iter().filter(|e| e.id != id).cloned().collect();
+        if rest.is_empty() {
+            self.entries.invalidate(key);
+        } else {
+            self.entries
+                .insert(key.to_string(), Arc::new(Variants(rest)));
+        }
+    }
+
     /// Number of URLs stored (approximate while eviction runs).
     pub fn len(&self) -> u64 {
         self.entries.entry_count()
@@ -140,5 +159,61 @@ impl Store {
     /// Runs pending eviction work now (tests and stats).
     pub fn run_pending_tasks(&self) {
         self.entries.run_pending_tasks();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::VaryKey;
+    use crate::policy::Freshness;
+    use http::header::{HeaderValue, VARY};
+
+    fn entry(id: u64, lang: &'static str) -> Arc<Entry> {
+        let mut resp = HeaderMap::new();
+        resp.insert(VARY, HeaderValue::from_static("accept-language"));
+        let mut req = HeaderMap::new();
+        req.insert("accept-language", HeaderValue::from_static(lang));
+        Arc::new(Entry {
+            id,
+            status: http::StatusCode::OK,
+            headers: resp.clone(),
+            body: bytes::Bytes::from_static(b"x"),
+            coding: levee_compress::Coding::Identity,
+            levee_coded: None,
+            vary: VaryKey::new(&resp, &req),
+            freshness: Freshness {
+                lifetime: Duration::from_secs(60),
+                stale_while_revalidate: Duration::ZERO,
+                stale_if_error: Duration::ZERO,
+                must_revalidate: false,
+                no_cache: false,
+                grace: Duration::ZERO,
+                retain: Duration::ZERO,
+            },
+            initial_age: Duration::ZERO,
+            response_time: Instant::now(),
+        })
+    }
+
+    fn lang(l: &'static str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("accept-language", HeaderValue::from_static(l));
+        h
+    }
+
+    #[test]
+    fn remove_drops_one_variant_by_id() {
+        let store = Store::new(1 << 20);
+        store.insert("k".into(), entry(1, "en"));
+        store.insert("k".into(), entry(2, "ko"));
+        // An id that is no longer stored changes nothing.
+        store.remove("k", 99);
+        assert!(store.get("k", &lang("en")).is_some());
+        store.remove("k", 1);
+        assert!(store.get("k", &lang("en")).is_none());
+        assert_eq!(store.get("k", &lang("ko")).map(|e| e.id), Some(2));
+        store.remove("k", 2);
+        assert!(store.get("k", &lang("ko")).is_none());
     }
 }

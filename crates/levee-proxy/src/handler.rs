@@ -18,6 +18,7 @@ use levee_cache::{
     compact_headers, conditional, store, CacheControl, Coalescer, Entry, Fill, NotStored,
     PolicyConfig, Reader, Store, VaryKey,
 };
+use levee_compress::{add_vary_accept_encoding, Coding};
 use levee_config::{Backend, Settings};
 use levee_static::{Outcome, StaticConfig, StaticFiles};
 
@@ -153,10 +154,10 @@ pub async fn handle(
     let resp = if read_only {
         match classify(&shared, &parts) {
             Ok(key) => cached(&shared, parts, body, key, conn).await,
-            Err(reason) => pass(&shared, parts, body, conn, reason).await,
+            Err(reason) => pass(&shared, parts, body, conn, reason.as_str()).await,
         }
     } else {
-        pass(&shared, parts, body, conn, NotStored::Method).await
+        pass(&shared, parts, body, conn, NotStored::Method.as_str()).await
     };
     Ok(resp)
 }
@@ -205,28 +206,54 @@ async fn cached(
     conn: ConnInfo,
 ) -> Resp {
     let req_cc = CacheControl::from_request_headers(&parts.headers);
+    // RFC 9111 §4.3.2: If-Match and If-Unmodified-Since are not applicable to a cache
+    // (a cache MUST NOT evaluate preconditions that only apply to an origin server):
+    // the backend answers them, and its answer is not stored. Unless the client forbids
+    // contacting it: then they are evaluated against the stored response (RFC 9110 §13).
+    let origin_preconditions = parts.headers.contains_key(header::IF_MATCH)
+        || parts.headers.contains_key(header::IF_UNMODIFIED_SINCE);
+    if origin_preconditions && !req_cc.only_if_cached {
+        return pass(shared, parts, body, conn, "origin-precondition").await;
+    }
     let now = Instant::now();
     if let Some(entry) = shared.store.get(&key, &parts.headers) {
+        let age = entry.age(now);
+        // RFC 9111 §5.2.1.1: the client does not want a response older than this (in
+        // exact time, so `max-age=0` always means "validate").
+        let young_enough = req_cc.max_age.is_none_or(|m| age <= Duration::from_secs(m));
         match entry.staleness(now) {
             Ok(remaining) => {
-                let age = entry.age(now).as_secs();
                 let acceptable = !req_cc.no_cache
                     && !entry.freshness.no_cache
-                    && req_cc.max_age.is_none_or(|m| age <= m)
-                    && req_cc.min_fresh.is_none_or(|m| remaining.as_secs() >= m);
+                    && young_enough
+                    && req_cc
+                        .min_fresh
+                        .is_none_or(|m| remaining >= Duration::from_secs(m));
                 if acceptable {
                     return serve_entry(shared, &entry, &parts, XCache::Hit, now).await;
                 }
             }
             Err(stale_by) => {
                 let f = &entry.freshness;
+                // RFC 9111 §5.2.1.2: max-stale accepts this much staleness, but not
+                // past `no-cache` (§5.2.1.4: validate first), a request max-age or
+                // min-fresh, nor the response's must-revalidate (§5.2.2.2).
                 let client_accepts = !f.no_cache
                     && !f.must_revalidate
-                    && req_cc.max_stale.is_some_and(|m| stale_by.as_secs() <= m);
+                    && !req_cc.no_cache
+                    && young_enough
+                    && req_cc.min_fresh.is_none()
+                    && req_cc
+                        .max_stale
+                        .is_some_and(|m| stale_by <= Duration::from_secs(m));
                 if client_accepts {
                     return serve_entry(shared, &entry, &parts, XCache::Stale, now).await;
                 }
-                if !req_cc.no_cache && f.allows_stale_while_revalidate(stale_by) {
+                // A request max-age or min-fresh asks for a response no stale one can be
+                // (§5.2.1.1, §5.2.1.3): it waits for the validation.
+                let client_allows_stale =
+                    !req_cc.no_cache && req_cc.max_age.is_none() && req_cc.min_fresh.is_none();
+                if client_allows_stale && f.allows_stale_while_revalidate(stale_by) {
                     revalidate_in_background(shared, &key, &parts, &entry, conn);
                     return serve_entry(shared, &entry, &parts, XCache::Stale, now).await;
                 }
@@ -252,7 +279,7 @@ async fn cached(
     // backend as they are (Varnish's hit-for-pass), without a fill that would only copy
     // the body through a second task. When the mark expires, a fill tries again.
     if let Some(reason) = shared.hit_for_miss.get(&key) {
-        return pass(shared, parts, body, conn, reason).await;
+        return pass(shared, parts, body, conn, reason.as_str()).await;
     }
     fetch(shared, parts, body, key, None, conn, true).await
 }
@@ -298,7 +325,7 @@ async fn fetch(
                 if reader.is_none() {
                     // Not shareable: this request goes to the backend on its own, in parallel.
                     let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
-                    return pass(shared, parts, body, conn, reason).await;
+                    return pass(shared, parts, body, conn, reason.as_str()).await;
                 }
             }
             let Some(reader) = reader else {
@@ -313,7 +340,7 @@ async fn fetch(
             if entry.vary.matches(&parts.headers) {
                 serve_entry(shared, entry, &parts, XCache::Revalidated, now).await
             } else {
-                pass(shared, parts, body, conn, NotStored::HitForMiss).await
+                pass(shared, parts, body, conn, NotStored::HitForMiss.as_str()).await
             }
         }
         FillHead::Failed(err) => {
@@ -326,9 +353,8 @@ async fn fetch(
             if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
                 return serve_entry(shared, &stale, &parts, XCache::Stale, now).await;
             }
-            let reason = NotStored::Status;
             tracing::debug!(%status, "backend error status without a usable stale copy");
-            pass(shared, parts, body, conn, reason).await
+            pass(shared, parts, body, conn, NotStored::Status.as_str()).await
         }
     }
 }
@@ -410,20 +436,57 @@ async fn run_fill(
             return;
         }
     };
-    let request_time = SystemTime::now();
-    let resp = match shared.upstream.send(req, ctx.conn).await {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(key = %ctx.key, error = %e, "backend request failed");
-            fill.set_head(FillHead::Failed(e));
-            done(&shared, &fill);
-            return;
+    // A conditional request can be sent again without its validators, once, when the
+    // backend's 304 turns out to be about a representation levee does not have.
+    let (req_parts, req_body) = req.into_parts();
+    let mut unconditional = None;
+    if ctx.stale.is_some()
+        && (req_parts.headers.contains_key(header::IF_NONE_MATCH)
+            || req_parts.headers.contains_key(header::IF_MODIFIED_SINCE))
+    {
+        let mut p = req_parts.clone();
+        p.headers.remove(header::IF_NONE_MATCH);
+        p.headers.remove(header::IF_MODIFIED_SINCE);
+        unconditional = Some(p);
+    }
+    let mut req = Request::from_parts(req_parts, req_body);
+    let (request_time, response_time, response_instant, mut head, mut body) = loop {
+        let request_time = SystemTime::now();
+        let resp = match shared.upstream.send(req, ctx.conn).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(key = %ctx.key, error = %e, "backend request failed");
+                fill.set_head(FillHead::Failed(e));
+                done(&shared, &fill);
+                return;
+            }
+        };
+        let response_time = SystemTime::now();
+        let response_instant = Instant::now();
+        let (mut head, body) = resp.into_parts();
+        strip_hop_by_hop(&mut head.headers);
+        // RFC 9111 §4.3.4: a 304 whose validators are not those of the stored response
+        // MUST NOT update it; ask again for the full response.
+        if head.status == StatusCode::NOT_MODIFIED {
+            if let (Some(stale), Some(_)) = (&ctx.stale, &unconditional) {
+                let applies = conditional::not_modified_applies(
+                    stale.etag(),
+                    stale.last_modified(),
+                    &head.headers,
+                );
+                if !applies {
+                    tracing::debug!(key = %ctx.key, "304 for another representation; fetching it whole");
+                    if let Some(p) = unconditional.take() {
+                        req = Request::from_parts(p, empty_body());
+                        continue;
+                    }
+                }
+            }
         }
+        break (request_time, response_time, response_instant, head, body);
     };
-    let response_time = SystemTime::now();
-    let response_instant = Instant::now();
-    let (mut head, mut body) = resp.into_parts();
-    strip_hop_by_hop(&mut head.headers);
+    // Whether the response answers levee's validation of `ctx.stale`.
+    let validation = unconditional.is_some();
 
     if is_error_status(head.status) {
         if let Some(stale) = &ctx.stale {
@@ -436,7 +499,7 @@ async fn run_fill(
         }
     }
 
-    if head.status == StatusCode::NOT_MODIFIED {
+    if head.status == StatusCode::NOT_MODIFIED && validation {
         if let Some(stale) = &ctx.stale {
             let entry = refresh(
                 &shared,
@@ -450,6 +513,15 @@ async fn run_fill(
             fill.set_head(FillHead::Refreshed(entry));
             done(&shared, &fill);
             return;
+        }
+    }
+
+    // RFC 9111 §4.3.3: a full response means the stored one it replaces is no longer
+    // suitable, even when the new one cannot be stored in its place (uncacheable, too
+    // large, another Vary). A 5xx is no such answer: the backend failed (§4.3.3).
+    if let Some(stale) = &ctx.stale {
+        if head.status != StatusCode::NOT_MODIFIED && !head.status.is_server_error() {
+            shared.store.remove(&ctx.key, stale.id);
         }
     }
 
@@ -561,6 +633,19 @@ fn refresh(
     // without Date (FastCGI sends none) is as old as its Age says, and gets one.
     let initial_age = policy::initial_age(&new_headers, request_time, response_time);
     policy::ensure_date(&mut new_headers, response_time);
+    // RFC 9111 §3.2: every field of the 304 replaces the stored one, except
+    // Content-Length, fields that describe the stored bytes rather than the
+    // representation (Content-Encoding: levee may have compressed them itself;
+    // Content-Range), and Set-Cookie, which a shared entry never carries.
+    let not_updated = |n: &header::HeaderName| {
+        [
+            header::CONTENT_LENGTH,
+            header::CONTENT_ENCODING,
+            header::CONTENT_RANGE,
+            header::SET_COOKIE,
+        ]
+        .contains(n)
+    };
     let mut headers = stale.headers.clone();
     let mut last = None;
     for (name, value) in new_headers {
@@ -568,7 +653,7 @@ fn refresh(
         let name = match name {
             Some(n) => {
                 last = Some(n.clone());
-                if n != header::CONTENT_LENGTH {
+                if !not_updated(&n) {
                     headers.remove(&n);
                 }
                 n
@@ -578,10 +663,15 @@ fn refresh(
                 None => continue,
             },
         };
-        if name == header::CONTENT_LENGTH || name == header::SET_COOKIE {
+        if not_updated(&name) {
             continue;
         }
         headers.append(name, value);
+    }
+    // The stored body is in a coding chosen per client: its Vary keeps Accept-Encoding
+    // whatever Vary the 304 carried.
+    if stale.coding != Coding::Identity {
+        add_vary_accept_encoding(&mut headers);
     }
     let mut levee_coded = stale.levee_coded.clone();
     if let Some(coded) = &mut levee_coded {
@@ -617,7 +707,9 @@ fn refresh(
     if decision.is_ok() {
         shared.store.insert(ctx.key.clone(), entry.clone());
     } else {
-        shared.store.invalidate(&ctx.key);
+        // Only this response became unstorable (say, the 304 said no-store); the other
+        // variants of the URL are not its business.
+        shared.store.remove(&ctx.key, stale.id);
     }
     entry
 }
@@ -653,11 +745,15 @@ fn backend_request(
         }
     }
     finish_backend_headers(&mut headers, parts, conn);
-    let mut req = Request::new(Empty::<Bytes>::new().map_err(|e| match e {}).boxed_unsync());
+    let mut req = Request::new(empty_body());
     *req.method_mut() = Method::GET;
     *req.uri_mut() = parts.uri.clone();
     *req.headers_mut() = headers;
     req
+}
+
+fn empty_body() -> UpBody {
+    Empty::<Bytes>::new().map_err(|e| match e {}).boxed_unsync()
 }
 
 fn finish_backend_headers(headers: &mut HeaderMap, parts: &request::Parts, conn: ConnInfo) {
@@ -679,7 +775,7 @@ async fn pass(
     parts: request::Parts,
     body: Incoming,
     conn: ConnInfo,
-    reason: NotStored,
+    reason: &'static str,
 ) -> Resp {
     let permit = match shared.upstream.slot().await {
         Ok(p) => p,
@@ -718,10 +814,8 @@ async fn pass(
             .insert(header::AGE, HeaderValue::from_static("0"));
     }
     if shared.settings.debug_headers {
-        head.headers.insert(
-            X_CACHE_REASON.clone(),
-            HeaderValue::from_static(reason.as_str()),
-        );
+        head.headers
+            .insert(X_CACHE_REASON.clone(), HeaderValue::from_static(reason));
     }
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
@@ -743,7 +837,8 @@ async fn pass(
 }
 
 /// RFC 9111 §4.4: a successful unsafe request invalidates the target URI and the URIs in
-/// `Location` and `Content-Location` when they are on the same host.
+/// `Location` and `Content-Location` when they have the same origin (scheme, host and
+/// port: levee's clients speak plain http to it).
 fn invalidate_after_unsafe(shared: &Shared, host: &str, pq: &str, response: &HeaderMap) {
     shared.store.invalidate(&store::key("http", host, pq));
     for h in [header::LOCATION, header::CONTENT_LOCATION] {
@@ -753,10 +848,14 @@ fn invalidate_after_unsafe(shared: &Shared, host: &str, pq: &str, response: &Hea
         let Ok(uri) = v.parse::<http::Uri>() else {
             continue;
         };
-        let same_host = uri
-            .authority()
-            .is_none_or(|a| a.as_str().eq_ignore_ascii_case(host));
-        if same_host && uri.path().starts_with('/') {
+        let same_origin = match (uri.scheme_str(), uri.authority()) {
+            (None, None) => true,
+            (Some(scheme), Some(a)) => {
+                scheme.eq_ignore_ascii_case("http") && a.as_str().eq_ignore_ascii_case(host)
+            }
+            _ => false,
+        };
+        if same_origin && uri.path().starts_with('/') {
             let pq = uri.path_and_query().map_or("/", |p| p.as_str());
             shared.store.invalidate(&store::key("http", host, pq));
         }
@@ -781,8 +880,13 @@ async fn serve_entry(
         ),
     };
     let stored = derived_headers.as_ref().unwrap_or(&entry.headers);
-    if let Some(status) = conditional::evaluate(&parts.method, &parts.headers, stored) {
-        return precondition_response(shared, status, stored, age, x);
+    // RFC 9111 §4.3.2: preconditions are evaluated against a stored 200 only; a stored
+    // redirect or error is what the origin would answer regardless of them (RFC 9110
+    // §13.2.1).
+    if entry.status == StatusCode::OK {
+        if let Some(status) = conditional::evaluate(&parts.method, &parts.headers, stored) {
+            return precondition_response(shared, status, stored, age, x);
+        }
     }
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
