@@ -134,7 +134,12 @@ pub async fn handle(
     req: Request<Incoming>,
     conn: ConnInfo,
 ) -> Result<Resp, Infallible> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    if parts.method == Method::OPTIONS || parts.method == Method::TRACE {
+        if let Some(resp) = max_forwards(&mut parts) {
+            return Ok(resp);
+        }
+    }
     let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
     if let (Some(files), true) = (&shared.files, read_only) {
         // Files first, never through the cache nor the backend (nginx's try_files): they
@@ -160,6 +165,66 @@ pub async fn handle(
         pass(&shared, parts, body, conn, NotStored::Method.as_str()).await
     };
     Ok(resp)
+}
+
+/// RFC 9110 §7.6.2: an OPTIONS or TRACE whose `Max-Forwards` is 0 is answered here, as
+/// the last recipient; any other value goes on decremented.
+fn max_forwards(parts: &mut request::Parts) -> Option<Resp> {
+    let value = parts.headers.get(header::MAX_FORWARDS)?;
+    // An invalid value is ignored, as if absent (nothing says which hop it meant).
+    let n: u64 = value.to_str().ok()?.trim().parse().ok()?;
+    if n > 0 {
+        parts
+            .headers
+            .insert(header::MAX_FORWARDS, HeaderValue::from(n - 1));
+        return None;
+    }
+    let mut resp = if parts.method == Method::TRACE {
+        // §9.3.8: the request as received, as message/http, without the fields that may
+        // hold credentials (the same reasoning as the RFC's advice against echoing them).
+        let mut text = format!(
+            "{} {} {:?}\r\n",
+            parts.method,
+            parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+            parts.version
+        );
+        for (name, value) in &parts.headers {
+            if [
+                header::COOKIE,
+                header::AUTHORIZATION,
+                header::PROXY_AUTHORIZATION,
+            ]
+            .contains(name)
+            {
+                continue;
+            }
+            text.push_str(name.as_str());
+            text.push_str(": ");
+            text.push_str(&String::from_utf8_lossy(value.as_bytes()));
+            text.push_str("\r\n");
+        }
+        text.push_str("\r\n");
+        let mut r = Response::new(ProxyBody::full(Bytes::from(text)));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("message/http"),
+        );
+        r
+    } else {
+        let mut r = Response::new(ProxyBody::Empty);
+        r.headers_mut().insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS"),
+        );
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+        r
+    };
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp.headers_mut()
+        .insert(X_CACHE.clone(), XCache::Pass.value());
+    Some(resp)
 }
 
 /// The cache key for a request that may use the cache, or why it must pass.

@@ -205,3 +205,43 @@ async fn http2_prior_knowledge_requests_are_served() {
     assert_eq!(&origin.last().body[..], b"data");
     assert_eq!(origin.requests(), 2);
 }
+
+#[tokio::test]
+async fn max_forwards_zero_is_answered_by_levee_and_others_are_decremented() {
+    // RFC 9110 §7.6.2: OPTIONS and TRACE with Max-Forwards: 0 stop at levee.
+    let origin = Origin::fixed(|| Reply::text("origin"));
+    let levee = levee!().backend(&origin.url()).start();
+
+    let r = Req::new("OPTIONS", "/x")
+        .header("max-forwards", "0")
+        .send(&levee)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.summary());
+    assert!(r.header("allow").is_some_and(|a| a.contains("GET")));
+    let r = Req::new("TRACE", "/t?q=1")
+        .header("max-forwards", "0")
+        .header("x-probe", "here")
+        .header("cookie", "PHPSESSID=secret")
+        .send(&levee)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.summary());
+    assert_eq!(r.header("content-type"), Some("message/http"));
+    let echo = r.text();
+    assert!(echo.starts_with("TRACE /t?q=1 HTTP/1.1\r\n"), "{echo}");
+    assert!(echo.contains("x-probe: here"), "{echo}");
+    assert!(!echo.contains("secret"), "credentials echoed: {echo}");
+    assert_eq!(origin.requests(), 0);
+
+    // Any other value is decremented on the way; GET is not concerned.
+    let r = Req::new("OPTIONS", "/x")
+        .header("max-forwards", "3")
+        .send(&levee)
+        .await;
+    assert_eq!(r.text(), "origin");
+    assert_eq!(origin.last().header("max-forwards"), Some("2"));
+    Req::get("/g")
+        .header("max-forwards", "0")
+        .send(&levee)
+        .await;
+    assert_eq!(origin.last().header("max-forwards"), Some("0"));
+}
