@@ -11,7 +11,7 @@ pub mod policy;
 pub mod store;
 
 pub use cache_control::CacheControl;
-pub use entry::{compact_headers, Entry, LeveeCoded, VaryKey};
+pub use entry::{Entry, LeveeCoded, StoredHeaders, VaryKey};
 pub use fill::{Coalescer, Fill, Incomplete, Reader};
 pub use policy::{Freshness, NotStored, PolicyConfig, Storable};
 pub use store::Store;

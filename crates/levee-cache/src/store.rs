@@ -177,7 +177,7 @@ mod tests {
         Arc::new(Entry {
             id,
             status: http::StatusCode::OK,
-            headers: resp.clone(),
+            headers: crate::StoredHeaders::new(&resp),
             body: bytes::Bytes::from_static(b"x"),
             coding: levee_compress::Coding::Identity,
             levee_coded: None,

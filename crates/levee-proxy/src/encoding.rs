@@ -211,7 +211,7 @@ impl Encoder {
 
     /// Headers of `entry` adjusted for a derived form.
     pub fn derived_headers(entry: &Entry, coding: Coding, len: usize) -> HeaderMap {
-        let mut h = entry.headers.clone();
+        let mut h = entry.headers.to_map();
         if coding == Coding::Identity {
             h.remove(header::CONTENT_ENCODING);
             h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));

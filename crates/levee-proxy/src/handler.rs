@@ -15,8 +15,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use levee_cache::policy::{self, Candidate};
 use levee_cache::{
-    compact_headers, conditional, store, CacheControl, Coalescer, Entry, Fill, NotStored,
-    PolicyConfig, Reader, Store, VaryKey,
+    conditional, store, CacheControl, Coalescer, Entry, Fill, NotStored, PolicyConfig, Reader,
+    Store, StoredHeaders, VaryKey,
 };
 use levee_compress::{add_vary_accept_encoding, Coding};
 use levee_config::{Backend, Settings};
@@ -664,7 +664,7 @@ async fn run_fill(
                 let entry = Entry {
                     id: Entry::next_id(),
                     status: head.status,
-                    headers: compact_headers(&headers),
+                    headers: StoredHeaders::new(&headers),
                     body,
                     coding,
                     levee_coded,
@@ -711,7 +711,7 @@ fn refresh(
         ]
         .contains(n)
     };
-    let mut headers = stale.headers.clone();
+    let mut headers = stale.headers.to_map();
     let mut last = None;
     for (name, value) in new_headers {
         // Iterating an owned HeaderMap yields the name once, then None for repeats.
@@ -760,7 +760,7 @@ fn refresh(
     let entry = Arc::new(Entry {
         id: stale.id,
         status: stale.status,
-        headers: compact_headers(&headers),
+        headers: StoredHeaders::new(&headers),
         body: stale.body.clone(),
         coding: stale.coding,
         levee_coded,
@@ -937,14 +937,15 @@ async fn serve_entry(
     now: Instant,
 ) -> Resp {
     let age = policy::age_header(entry.age(now));
-    let (derived_headers, body) = match shared.encoder.entry_form(entry, &parts.headers).await {
-        EntryForm::AsStored => (None, entry.body.clone()),
-        EntryForm::Derived { coding, body } => (
-            Some(Encoder::derived_headers(entry, coding, body.len())),
-            body,
-        ),
+    // The headers of the form this client gets; built once, used for the preconditions
+    // and handed to hyper.
+    let (response_headers, body) = match shared.encoder.entry_form(entry, &parts.headers).await {
+        EntryForm::AsStored => (entry.headers.to_map(), entry.body.clone()),
+        EntryForm::Derived { coding, body } => {
+            (Encoder::derived_headers(entry, coding, body.len()), body)
+        }
     };
-    let stored = derived_headers.as_ref().unwrap_or(&entry.headers);
+    let stored = &response_headers;
     // RFC 9111 §4.3.2: preconditions are evaluated against a stored 200 only; a stored
     // redirect or error is what the origin would answer regardless of them (RFC 9110
     // §13.2.1).
@@ -961,7 +962,7 @@ async fn serve_entry(
     let mut resp = Response::new(body);
     *resp.status_mut() = entry.status;
     let headers = resp.headers_mut();
-    *headers = derived_headers.unwrap_or_else(|| entry.headers.clone());
+    *headers = response_headers;
     headers.insert(header::AGE, age);
     headers.insert(X_CACHE.clone(), x.value());
     add_via(headers, http::Version::HTTP_11);

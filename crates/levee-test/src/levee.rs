@@ -225,6 +225,28 @@ impl Levee {
         }
     }
 
+    /// Waits until a response for `GET path` is stored, fresh or stale (one kept only for
+    /// revalidation, say): polls with `only-if-cached, max-stale`, which never reaches
+    /// the backend. Not for `no-cache` responses, which are never served unvalidated.
+    pub async fn wait_kept(&self, path: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let r = Req::get(path)
+                .header("cache-control", "only-if-cached, max-stale")
+                .send(self)
+                .await;
+            if r.status == 200 && matches!(r.x_cache(), "HIT" | "STALE") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the response was not stored within 5s: {}",
+                r.summary()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// `GET path` with extra headers, on a new connection.
     pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
         let mut r = Req::get(path);
