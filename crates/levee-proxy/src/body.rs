@@ -27,6 +27,8 @@ pub enum ProxyBody {
     Coded(Box<levee_compress::CompressBody<ProxyBody>>),
     /// A backend body in a coding the client does not accept, decoded on the fly.
     Decoded(Box<levee_compress::DecompressBody<ProxyBody>>),
+    /// A large cached body sent from a memfd with sendfile (see zerocopy.rs).
+    Zc(crate::zerocopy::ZcBody),
 }
 
 /// A backend body streamed through. The backend slot is released when it is dropped,
@@ -80,6 +82,7 @@ impl Body for ProxyBody {
                 .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
             ProxyBody::Coded(c) => Pin::new(c.as_mut()).poll_frame(cx),
             ProxyBody::Decoded(d) => Pin::new(d.as_mut()).poll_frame(cx),
+            ProxyBody::Zc(z) => Poll::Ready(z.next_frame().map(|b| Ok(Frame::data(b)))),
             ProxyBody::Pass(p) => match Pin::new(&mut p.inner).poll_frame(cx) {
                 Poll::Ready(r) => {
                     let t = p.timeout;
@@ -103,6 +106,7 @@ impl Body for ProxyBody {
             ProxyBody::File(f) => f.is_end_stream(),
             ProxyBody::Coded(c) => c.is_end_stream(),
             ProxyBody::Decoded(d) => d.is_end_stream(),
+            ProxyBody::Zc(z) => z.is_end_stream(),
         }
     }
 
@@ -115,6 +119,11 @@ impl Body for ProxyBody {
             ProxyBody::File(f) => f.size_hint(),
             ProxyBody::Coded(c) => c.size_hint(),
             ProxyBody::Decoded(d) => d.size_hint(),
+            ProxyBody::Zc(z) => SizeHint::with_exact(if z.is_end_stream() {
+                0
+            } else {
+                z.body_len() as u64
+            }),
         }
     }
 }

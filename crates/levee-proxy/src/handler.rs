@@ -26,6 +26,7 @@ use crate::body::{BoxError, ProxyBody};
 use crate::encoding::{Encoder, EntryForm};
 use crate::headers::{add_forwarded, add_via, strip_hop_by_hop, X_CACHE, X_CACHE_REASON};
 use crate::upstream::{ConnInfo, UpBody, Upstream, UpstreamError};
+use crate::zerocopy;
 
 /// Everything the request handlers share.
 pub struct Shared {
@@ -39,6 +40,8 @@ pub struct Shared {
     /// Files of the document root, when there is one.
     pub files: Option<StaticFiles>,
     pub encoder: Encoder,
+    /// Memfd copies of hot large bodies, sent with sendfile.
+    pub sendfile: zerocopy::Files,
 }
 
 impl Shared {
@@ -70,6 +73,8 @@ impl Shared {
         Ok(Shared {
             files,
             encoder: Encoder::new(&settings.compression),
+            // Hot large bodies only: a bounded extra copy of what the cache holds.
+            sendfile: zerocopy::Files::new((c.size / 4).clamp(16 << 20, 256 << 20)),
             store: Store::new(c.size),
             fills: Coalescer::default(),
             hit_for_miss: moka::sync::Cache::builder()
@@ -939,12 +944,15 @@ async fn serve_entry(
     let age = policy::age_header(entry.age(now));
     // The headers of the form this client gets; built once, used for the preconditions
     // and handed to hyper.
-    let (response_headers, body) = match shared.encoder.entry_form(entry, &parts.headers).await {
-        EntryForm::AsStored => (entry.headers.to_map(), entry.body.clone()),
-        EntryForm::Derived { coding, body } => {
-            (Encoder::derived_headers(entry, coding, body.len()), body)
-        }
-    };
+    let (response_headers, body, coding) =
+        match shared.encoder.entry_form(entry, &parts.headers).await {
+            EntryForm::AsStored => (entry.headers.to_map(), entry.body.clone(), entry.coding),
+            EntryForm::Derived { coding, body } => (
+                Encoder::derived_headers(entry, coding, body.len()),
+                body,
+                coding,
+            ),
+        };
     let stored = &response_headers;
     // RFC 9111 §4.3.2: preconditions are evaluated against a stored 200 only; a stored
     // redirect or error is what the origin would answer regardless of them (RFC 9110
@@ -957,7 +965,7 @@ async fn serve_entry(
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
     } else {
-        ProxyBody::full(body)
+        large_body(shared, parts, entry.id, coding, body)
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = entry.status;
@@ -970,6 +978,26 @@ async fn serve_entry(
         headers.insert(X_CACHE_REASON.clone(), HeaderValue::from_static("stored"));
     }
     resp
+}
+
+/// A stored body as a response body: from a memfd with sendfile when it is large and
+/// the connection can (HTTP/1.1, see zerocopy.rs), else from memory.
+fn large_body(
+    shared: &Shared,
+    parts: &request::Parts,
+    id: u64,
+    coding: levee_compress::Coding,
+    body: Bytes,
+) -> ProxyBody {
+    let len = body.len();
+    if (zerocopy::MIN_LEN..=zerocopy::MAX_LEN).contains(&len) {
+        if let Some(queue) = parts.extensions.get::<Arc<zerocopy::SendQueue>>() {
+            if let Some(file) = shared.sendfile.get(id, coding, &body) {
+                return ProxyBody::Zc(zerocopy::ZcBody::new(queue.clone(), file, len));
+            }
+        }
+    }
+    ProxyBody::full(body)
 }
 
 /// A response streaming in from a fill.

@@ -10,5 +10,6 @@ pub mod handler;
 pub mod headers;
 pub mod server;
 pub mod upstream;
+pub mod zerocopy;
 
 pub use server::{BindError, ServeError, Server};

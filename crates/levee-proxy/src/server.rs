@@ -14,6 +14,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::handler::{handle, Shared};
 use crate::upstream::ConnInfo;
+use crate::zerocopy::{SendQueue, ZcStream};
 
 /// A bound, not yet running, `levee serve`.
 pub struct Server {
@@ -156,8 +157,6 @@ async fn serve_connection(
         peer,
         local: stream.local_addr().unwrap_or(peer),
     };
-    let service = service_fn(move |req| handle(svc_shared.clone(), req, conn));
-    let io = TokioIo::new(stream);
     // On shutdown, finish the request in flight, then close (graceful_shutdown).
     macro_rules! drive {
         ($conn:expr) => {{
@@ -176,14 +175,28 @@ async fn serve_connection(
         }};
     }
     if is_h2 {
+        let service = service_fn(move |req| handle(svc_shared.clone(), req, conn));
+        let io = TokioIo::new(stream);
         let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         b.timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
             .keep_alive_interval(Some(Duration::from_secs(30)));
         drive!(b.serve_connection(io, service));
     } else {
+        // Large hits go out with sendfile (zerocopy.rs): the stream sends queued file
+        // ranges where hyper writes their placeholders, and each request carries the
+        // queue so that the handler can use it.
+        let queue = Arc::new(SendQueue::default());
+        let io = TokioIo::new(ZcStream::new(stream, queue.clone()));
+        let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(queue.clone());
+            handle(svc_shared.clone(), req, conn)
+        });
         let mut b = hyper::server::conn::http1::Builder::new();
         b.timer(TokioTimer::new())
+            // Bodies are written as given, never copied into hyper's buffer: what the
+            // placeholders of zerocopy.rs rely on.
+            .writev(true)
             .keep_alive(true)
             .header_read_timeout(limits.header_timeout)
             .max_headers(limits.max_headers)
