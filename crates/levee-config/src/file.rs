@@ -32,6 +32,7 @@ pub struct FileConfig {
     pub root: Option<std::path::PathBuf>,
     pub preset: Option<OneOrMany>,
     pub debug_headers: Option<bool>,
+    pub workers: Option<usize>,
     pub cache: Option<CacheFile>,
     pub anonymous: Option<AnonymousFile>,
     pub limits: Option<LimitsFile>,

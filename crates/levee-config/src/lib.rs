@@ -257,6 +257,9 @@ pub struct Settings {
     pub limits: Limits,
     /// Adds `X-Cache-Reason` explaining why a response was not stored.
     pub debug_headers: bool,
+    /// Threads serving connections, each with its own listening socket; one per core
+    /// by default.
+    pub workers: usize,
 }
 
 /// Values given on the command line; each one overrides the file.
@@ -272,6 +275,7 @@ pub struct Overrides {
     pub debug_headers: bool,
     pub backend_max_concurrency: Option<usize>,
     pub no_compression: bool,
+    pub workers: Option<usize>,
 }
 
 /// Extensions of files that change only with a new name (hashed builds) or rarely:
@@ -281,6 +285,9 @@ pub const DEFAULT_ASSET_EXTENSIONS: &[&str] = &[
     "woff", "woff2", "ttf", "otf", "eot", "mp3", "mp4", "webm", "ogg", "ogv", "wav", "flac", "pdf",
     "zip", "gz", "tgz", "bz2", "xz", "7z", "rar", "txt", "xml", "json", "wasm",
 ];
+
+/// More worker threads than this is a typo, not a machine.
+const MAX_WORKERS: usize = 1024;
 
 /// The default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -540,6 +547,11 @@ impl Settings {
             anonymous,
             limits,
             debug_headers: o.debug_headers || file.debug_headers.unwrap_or(false),
+            workers: match o.workers.or(file.workers) {
+                // 0, like unset, means one per core.
+                Some(n) if n > 0 => n.min(MAX_WORKERS),
+                _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            },
         })
     }
 }

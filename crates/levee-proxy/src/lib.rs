@@ -12,4 +12,4 @@ pub mod server;
 pub mod upstream;
 pub mod zerocopy;
 
-pub use server::{BindError, ServeError, Server};
+pub use server::{serve_workers, BindError, ServeError, Server};

@@ -78,7 +78,8 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes, then drains in-flight requests for at most the
-    /// configured shutdown timeout.
+    /// configured shutdown timeout. Runs on the caller's runtime (`levee demo`, tests);
+    /// `levee serve` uses [`serve_workers`] instead.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let limits = self.shared.settings.limits.clone();
         // Every open connection holds one permit, so "all permits back" means drained.
@@ -86,36 +87,8 @@ impl Server {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut tasks = Vec::new();
         for listener in self.listeners {
-            let shared = self.shared.clone();
-            let conns = conns.clone();
-            let mut stop = stop_rx.clone();
-            tasks.push(tokio::spawn(async move {
-                loop {
-                    let permit = tokio::select! {
-                        _ = stop.changed() => break,
-                        p = conns.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-                    };
-                    let (stream, peer) = tokio::select! {
-                        _ = stop.changed() => break,
-                        r = listener.accept() => match r {
-                            Ok(x) => x,
-                            Err(e) => {
-                                // EMFILE and friends: wait a little instead of spinning.
-                                tracing::warn!(error = %e, "accept failed");
-                                tokio::time::sleep(Duration::from_millis(50)).await;
-                                continue;
-                            }
-                        },
-                    };
-                    let shared = shared.clone();
-                    let stop = stop.clone();
-                    tokio::spawn(async move {
-                        serve_connection(shared, stream, peer, stop).await;
-                        drop(permit);
-                    });
-                }
-                // Dropping the listener here closes the port: new connections are refused.
-            }));
+            let (shared, conns, stop) = (self.shared.clone(), conns.clone(), stop_rx.clone());
+            tasks.push(tokio::spawn(accept_loop(listener, shared, conns, stop)));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections, draining in-flight requests");
@@ -123,16 +96,195 @@ impl Server {
         for t in tasks {
             let _ = t.await;
         }
-        let total = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-        let drained =
-            tokio::time::timeout(limits.shutdown_timeout, conns.acquire_many(total)).await;
-        match drained {
-            Ok(_) => tracing::info!("all connections closed"),
-            Err(_) => {
-                tracing::warn!(timeout = ?limits.shutdown_timeout, "drain timed out; closing remaining connections")
-            }
+        drain(&conns, &limits).await;
+    }
+}
+
+/// Accepts connections on `listener` until `stop`, each served in its own task holding a
+/// permit of `conns`. Dropping the listener at the end closes the port: new connections
+/// are refused.
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    conns: Arc<Semaphore>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let permit = tokio::select! {
+            _ = stop.changed() => break,
+            p = conns.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+        };
+        let (stream, peer) = tokio::select! {
+            _ = stop.changed() => break,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // EMFILE and friends: wait a little instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let shared = shared.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            serve_connection(shared, stream, peer, stop).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Waits until every connection permit is back, for at most the shutdown timeout.
+async fn drain(conns: &Semaphore, limits: &levee_config::Limits) {
+    let total = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let drained = tokio::time::timeout(limits.shutdown_timeout, conns.acquire_many(total)).await;
+    match drained {
+        Ok(_) => tracing::info!("all connections closed"),
+        Err(_) => {
+            tracing::warn!(timeout = ?limits.shutdown_timeout, "drain timed out; closing remaining connections")
         }
     }
+}
+
+/// `levee serve`: `workers` threads, each with its own single-threaded runtime and its
+/// own listening socket per address (SO_REUSEPORT: the kernel spreads connections over
+/// them), sharing one cache and backend. Like nginx's worker processes, a connection
+/// stays on one thread: no work stealing, whose wake-ups cost a tenth of the throughput
+/// of large hits on a small machine. `on_listening` gets the bound addresses before
+/// anything is served; returns once drained after `shutdown`.
+pub fn serve_workers(
+    settings: Settings,
+    workers: usize,
+    on_listening: impl FnOnce(&[SocketAddr]),
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let workers = workers.max(1);
+    let listeners = bind_reuseport(&settings.listen, workers)?;
+    let addrs: Vec<SocketAddr> = listeners
+        .first()
+        .map(|set| set.iter().filter_map(|l| l.local_addr().ok()).collect())
+        .unwrap_or_default();
+    let limits = settings.limits.clone();
+    let shared = Arc::new(Shared::new(settings).map_err(ServeError::Root)?);
+    let conns = Arc::new(Semaphore::new(limits.max_connections));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    // Workers keep driving their connections until told to exit, after the drain.
+    let (exit_tx, exit_rx) = watch::channel(false);
+    on_listening(&addrs);
+    let mut threads = Vec::new();
+    let mut accepting = Vec::new();
+    for (i, set) in listeners.into_iter().enumerate() {
+        let (shared, conns, stop, mut exit) =
+            (shared.clone(), conns.clone(), stop_rx.clone(), exit_rx.clone());
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        accepting.push(done_rx);
+        let thread = std::thread::Builder::new()
+            .name(format!("levee-worker-{i}"))
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot start a worker runtime");
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let mut loops = Vec::new();
+                    for l in set {
+                        match TcpListener::from_std(l) {
+                            Ok(l) => loops.push(tokio::spawn(accept_loop(
+                                l,
+                                shared.clone(),
+                                conns.clone(),
+                                stop.clone(),
+                            ))),
+                            Err(e) => tracing::error!(error = %e, "cannot use a listening socket"),
+                        }
+                    }
+                    for l in loops {
+                        let _ = l.await;
+                    }
+                    let _ = done_tx.send(());
+                    let _ = exit.wait_for(|e| *e).await;
+                });
+            });
+        match thread {
+            Ok(t) => threads.push(t),
+            Err(e) => tracing::error!(error = %e, "cannot start a worker thread"),
+        }
+    }
+    // The signals and the drain run on this thread.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| {
+            ServeError::Bind(BindError {
+                addr: addrs.first().copied().unwrap_or_else(|| ([0, 0, 0, 0], 0).into()),
+                source,
+                hint: " (cannot start the async runtime)",
+            })
+        })?;
+    rt.block_on(async {
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, draining in-flight requests");
+        let _ = stop_tx.send(true);
+        for done in accepting {
+            let _ = done.await;
+        }
+        drain(&conns, &limits).await;
+    });
+    let _ = exit_tx.send(true);
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
+}
+
+/// For each worker, one non-blocking listening socket per address, all sharing the port
+/// (SO_REUSEPORT). Port 0 becomes the port the first socket got.
+fn bind_reuseport(
+    addrs: &[SocketAddr],
+    workers: usize,
+) -> Result<Vec<Vec<std::net::TcpListener>>, BindError> {
+    let mut sets: Vec<Vec<std::net::TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
+    for addr in addrs {
+        let mut addr = *addr;
+        for set in sets.iter_mut() {
+            let l = bind_one(addr).map_err(|source| {
+                let hint = match source.kind() {
+                    std::io::ErrorKind::AddrInUse => " (another program uses this port; pick another with --listen)",
+                    std::io::ErrorKind::PermissionDenied => " (ports below 1024 need root or CAP_NET_BIND_SERVICE; pick a higher one with --listen)",
+                    _ => "",
+                };
+                BindError { addr, source, hint }
+            })?;
+            if addr.port() == 0 {
+                if let Ok(a) = l.local_addr() {
+                    addr.set_port(a.port());
+                }
+            }
+            set.push(l);
+        }
+    }
+    Ok(sets)
+}
+
+fn bind_one(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
 }
 
 async fn serve_connection(

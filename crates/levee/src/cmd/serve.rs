@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use levee_config::{Overrides, Settings};
 
 /// Arguments of `levee serve`. Every flag overrides the same option in the config file.
@@ -44,6 +43,9 @@ pub struct ServeArgs {
     /// Send responses uncompressed (no gzip, br or zstd).
     #[arg(long)]
     pub no_compression: bool,
+    /// Threads serving connections [default: one per CPU core].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
     /// Add X-Cache-Reason: why a response was or was not stored.
     #[arg(long)]
     pub debug_headers: bool,
@@ -65,6 +67,7 @@ impl ServeArgs {
             grace: self.grace.clone(),
             debug_headers: self.debug_headers,
             backend_max_concurrency: self.backend_max_concurrency,
+            workers: self.workers,
         };
         Ok(Settings::load(self.config.as_deref(), &overrides)?)
     }
@@ -76,22 +79,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         print_settings(&settings);
         return Ok(ExitCode::SUCCESS);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    rt.block_on(async move {
-        let server = levee_proxy::Server::bind(settings.clone()).await?;
-        for addr in server.local_addrs() {
-            tracing::info!(%addr, backend = %settings.backend, "levee serving");
-            eprintln!(
-                "levee: listening on http://{addr}, backend {}",
-                settings.backend
-            );
-        }
-        server.run(shutdown_signal()).await;
-        Ok::<_, anyhow::Error>(())
-    })?;
+    let backend = settings.backend.to_string();
+    let workers = settings.workers;
+    levee_proxy::serve_workers(
+        settings,
+        workers,
+        |addrs| {
+            for addr in addrs {
+                tracing::info!(%addr, %backend, workers, "levee serving");
+                eprintln!("levee: listening on http://{addr}, backend {backend}");
+            }
+        },
+        shutdown_signal(),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -129,6 +129,7 @@ fn print_settings(s: &Settings) {
             .join(", ")
     );
     println!("backend           {}", s.backend);
+    println!("workers           {}", s.workers);
     println!(
         "document root     {}",
         s.root.as_ref().map_or(
