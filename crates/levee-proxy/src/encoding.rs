@@ -168,9 +168,14 @@ impl Encoder {
         let accepted = Accepted::parse(request);
         let recodable = entry.levee_coded.is_some() && self.enabled;
         let chosen = if recodable {
-            let mut order = vec![entry.coding];
-            order.extend(STREAM_ORDER.iter().filter(|c| **c != entry.coding));
-            accepted.choose(&order)
+            // The stored coding first, then the others: no allocation on the hit path.
+            let mut order = [entry.coding; 1 + STREAM_ORDER.len()];
+            let mut n = 1;
+            for c in STREAM_ORDER.iter().filter(|c| **c != entry.coding) {
+                order[n] = *c;
+                n += 1;
+            }
+            accepted.choose(&order[..n])
         } else {
             accepted.choose(&[entry.coding, Coding::Identity])
         };
@@ -178,13 +183,13 @@ impl Encoder {
         if chosen == entry.coding {
             return EntryForm::AsStored;
         }
-        let (body, from) = (entry.body.clone(), entry.coding);
-        let made = self
-            .derived
-            .try_get_with((entry.id, chosen), async move {
-                run_codec(body, move |b| recode(&b, from, chosen)).await
-            })
-            .await;
+        let key = (entry.id, chosen);
+        // The common case, already derived, stays out of the large future of
+        // `try_get_with`: hits move their futures around, and size costs copies.
+        let made = match self.derived.get(&key).await {
+            Some(body) => Ok(body),
+            None => Box::pin(self.derive(key, entry.body.clone(), entry.coding)).await,
+        };
         match made {
             Ok(body) => EntryForm::Derived {
                 coding: chosen,
@@ -192,10 +197,25 @@ impl Encoder {
             },
             Err(e) => {
                 // A corrupt body from the backend: send it as stored, as the backend did.
-                tracing::warn!(error = %e, coding = %from, "decoding a stored response failed");
+                tracing::warn!(error = %e, coding = %entry.coding, "decoding a stored response failed");
                 EntryForm::AsStored
             }
         }
+    }
+
+    /// Makes (once, however many ask at the same time) `body` in `key`'s coding.
+    async fn derive(
+        &self,
+        key: (u64, Coding),
+        body: Bytes,
+        from: Coding,
+    ) -> Result<Bytes, std::sync::Arc<std::io::Error>> {
+        let chosen = key.1;
+        self.derived
+            .try_get_with(key, async move {
+                run_codec(body, move |b| recode(&b, from, chosen)).await
+            })
+            .await
     }
 
     /// After a 304 merged new headers into a compressed entry: the new `ETag` is the

@@ -149,8 +149,8 @@ pub async fn handle(
     if let (Some(files), true) = (&shared.files, read_only) {
         // Files first, never through the cache nor the backend (nginx's try_files): they
         // are public, and their own memory cache and validators make them cheap.
-        match files.serve(&parts).await {
-            Outcome::Response(r) => return Ok(static_response(&shared, &parts, r).await),
+        match Box::pin(files.serve(&parts)).await {
+            Outcome::Response(r) => return Ok(Box::pin(static_response(&shared, &parts, r)).await),
             Outcome::Forbidden if matches!(shared.settings.backend, Backend::FastCgi(_)) => {
                 return Ok(error_response(
                     StatusCode::FORBIDDEN,
@@ -164,10 +164,10 @@ pub async fn handle(
     let resp = if read_only {
         match classify(&shared, &parts) {
             Ok(key) => cached(&shared, parts, body, key, conn).await,
-            Err(reason) => pass(&shared, parts, body, conn, reason.as_str()).await,
+            Err(reason) => Box::pin(pass(&shared, parts, body, conn, reason.as_str())).await,
         }
     } else {
-        pass(&shared, parts, body, conn, NotStored::Method.as_str()).await
+        Box::pin(pass(&shared, parts, body, conn, NotStored::Method.as_str())).await
     };
     Ok(resp)
 }
@@ -283,7 +283,7 @@ async fn cached(
     let origin_preconditions = parts.headers.contains_key(header::IF_MATCH)
         || parts.headers.contains_key(header::IF_UNMODIFIED_SINCE);
     if origin_preconditions && !req_cc.only_if_cached {
-        return pass(shared, parts, body, conn, "origin-precondition").await;
+        return Box::pin(pass(shared, parts, body, conn, "origin-precondition")).await;
     }
     let now = Instant::now();
     if let Some(entry) = shared.store.get(&key, &parts.headers) {
@@ -337,7 +337,7 @@ async fn cached(
                 "the stored response is stale and the request said only-if-cached",
             );
         }
-        return fetch(shared, parts, body, key, Some(entry), conn, true).await;
+        return Box::pin(fetch(shared, parts, body, key, Some(entry), conn, true)).await;
     }
     if req_cc.only_if_cached {
         return error_response(
@@ -349,9 +349,9 @@ async fn cached(
     // backend as they are (Varnish's hit-for-pass), without a fill that would only copy
     // the body through a second task. When the mark expires, a fill tries again.
     if let Some(reason) = shared.hit_for_miss.get(&key) {
-        return pass(shared, parts, body, conn, reason.as_str()).await;
+        return Box::pin(pass(shared, parts, body, conn, reason.as_str())).await;
     }
-    fetch(shared, parts, body, key, None, conn, true).await
+    Box::pin(fetch(shared, parts, body, key, None, conn, true)).await
 }
 
 /// Gets the response from the backend through a fill, shared with concurrent requests for

@@ -9,8 +9,9 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use levee_config::Settings;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::handler::{handle, Shared};
 use crate::upstream::ConnInfo;
@@ -38,6 +39,8 @@ pub enum ServeError {
     Bind(#[from] BindError),
     #[error(transparent)]
     Root(levee_static::Error),
+    #[error("cannot start levee's threads: {0}")]
+    Runtime(std::io::Error),
 }
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -88,7 +91,9 @@ impl Server {
         let mut tasks = Vec::new();
         for listener in self.listeners {
             let (shared, conns, stop) = (self.shared.clone(), conns.clone(), stop_rx.clone());
-            tasks.push(tokio::spawn(accept_loop(listener, shared, conns, stop)));
+            tasks.push(tokio::spawn(accept_loop(
+                listener, shared, conns, stop, None,
+            )));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections, draining in-flight requests");
@@ -101,13 +106,15 @@ impl Server {
 }
 
 /// Accepts connections on `listener` until `stop`, each served in its own task holding a
-/// permit of `conns`. Dropping the listener at the end closes the port: new connections
+/// permit of `conns`, on this thread or, for `levee serve`'s workers, on the worker
+/// serving the fewest. Dropping the listener at the end closes the port: new connections
 /// are refused.
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     conns: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
+    worker: Option<Worker>,
 ) {
     loop {
         let permit = tokio::select! {
@@ -126,12 +133,142 @@ async fn accept_loop(
                 }
             },
         };
-        let shared = shared.clone();
-        let stop = stop.clone();
+        let conn = Accepted {
+            stream,
+            peer,
+            permit,
+        };
+        match &worker {
+            Some(w) => w.dispatch(conn, &shared, &stop),
+            None => conn.spawn(shared.clone(), stop.clone(), None),
+        }
+    }
+}
+
+/// An accepted connection and its `max_connections` permit.
+struct Accepted {
+    stream: TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+}
+
+impl Accepted {
+    /// Serves the connection in a task of the current runtime, counted in a worker's
+    /// `load` while it lives.
+    fn spawn(self, shared: Arc<Shared>, stop: watch::Receiver<bool>, load: Option<LoadGuard>) {
         tokio::spawn(async move {
-            serve_connection(shared, stream, peer, stop).await;
-            drop(permit);
+            serve_connection(shared, self.stream, self.peer, stop).await;
+            drop(self.permit);
+            drop(load);
         });
+    }
+}
+
+/// A connection moving to another worker (a std socket: it leaves this runtime's reactor
+/// and joins the other's).
+struct Handoff {
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    /// Counted in the receiving worker's load from the moment it is sent, so that the
+    /// rest of a burst sees it.
+    load: LoadGuard,
+}
+
+/// How many connections each worker serves, and the way to give one a connection.
+struct Balance {
+    load: Vec<AtomicUsize>,
+    inbox: Vec<mpsc::UnboundedSender<Handoff>>,
+}
+
+/// One of `levee serve`'s worker threads.
+#[derive(Clone)]
+struct Worker {
+    id: usize,
+    balance: Arc<Balance>,
+}
+
+impl Worker {
+    /// Serves `conn` here unless another worker has fewer connections. Whichever worker
+    /// wakes first takes every connection of a burst; without this, a few busy
+    /// connections (a benchmark with 4) could all land on one thread while the others
+    /// idle. Each connection moves at most once, when accepted, and then stays: a
+    /// cross-thread hand-off per connection, not per request.
+    fn dispatch(&self, conn: Accepted, shared: &Arc<Shared>, stop: &watch::Receiver<bool>) {
+        let load = |i: usize| self.balance.load[i].load(Ordering::Relaxed);
+        let mut target = self.id;
+        for i in 0..self.balance.load.len() {
+            if load(i) < load(target) {
+                target = i;
+            }
+        }
+        if target != self.id {
+            let Accepted {
+                stream,
+                peer,
+                permit,
+            } = conn;
+            match stream.into_std() {
+                Ok(stream) => {
+                    let handoff = Handoff {
+                        stream,
+                        peer,
+                        permit,
+                        load: LoadGuard::new(Worker {
+                            id: target,
+                            balance: self.balance.clone(),
+                        }),
+                    };
+                    match self.balance.inbox[target].send(handoff) {
+                        Ok(()) => return,
+                        // That worker is gone: serve it here after all.
+                        Err(mpsc::error::SendError(mut h)) => {
+                            h.load = LoadGuard::new(self.clone());
+                            self.adopt(h, shared, stop);
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot move a connection to another worker");
+                    return;
+                }
+            }
+        }
+        conn.spawn(
+            shared.clone(),
+            stop.clone(),
+            Some(LoadGuard::new(self.clone())),
+        );
+    }
+
+    /// Serves a connection handed over by another worker.
+    fn adopt(&self, h: Handoff, shared: &Arc<Shared>, stop: &watch::Receiver<bool>) {
+        match TcpStream::from_std(h.stream) {
+            Ok(stream) => Accepted {
+                stream,
+                peer: h.peer,
+                permit: h.permit,
+            }
+            .spawn(shared.clone(), stop.clone(), Some(h.load)),
+            Err(e) => tracing::warn!(error = %e, "cannot take over a connection"),
+        }
+    }
+}
+
+/// Counts a connection in its worker's load while it lives.
+struct LoadGuard(Worker);
+
+impl LoadGuard {
+    fn new(w: Worker) -> LoadGuard {
+        w.balance.load[w.id].fetch_add(1, Ordering::Relaxed);
+        LoadGuard(w)
+    }
+}
+
+impl Drop for LoadGuard {
+    fn drop(&mut self) {
+        self.0.balance.load[self.0.id].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -147,11 +284,13 @@ async fn drain(conns: &Semaphore, limits: &levee_config::Limits) {
     }
 }
 
-/// `levee serve`: `workers` threads, each with its own single-threaded runtime and its
-/// own listening socket per address (SO_REUSEPORT: the kernel spreads connections over
-/// them), sharing one cache and backend. Like nginx's worker processes, a connection
-/// stays on one thread: no work stealing, whose wake-ups cost a tenth of the throughput
-/// of large hits on a small machine. `on_listening` gets the bound addresses before
+/// `levee serve`: `workers` threads, each with its own single-threaded runtime, sharing
+/// one cache and backend. Like nginx's worker processes, a connection stays on the
+/// thread that accepted it: no work stealing, whose cross-thread wake-ups cost a tenth
+/// of the throughput of large hits on a small machine. Every worker accepts from the same
+/// listening sockets (not SO_REUSEPORT's one socket each), so a free worker takes the
+/// next connection whichever it is, and a connection waiting for `max_connections` is
+/// taken as soon as any permit is back. `on_listening` gets the bound addresses before
 /// anything is served; returns once drained after `shutdown`.
 pub fn serve_workers(
     settings: Settings,
@@ -160,25 +299,57 @@ pub fn serve_workers(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let workers = workers.max(1);
-    let listeners = bind_reuseport(&settings.listen, workers)?;
-    let addrs: Vec<SocketAddr> = listeners
-        .first()
-        .map(|set| set.iter().filter_map(|l| l.local_addr().ok()).collect())
-        .unwrap_or_default();
+    let listeners = bind_std(&settings.listen)?;
+    let addrs = listeners
+        .iter()
+        .zip(&settings.listen)
+        .map(|(l, addr)| {
+            l.local_addr().map_err(|source| BindError {
+                addr: *addr,
+                source,
+                hint: "",
+            })
+        })
+        .collect::<Result<Vec<SocketAddr>, _>>()?;
     let limits = settings.limits.clone();
     let shared = Arc::new(Shared::new(settings).map_err(ServeError::Root)?);
     let conns = Arc::new(Semaphore::new(limits.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     // Workers keep driving their connections until told to exit, after the drain.
     let (exit_tx, exit_rx) = watch::channel(false);
-    on_listening(&addrs);
+    let (senders, inboxes): (Vec<_>, Vec<_>) =
+        (0..workers).map(|_| mpsc::unbounded_channel()).unzip();
+    let balance = Arc::new(Balance {
+        load: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
+        inbox: senders,
+    });
     let mut threads = Vec::new();
     let mut accepting = Vec::new();
-    for (i, set) in listeners.into_iter().enumerate() {
-        let (shared, conns, stop, mut exit) =
-            (shared.clone(), conns.clone(), stop_rx.clone(), exit_rx.clone());
+    for (i, mut inbox) in inboxes.into_iter().enumerate() {
+        // Each worker registers its own descriptor of the same socket with its runtime.
+        let set = listeners
+            .iter()
+            .zip(&addrs)
+            .map(|(l, addr)| {
+                l.try_clone().map_err(|source| BindError {
+                    addr: *addr,
+                    source,
+                    hint:
+                        " (too many open files? raise the limit with ulimit -n, or lower workers)",
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let (shared, conns, stop, mut exit) = (
+            shared.clone(),
+            conns.clone(),
+            stop_rx.clone(),
+            exit_rx.clone(),
+        );
+        let worker = Worker {
+            id: i,
+            balance: balance.clone(),
+        };
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-        accepting.push(done_rx);
         let thread = std::thread::Builder::new()
             .name(format!("levee-worker-{i}"))
             .spawn(move || {
@@ -193,6 +364,13 @@ pub fn serve_workers(
                     }
                 };
                 rt.block_on(async move {
+                    // Connections other workers hand over; runs until the thread exits.
+                    let (w, s, st) = (worker.clone(), shared.clone(), stop.clone());
+                    tokio::spawn(async move {
+                        while let Some(h) = inbox.recv().await {
+                            w.adopt(h, &s, &st);
+                        }
+                    });
                     let mut loops = Vec::new();
                     for l in set {
                         match TcpListener::from_std(l) {
@@ -201,6 +379,7 @@ pub fn serve_workers(
                                 shared.clone(),
                                 conns.clone(),
                                 stop.clone(),
+                                Some(worker.clone()),
                             ))),
                             Err(e) => tracing::error!(error = %e, "cannot use a listening socket"),
                         }
@@ -212,22 +391,18 @@ pub fn serve_workers(
                     let _ = exit.wait_for(|e| *e).await;
                 });
             });
-        match thread {
-            Ok(t) => threads.push(t),
-            Err(e) => tracing::error!(error = %e, "cannot start a worker thread"),
-        }
+        threads.push(thread.map_err(ServeError::Runtime)?);
+        accepting.push(done_rx);
     }
+    // The originals are no longer needed: the workers hold their own descriptors, and
+    // the port closes when the last of them is dropped.
+    drop(listeners);
+    on_listening(&addrs);
     // The signals and the drain run on this thread.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|source| {
-            ServeError::Bind(BindError {
-                addr: addrs.first().copied().unwrap_or_else(|| ([0, 0, 0, 0], 0).into()),
-                source,
-                hint: " (cannot start the async runtime)",
-            })
-        })?;
+        .map_err(ServeError::Runtime)?;
     rt.block_on(async {
         shutdown.await;
         tracing::info!("shutting down: no new connections, draining in-flight requests");
@@ -244,43 +419,28 @@ pub fn serve_workers(
     Ok(())
 }
 
-/// For each worker, one non-blocking listening socket per address, all sharing the port
-/// (SO_REUSEPORT). Port 0 becomes the port the first socket got.
-fn bind_reuseport(
-    addrs: &[SocketAddr],
-    workers: usize,
-) -> Result<Vec<Vec<std::net::TcpListener>>, BindError> {
-    let mut sets: Vec<Vec<std::net::TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
-    for addr in addrs {
-        let mut addr = *addr;
-        for set in sets.iter_mut() {
-            let l = bind_one(addr).map_err(|source| {
+/// One non-blocking listening socket per address (backlog 1024, like tokio's).
+fn bind_std(addrs: &[SocketAddr]) -> Result<Vec<std::net::TcpListener>, BindError> {
+    addrs
+        .iter()
+        .map(|addr| {
+            bind_one(*addr).map_err(|source| {
                 let hint = match source.kind() {
                     std::io::ErrorKind::AddrInUse => " (another program uses this port; pick another with --listen)",
                     std::io::ErrorKind::PermissionDenied => " (ports below 1024 need root or CAP_NET_BIND_SERVICE; pick a higher one with --listen)",
                     _ => "",
                 };
-                BindError { addr, source, hint }
-            })?;
-            if addr.port() == 0 {
-                if let Ok(a) = l.local_addr() {
-                    addr.set_port(a.port());
-                }
-            }
-            set.push(l);
-        }
-    }
-    Ok(sets)
+                BindError { addr: *addr, source, hint }
+            })
+        })
+        .collect()
 }
 
 fn bind_one(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // Restart without waiting for TIME_WAIT to clear, as tokio's bind does.
     socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
     socket.set_nonblocking(true)?;

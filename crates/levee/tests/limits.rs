@@ -381,7 +381,8 @@ async fn connections_beyond_max_connections_wait_until_one_closes() {
     let origin = Origin::start(|r| Reply::text(format!("ok {}", r.uri)));
     let levee = levee!()
         .backend(&origin.url())
-        .config("[limits]\nmax_connections = 2")
+        // Several workers: the waiting connection must be taken by whichever has a permit.
+        .config("workers = 4\n[limits]\nmax_connections = 2")
         .start();
     let addr = levee.addr();
     let mut a = Conn::open(addr).await;
@@ -548,4 +549,66 @@ async fn sigterm_drain_is_bounded_by_shutdown_timeout() {
             .is_some(),
         "the in-flight connection is still open after levee exited"
     );
+}
+
+/// The names of `pid`'s threads that serve connections.
+fn worker_threads(pid: u32) -> Vec<String> {
+    // No /proc: no names, and the assertions say what was expected.
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
+    let mut names: Vec<String> = tasks
+        .into_iter()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| n.starts_with("levee-worker-"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn workers_sets_the_serving_threads_and_every_connection_is_served() {
+    let origin = Origin::start(|r| {
+        Reply::text(format!("ok {}", r.uri))
+            .header("cache-control", "no-store")
+            .delay(Duration::from_millis(100))
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--workers", "3"])
+        .start();
+    // A thread names itself once it runs, maybe just after levee says it listens.
+    let expected = ["levee-worker-0", "levee-worker-1", "levee-worker-2"];
+    eventually(Duration::from_secs(5), || {
+        worker_threads(levee.pid()) == expected
+    })
+    .await;
+    assert_eq!(worker_threads(levee.pid()), expected);
+    // More connections than workers, all open at once: whichever worker accepts them and
+    // wherever they are handed to, each is answered, on every request.
+    let addr = levee.addr();
+    let mut set = JoinSet::new();
+    for i in 0..12 {
+        set.spawn(async move {
+            let mut c = Conn::open(addr).await;
+            for j in 0..3 {
+                let path = format!("/c{i}/r{j}");
+                let r = c.send(Req::get(&path)).await;
+                assert_eq!(r.text(), format!("ok {path}"), "{}", r.summary());
+            }
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r.expect("client task");
+    }
+    assert_eq!(origin.requests(), 36);
+
+    // Unset (or 0): one per core.
+    let levee = levee!().backend(&origin.url()).start();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    eventually(Duration::from_secs(5), || {
+        worker_threads(levee.pid()).len() == cores
+    })
+    .await;
+    assert_eq!(worker_threads(levee.pid()).len(), cores);
 }
