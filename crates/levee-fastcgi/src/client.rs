@@ -99,10 +99,17 @@ pub(crate) struct Inner {
     retries: AtomicU64,
 }
 
+struct IdleConn {
+    stream: Stream,
+    since: Instant,
+    /// The thread whose runtime watches the socket (see [`Inner::checkout`]).
+    home: std::thread::ThreadId,
+}
+
 #[derive(Default)]
 struct Idle {
     /// Oldest first; reuse takes the newest, so that unneeded connections age out.
-    conns: Vec<(Stream, Instant)>,
+    conns: Vec<IdleConn>,
     reaper: bool,
 }
 
@@ -417,12 +424,36 @@ impl Inner {
             drop(oldest);
             return Ok((self.connect().await?, false));
         }
+        let here = std::thread::current().id();
         loop {
-            let candidate = self.lock_idle().conns.pop();
-            let Some((stream, since)) = candidate else {
+            // The newest connection of this thread, else the newest of any. With
+            // `levee serve`'s single-threaded workers, a socket is watched by the runtime
+            // that registered it, which notices its readiness only between its own tasks:
+            // one from another worker is moved to this one first.
+            let candidate = {
+                let mut idle = self.lock_idle();
+                let at = idle
+                    .conns
+                    .iter()
+                    .rposition(|c| c.home == here)
+                    .or(idle.conns.len().checked_sub(1));
+                at.map(|i| idle.conns.remove(i))
+            };
+            let Some(c) = candidate else {
                 break;
             };
-            if since.elapsed() < self.config.idle_timeout && stream.is_reusable() {
+            if c.since.elapsed() < self.config.idle_timeout && c.stream.is_reusable() {
+                let stream = if c.home == here || !single_threaded_runtime() {
+                    c.stream
+                } else {
+                    match c.stream.rehome() {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::debug!(php = %self.name, error = %e, "cannot move an idle connection");
+                            continue;
+                        }
+                    }
+                };
                 self.reused.fetch_add(1, Ordering::Relaxed);
                 return Ok((stream, true));
             }
@@ -460,12 +491,15 @@ impl Inner {
         let now = Instant::now();
         let mut idle = self.lock_idle();
         let timeout = self.config.idle_timeout;
-        idle.conns
-            .retain(|(_, since)| now.duration_since(*since) < timeout);
+        idle.conns.retain(|c| now.duration_since(c.since) < timeout);
         if idle.conns.len() >= self.config.max_idle {
             return;
         }
-        idle.conns.push((stream, now));
+        idle.conns.push(IdleConn {
+            stream,
+            since: now,
+            home: std::thread::current().id(),
+        });
         if !idle.reaper {
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 idle.reaper = true;
@@ -500,6 +534,12 @@ impl Inner {
 
 /// Closes idle connections once they expire, so that they do not hold php-fpm workers
 /// while levee is quiet; ends when the pool is empty or the client is gone.
+/// Whether the caller runs on a current-thread runtime, whose sockets only it watches.
+fn single_threaded_runtime() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
+}
+
 async fn reap(pool: Weak<Inner>) {
     loop {
         let wait = {
@@ -507,10 +547,9 @@ async fn reap(pool: Weak<Inner>) {
             let now = Instant::now();
             let timeout = inner.config.idle_timeout;
             let mut idle = inner.lock_idle();
-            idle.conns
-                .retain(|(_, since)| now.duration_since(*since) < timeout);
+            idle.conns.retain(|c| now.duration_since(c.since) < timeout);
             match idle.conns.first() {
-                Some((_, oldest)) => (*oldest + timeout).saturating_duration_since(now),
+                Some(oldest) => (oldest.since + timeout).saturating_duration_since(now),
                 None => {
                     idle.reaper = false;
                     return;

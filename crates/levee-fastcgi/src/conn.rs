@@ -91,6 +91,15 @@ impl Stream {
         matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
+    /// The same socket, registered with the current runtime instead of the one that
+    /// opened it.
+    pub(crate) fn rehome(self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(TcpStream::from_std(s.into_std()?)?),
+            Stream::Unix(s) => Stream::Unix(UnixStream::from_std(s.into_std()?)?),
+        })
+    }
+
     pub(crate) fn into_split(self) -> (ReadHalf, WriteHalf) {
         match self {
             Stream::Tcp(s) => {

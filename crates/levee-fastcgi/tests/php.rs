@@ -1065,3 +1065,36 @@ async fn max_idle_zero_closes_every_connection() {
     })
     .await;
 }
+
+/// `levee serve` runs one single-threaded runtime per worker thread, sharing the pool: a
+/// connection kept by one worker and reused by another must move to the other's runtime,
+/// whose reactor alone would otherwise never see it become readable while the first
+/// worker is busy or gone.
+#[test]
+fn a_connection_kept_on_one_worker_thread_is_reused_from_another() {
+    let site = site();
+    let client = site.unix();
+    let root = site.docroot().to_path_buf();
+    let on_a_worker = |client: Client, root: PathBuf| {
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(within(async {
+                let (parts, body) = get(&client, &root, "/hello.php").await;
+                (parts.status, body)
+            }))
+        })
+        .join()
+        .unwrap()
+    };
+    let first = on_a_worker(client.clone(), root.clone());
+    assert_eq!(first, (StatusCode::OK, Bytes::from("Hello, world!")));
+    assert_eq!(client.stats().idle, 1, "{:?}", client.stats());
+    // The first worker's runtime is gone; its connection waits in the pool.
+    let second = on_a_worker(client.clone(), root);
+    assert_eq!(second, (StatusCode::OK, Bytes::from("Hello, world!")));
+    let stats = client.stats();
+    assert_eq!((stats.connects, stats.reused), (1, 1), "{stats:?}");
+}
