@@ -256,6 +256,17 @@ impl Worker {
     }
 }
 
+thread_local! {
+    /// Which of `levee serve`'s workers this thread is; 0 elsewhere.
+    static WORKER_ID: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Which worker thread runs the caller (0 outside `levee serve`'s workers), for state
+/// kept per worker, like the backend connection pools.
+pub(crate) fn worker_id() -> usize {
+    WORKER_ID.with(|w| w.get())
+}
+
 /// Counts a connection in its worker's load while it lives.
 struct LoadGuard(Worker);
 
@@ -353,6 +364,7 @@ pub fn serve_workers(
         let thread = std::thread::Builder::new()
             .name(format!("levee-worker-{i}"))
             .spawn(move || {
+                WORKER_ID.with(|w| w.set(i));
                 let rt = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()

@@ -157,7 +157,10 @@ impl Limiter {
 #[allow(clippy::large_enum_variant)]
 enum Transport {
     Http {
-        client: Client<HttpConnector, UpBody>,
+        /// One pool per worker thread (`levee serve`'s workers, see server.rs): a pooled
+        /// connection is driven by a task on the runtime that opened it, so sharing one
+        /// pool would send every request across threads.
+        clients: Vec<Client<HttpConnector, UpBody>>,
         authority: http::uri::Authority,
     },
     FastCgi {
@@ -191,10 +194,14 @@ impl Upstream {
         connector.set_nodelay(true);
         let transport = match &settings.backend {
             Backend::Http { authority } => Transport::Http {
-                client: Client::builder(TokioExecutor::new())
-                    .pool_idle_timeout(Duration::from_secs(30))
-                    .pool_max_idle_per_host(l.backend_max_concurrency)
-                    .build(connector),
+                clients: (0..settings.workers.max(1))
+                    .map(|_| {
+                        Client::builder(TokioExecutor::new())
+                            .pool_idle_timeout(Duration::from_secs(30))
+                            .pool_max_idle_per_host(l.backend_max_concurrency)
+                            .build(connector.clone())
+                    })
+                    .collect(),
                 authority: authority.clone(),
             },
             Backend::FastCgi(addr) => {
@@ -254,7 +261,8 @@ impl Upstream {
     ) -> Result<Response<BackendBody>, UpstreamError> {
         let sent = async {
             match &self.transport {
-                Transport::Http { client, authority } => {
+                Transport::Http { clients, authority } => {
+                    let client = &clients[crate::server::worker_id() % clients.len()];
                     self.send_http(client, authority, req).await
                 }
                 Transport::FastCgi {
