@@ -178,7 +178,7 @@ machine_info
 report "- method: wrk -t 1 -c $CONNS -d ${DURATION}s per run, $ROUNDS runs per server and size, servers" \
     "  alternated (levee, varnish, nginx, then rotated by one each round); medians. All three run" \
     "  at once on 127.0.0.1 in front of one \`levee origin\` (Cache-Control: public, max-age=3600)." \
-    "- levee: \`levee serve --cache-size 1GiB\` (tokio: one worker thread per CPU). Varnish: -s malloc,1G," \
+    "- levee: \`levee serve --cache-size 1GiB\` (defaults: one worker thread per CPU). Varnish: -s malloc,1G," \
     "  default thread pools, built-in VCL + X-Cache header. nginx: proxy_cache on disk, worker_processes 2," \
     "  sendfile on, tcp_nopush off, access_log off, keepalive_requests 1000000." \
     "- The machine is noisy (2 CPUs shared with other jobs; wrk itself takes one): compare medians," \
