@@ -24,6 +24,14 @@ impl OneOrMany {
     }
 }
 
+/// `workers = 4`, or `workers = "auto"` as nginx's `worker_processes` takes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum WorkersFile {
+    Count(usize),
+    Word(String),
+}
+
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
@@ -32,7 +40,7 @@ pub struct FileConfig {
     pub root: Option<std::path::PathBuf>,
     pub preset: Option<OneOrMany>,
     pub debug_headers: Option<bool>,
-    pub workers: Option<usize>,
+    pub workers: Option<WorkersFile>,
     pub cache: Option<CacheFile>,
     pub anonymous: Option<AnonymousFile>,
     pub limits: Option<LimitsFile>,

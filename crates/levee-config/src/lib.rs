@@ -536,6 +536,23 @@ impl Settings {
             ));
         }
 
+        let file_workers = match file.workers {
+            None => None,
+            Some(file::WorkersFile::Count(n)) => Some(n),
+            Some(file::WorkersFile::Word(w)) if w.eq_ignore_ascii_case("auto") => Some(0),
+            Some(file::WorkersFile::Word(w)) => {
+                return Err(ConfigError::invalid(
+                    "workers",
+                    format!("{w:?} is not a number of threads; write a number, or \"auto\" for one per core"),
+                ))
+            }
+        };
+        let workers = match o.workers.or(file_workers) {
+            // 0 and "auto", like unset, mean one per core.
+            Some(n) if n > 0 => n.min(MAX_WORKERS),
+            _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+
         Ok(Settings {
             listen,
             backend,
@@ -547,11 +564,7 @@ impl Settings {
             anonymous,
             limits,
             debug_headers: o.debug_headers || file.debug_headers.unwrap_or(false),
-            workers: match o.workers.or(file.workers) {
-                // 0, like unset, means one per core.
-                Some(n) if n > 0 => n.min(MAX_WORKERS),
-                _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            },
+            workers,
         })
     }
 }
@@ -744,5 +757,25 @@ mod tests {
         let text = include_str!("../../../levee.example.toml");
         let file: FileConfig = toml::from_str(text).unwrap();
         Settings::resolve(file, &Overrides::default()).unwrap();
+    }
+
+    #[test]
+    fn workers_is_a_count_or_auto_and_defaults_to_one_per_core() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workers = |toml: &str, flag: Option<usize>| {
+            let file: FileConfig = toml::from_str(toml).unwrap();
+            let o = Overrides {
+                workers: flag,
+                ..with_backend()
+            };
+            Settings::resolve(file, &o).map(|s| s.workers)
+        };
+        assert_eq!(workers("", None).unwrap(), cores);
+        assert_eq!(workers("workers = 3", None).unwrap(), 3);
+        assert_eq!(workers("workers = 0", None).unwrap(), cores);
+        assert_eq!(workers("workers = \"auto\"", None).unwrap(), cores);
+        assert_eq!(workers("workers = 3", Some(5)).unwrap(), 5, "the flag wins");
+        let err = workers("workers = \"many\"", None).unwrap_err().to_string();
+        assert!(err.contains("workers") && err.contains("auto"), "{err}");
     }
 }
