@@ -48,18 +48,17 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 impl Server {
     /// Binds every listen address; nothing is served until [`run`](Self::run).
     pub async fn bind(settings: Settings) -> Result<Server, ServeError> {
-        let mut listeners = Vec::new();
-        for addr in &settings.listen {
-            let l = TcpListener::bind(addr).await.map_err(|source| {
-                let hint = match source.kind() {
-                    std::io::ErrorKind::AddrInUse => " (another program uses this port; pick another with --listen)",
-                    std::io::ErrorKind::PermissionDenied => " (ports below 1024 need root or CAP_NET_BIND_SERVICE; pick a higher one with --listen)",
-                    _ => "",
-                };
-                BindError { addr: *addr, source, hint }
-            })?;
-            listeners.push(l);
-        }
+        let listeners = bind_std(&settings.listen)?
+            .into_iter()
+            .zip(&settings.listen)
+            .map(|(l, addr)| {
+                TcpListener::from_std(l).map_err(|source| BindError {
+                    addr: *addr,
+                    source,
+                    hint: "",
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let shared = Shared::new(settings).map_err(ServeError::Root)?;
         Ok(Server {
             listeners,
@@ -96,12 +95,7 @@ impl Server {
             )));
         }
         shutdown.await;
-        tracing::info!("shutting down: no new connections, draining in-flight requests");
-        let _ = stop_tx.send(true);
-        for t in tasks {
-            let _ = t.await;
-        }
-        drain(&conns, &limits).await;
+        stop_and_drain(&stop_tx, tasks, &conns, &limits).await;
     }
 }
 
@@ -283,8 +277,20 @@ impl Drop for LoadGuard {
     }
 }
 
-/// Waits until every connection permit is back, for at most the shutdown timeout.
-async fn drain(conns: &Semaphore, limits: &levee_config::Limits) {
+/// Stops the accept loops and waits for them (their listeners are then closed: new
+/// connections are refused), then until every connection permit is back, for at most
+/// the shutdown timeout.
+async fn stop_and_drain<F: Future>(
+    stop_tx: &watch::Sender<bool>,
+    accept_loops: impl IntoIterator<Item = F>,
+    conns: &Semaphore,
+    limits: &levee_config::Limits,
+) {
+    tracing::info!("shutting down: no new connections, draining in-flight requests");
+    let _ = stop_tx.send(true);
+    for l in accept_loops {
+        let _ = l.await;
+    }
     let total = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let drained = tokio::time::timeout(limits.shutdown_timeout, conns.acquire_many(total)).await;
     match drained {
@@ -296,8 +302,8 @@ async fn drain(conns: &Semaphore, limits: &levee_config::Limits) {
 }
 
 /// `levee serve`: `workers` threads, each with its own single-threaded runtime, sharing
-/// one cache and backend. Like nginx's worker processes, a connection stays on the
-/// thread that accepted it: no work stealing, whose cross-thread wake-ups cost a tenth
+/// one cache and backend. Like nginx's worker processes, a connection stays on one
+/// thread for its life: no work stealing, whose cross-thread wake-ups cost a tenth
 /// of the throughput of large hits on a small machine. Every worker accepts from the same
 /// listening sockets (not SO_REUSEPORT's one socket each), so a free worker takes the
 /// next connection whichever it is, and a connection waiting for `max_connections` is
@@ -417,12 +423,7 @@ pub fn serve_workers(
         .map_err(ServeError::Runtime)?;
     rt.block_on(async {
         shutdown.await;
-        tracing::info!("shutting down: no new connections, draining in-flight requests");
-        let _ = stop_tx.send(true);
-        for done in accepting {
-            let _ = done.await;
-        }
-        drain(&conns, &limits).await;
+        stop_and_drain(&stop_tx, accepting, &conns, &limits).await;
     });
     let _ = exit_tx.send(true);
     for t in threads {
