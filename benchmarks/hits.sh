@@ -10,6 +10,7 @@
 #    processes) after a warm-up and after the fill.
 #
 # Usage: benchmarks/hits.sh              (from anywhere; about 8 minutes)
+#        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
 # Env:   ROUNDS=5 DURATION=10 CONNS=64 OBJECTS=100000
 #        LEVEE=/path/to/levee (default: cargo build --release, then target/release/levee)
 #        BUILD=0 (use target/release/levee as it is)  KEEP_WORK=1 (keep scratch files)
@@ -210,3 +211,4 @@ report "" "- levee/Varnish RSS with $OBJECTS objects = $(ratio "${MEM_AFTER[leve
     "- nginx keeps cached bodies in files on disk (the kernel's page cache holds them, outside" \
     "  nginx's RSS), and only keys in shared memory: its RSS is not comparable with levee's or Varnish's." ""
 log "report written to $OUT_FILE"
+record_report

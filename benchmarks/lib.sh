@@ -288,6 +288,18 @@ open_report() {
     : >"$OUT_FILE"
 }
 
+# record_report : appends the finished report to BENCHMARKS.md (its title one level
+# down, as a dated section at the end), so that every run leaves its table in the
+# repository's record. RECORD=0 leaves BENCHMARKS.md alone (trial runs).
+record_report() {
+    [ "${RECORD:-1}" = 1 ] || return 0
+    {
+        printf '\n'
+        sed 's/^# /### /' "$OUT_FILE"
+    } >>"$REPO_DIR/BENCHMARKS.md"
+    log "table appended to $REPO_DIR/BENCHMARKS.md (RECORD=0 to skip)"
+}
+
 # report LINE... : one line of the result table, to stdout and the report file.
 report() {
     printf '%s\n' "$@" | tee -a "$OUT_FILE"

@@ -13,6 +13,7 @@
 #
 # wrk -t 1 -c CONNS -d DURATION, ROUNDS runs per server alternating; medians.
 # Usage: benchmarks/php.sh     (about 6 minutes)
+#        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
 # Env:   ROUNDS=5 DURATION=10 CONNS=64 PHP_WORKERS=4 PAGES=2000, LEVEE, BUILD, KEEP_WORK (see lib.sh)
 # Needs: php8.2-fpm (or any php-fpm), nginx-light, wrk, curl, python3. Targets 127.0.0.1 only.
 source "$(dirname "$0")/lib.sh"
@@ -210,3 +211,4 @@ for mode in compressed uncompressed; do
     stop_pid "$pid"
 done
 report "" "report written to $OUT_FILE"
+record_report

@@ -12,6 +12,7 @@
 # medians reported.
 #
 # Usage: benchmarks/seeds.sh             (from anywhere; about 4.5 minutes)
+#        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
 # Env:   ROUNDS=5 DURATION=8 CONNS=64 DELAY=20ms WORKERS=5 (pages the origin renders at
 #        once, like php-fpm's pm.max_children; 0 = unlimited)
 #        LEVEE=/path/to/levee (default: cargo build --release, then target/release/levee)
@@ -154,3 +155,4 @@ for c in a b; do
 done
 report "" "- levee / direct: (a) ${RES_RATIO[a,levee]}x, (b) ${RES_RATIO[b,levee]}x; Varnish / direct: (a) ${RES_RATIO[a,varnish]}x, (b) ${RES_RATIO[b,varnish]}x." ""
 log "report written to $OUT_FILE"
+record_report
