@@ -7,11 +7,15 @@ pub mod cache_control;
 pub mod conditional;
 pub mod entry;
 pub mod fill;
+pub mod key;
+pub mod lookup;
 pub mod policy;
 pub mod store;
 
 pub use cache_control::CacheControl;
 pub use entry::{Entry, LeveeCoded, StoredHeaders, VaryKey};
-pub use fill::{Coalescer, Fill, Incomplete, Reader};
+pub use fill::{Coalescer, Fill, FillGuard, Incomplete, Reader};
+pub use key::{CacheKey, Scheme};
+pub use lookup::{lookup, stale_on_error, Lookup};
 pub use policy::{Freshness, NotStored, PolicyConfig, Storable};
 pub use store::Store;

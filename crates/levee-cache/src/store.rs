@@ -1,10 +1,9 @@
 //! Bounded in-memory storage: moka's TinyLFU admission and eviction, weighed in bytes,
 //! with each entry expiring when it is no longer worth keeping.
 //!
-//! The primary key is the effective request URI (RFC 9111 §4). Getting it wrong is cache
-//! poisoning, so it is built in one place ([`key`]) from the scheme, the `Host` the
-//! client asked for and the full path with query. Responses that `Vary` are kept as a
-//! short list of variants under the primary key.
+//! Entries are kept under their primary [`CacheKey`] (key.rs: the security boundary);
+//! responses that `Vary` are kept as a short list of variants under it, selected by
+//! their [`VaryKey`](crate::VaryKey).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,22 +13,10 @@ use moka::sync::Cache;
 use moka::Expiry;
 
 use crate::entry::Entry;
+use crate::key::CacheKey;
 
 /// At most this many variants per URL; the oldest is dropped first.
 const MAX_VARIANTS: usize = 16;
-
-/// The cache key of a request: scheme, host and path with query.
-pub fn key(scheme: &str, host: &str, path_and_query: &str) -> String {
-    let mut k = String::with_capacity(scheme.len() + host.len() + path_and_query.len() + 4);
-    k.push_str(scheme);
-    k.push_str("://");
-    // Host names are case-insensitive; paths are not.
-    for c in host.chars() {
-        k.push(c.to_ascii_lowercase());
-    }
-    k.push_str(path_and_query);
-    k
-}
 
 /// The stored responses of one URL, one per Vary key.
 #[derive(Debug, Clone, Default)]
@@ -55,10 +42,10 @@ impl Variants {
 
 struct KeepUntilUseless;
 
-impl Expiry<String, Arc<Variants>> for KeepUntilUseless {
+impl Expiry<CacheKey, Arc<Variants>> for KeepUntilUseless {
     fn expire_after_create(
         &self,
-        _key: &String,
+        _key: &CacheKey,
         value: &Arc<Variants>,
         created_at: Instant,
     ) -> Option<Duration> {
@@ -66,7 +53,7 @@ impl Expiry<String, Arc<Variants>> for KeepUntilUseless {
     }
     fn expire_after_update(
         &self,
-        _key: &String,
+        _key: &CacheKey,
         value: &Arc<Variants>,
         updated_at: Instant,
         _duration_until_expiry: Option<Duration>,
@@ -78,7 +65,7 @@ impl Expiry<String, Arc<Variants>> for KeepUntilUseless {
 /// The response cache.
 #[derive(Clone)]
 pub struct Store {
-    entries: Cache<String, Arc<Variants>>,
+    entries: Cache<CacheKey, Arc<Variants>>,
 }
 
 impl Store {
@@ -86,20 +73,20 @@ impl Store {
     pub fn new(capacity: u64) -> Store {
         let entries = Cache::builder()
             .max_capacity(capacity)
-            .weigher(|_k: &String, v: &Arc<Variants>| v.weight())
+            .weigher(|_k: &CacheKey, v: &Arc<Variants>| v.weight())
             .expire_after(KeepUntilUseless)
             .build();
         Store { entries }
     }
 
     /// The stored response for `key` that `request` selects, fresh or not.
-    pub fn get(&self, key: &str, request: &HeaderMap) -> Option<Arc<Entry>> {
+    pub fn get(&self, key: &CacheKey, request: &HeaderMap) -> Option<Arc<Entry>> {
         let variants = self.entries.get(key)?;
         variants.select(request).cloned()
     }
 
     /// Stores `entry`, replacing the variant with the same Vary key.
-    pub fn insert(&self, key: String, entry: Arc<Entry>) {
+    pub fn insert(&self, key: CacheKey, entry: Arc<Entry>) {
         let mut list: Vec<Arc<Entry>> = match self.entries.get(&key) {
             Some(v) => {
                 v.0.iter()
@@ -119,14 +106,14 @@ impl Store {
     }
 
     /// Removes every variant of `key` (RFC 9111 §4.4 invalidation).
-    pub fn invalidate(&self, key: &str) {
+    pub fn invalidate(&self, key: &CacheKey) {
         self.entries.invalidate(key);
     }
 
     /// Removes the one stored response with this `id` from `key`'s variants, if it is
     /// still there: a full response superseded it (RFC 9111 §4.3.3) but could not be
     /// stored in its place.
-    pub fn remove(&self, key: &str, id: u64) {
+    pub fn remove(&self, key: &CacheKey, id: u64) {
         let Some(variants) = self.entries.get(key) else {
             return;
         };
@@ -137,8 +124,7 @@ impl Store {
         if rest.is_empty() {
             self.entries.invalidate(key);
         } else {
-            self.entries
-                .insert(key.to_string(), Arc::new(Variants(rest)));
+            self.entries.insert(key.clone(), Arc::new(Variants(rest)));
         }
     }
 
@@ -166,6 +152,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::entry::VaryKey;
+    use crate::key::Scheme;
     use crate::policy::Freshness;
     use http::header::{HeaderValue, VARY};
 
@@ -205,15 +192,16 @@ mod tests {
     #[test]
     fn remove_drops_one_variant_by_id() {
         let store = Store::new(1 << 20);
-        store.insert("k".into(), entry(1, "en"));
-        store.insert("k".into(), entry(2, "ko"));
+        let k = CacheKey::for_request(Scheme::Http, &"/k".parse().unwrap(), &HeaderMap::new());
+        store.insert(k.clone(), entry(1, "en"));
+        store.insert(k.clone(), entry(2, "ko"));
         // An id that is no longer stored changes nothing.
-        store.remove("k", 99);
-        assert!(store.get("k", &lang("en")).is_some());
-        store.remove("k", 1);
-        assert!(store.get("k", &lang("en")).is_none());
-        assert_eq!(store.get("k", &lang("ko")).map(|e| e.id), Some(2));
-        store.remove("k", 2);
-        assert!(store.get("k", &lang("ko")).is_none());
+        store.remove(&k, 99);
+        assert!(store.get(&k, &lang("en")).is_some());
+        store.remove(&k, 1);
+        assert!(store.get(&k, &lang("en")).is_none());
+        assert_eq!(store.get(&k, &lang("ko")).map(|e| e.id), Some(2));
+        store.remove(&k, 2);
+        assert!(store.get(&k, &lang("ko")).is_none());
     }
 }

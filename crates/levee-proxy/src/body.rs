@@ -8,11 +8,9 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use levee_cache::Reader;
 
-use crate::upstream::BackendBody;
+use crate::upstream::{BackendBody, BoxError};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
-
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A response body: empty, from memory (cache hits), from a coalesced fill, or streamed
 /// straight from the backend (pass), holding its backend slot until done.

@@ -70,6 +70,21 @@ pub fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, host: Option<&Head
     }
 }
 
+/// The fields levee adds to every request it forwards: `Host` from an absolute-form
+/// target when the client sent none, `X-Forwarded-*` and `Via`.
+pub fn prepare_forward(headers: &mut HeaderMap, parts: &http::request::Parts, client: IpAddr) {
+    if !headers.contains_key(header::HOST) {
+        if let Some(a) = parts.uri.authority() {
+            if let Ok(v) = HeaderValue::from_str(a.as_str()) {
+                headers.insert(header::HOST, v);
+            }
+        }
+    }
+    let host = headers.get(header::HOST).cloned();
+    add_forwarded(headers, client, host.as_ref());
+    add_via(headers, parts.version);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

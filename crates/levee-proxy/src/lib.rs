@@ -1,15 +1,20 @@
 //! `levee serve`: the caching reverse proxy.
 //!
-//! [`Server`] owns the listener and connections; [`handler`] walks one request through
-//! its phases; [`upstream`] talks to the backend under the overload limit; [`encoding`]
-//! picks and makes each response's content coding.
+//! [`Server`] and [`serve_workers`] (server.rs) own the listeners and connections;
+//! `request/` walks one request through its phases (classify → lookup → fill or pass →
+//! respond); `upstream` talks to the backend under the overload limit; `encoding` makes
+//! each response's content coding; `state` holds what requests share and the counters
+//! the admin listener exports.
 
-pub mod body;
-pub mod encoding;
-pub mod handler;
-pub mod headers;
-pub mod server;
-pub mod upstream;
-pub mod zerocopy;
+mod admin;
+mod body;
+mod encoding;
+mod headers;
+mod request;
+mod server;
+mod state;
+mod upstream;
+mod worker;
+mod zerocopy;
 
 pub use server::{serve_workers, BindError, ServeError, Server};

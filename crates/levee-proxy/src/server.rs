@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::handler::{handle, Shared};
+use crate::request::handle;
+use crate::state::Shared;
 use crate::upstream::ConnInfo;
 use crate::zerocopy::{SendQueue, ZcStream};
 
@@ -72,11 +73,6 @@ impl Server {
             .iter()
             .filter_map(|l| l.local_addr().ok())
             .collect()
-    }
-
-    /// The shared state (cache, backend), for stats and tests.
-    pub fn shared(&self) -> Arc<Shared> {
-        self.shared.clone()
     }
 
     /// Serves until `shutdown` completes, then drains in-flight requests for at most the
@@ -250,17 +246,6 @@ impl Worker {
     }
 }
 
-thread_local! {
-    /// Which of `levee serve`'s workers this thread is; 0 elsewhere.
-    static WORKER_ID: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// Which worker thread runs the caller (0 outside `levee serve`'s workers), for state
-/// kept per worker, like the backend connection pools.
-pub(crate) fn worker_id() -> usize {
-    WORKER_ID.with(|w| w.get())
-}
-
 /// Counts a connection in its worker's load while it lives.
 struct LoadGuard(Worker);
 
@@ -370,7 +355,7 @@ pub fn serve_workers(
         let thread = std::thread::Builder::new()
             .name(format!("levee-worker-{i}"))
             .spawn(move || {
-                WORKER_ID.with(|w| w.set(i));
+                crate::worker::set_id(i);
                 let rt = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()

@@ -23,7 +23,8 @@ use levee_config::{Backend, FastCgiAddress, Settings};
 use levee_fastcgi::{CgiRequest, Params, Route};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::body::BoxError;
+/// The error of any body levee streams.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Request bodies sent to the backend: empty for fills, streamed for pass.
 pub type UpBody = UnsyncBoxBody<bytes::Bytes, BoxError>;
@@ -151,6 +152,11 @@ impl Limiter {
     pub fn in_use(&self) -> usize {
         self.limit - self.slots.available_permits()
     }
+
+    /// Requests waiting in the queue for a slot.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
 }
 
 // One per process: the size difference costs nothing.
@@ -180,7 +186,6 @@ const ROUTE_TTL: Duration = Duration::from_secs(1);
 /// The backend connection pool and its limits.
 pub struct Upstream {
     transport: Transport,
-    pub backend: Backend,
     backend_name: String,
     pub limiter: Limiter,
     first_byte_timeout: Duration,
@@ -232,7 +237,6 @@ impl Upstream {
         Upstream {
             transport,
             backend_name: settings.backend.to_string(),
-            backend: settings.backend.clone(),
             limiter: Limiter::new(
                 l.backend_max_concurrency,
                 l.backend_queue,
@@ -262,7 +266,7 @@ impl Upstream {
         let sent = async {
             match &self.transport {
                 Transport::Http { clients, authority } => {
-                    let client = &clients[crate::server::worker_id() % clients.len()];
+                    let client = &clients[crate::worker::id() % clients.len()];
                     self.send_http(client, authority, req).await
                 }
                 Transport::FastCgi {

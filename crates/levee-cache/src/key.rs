@@ -1,0 +1,186 @@
+//! The cache key: which stored responses a request may be answered with.
+//!
+//! **This is the security boundary of a shared cache.** Two requests with the same key
+//! get the same stored response, so anything that changes the response and is not in
+//! the key lets one client choose what every other client is served (cache poisoning),
+//! and a key that is too fine only costs hit ratio. The primary key is the effective
+//! request URI (RFC 9111 §4: scheme, host, path and query), built only here, by
+//! [`CacheKey::for_request`]; the secondary key is the request's values of the fields
+//! the response's `Vary` names ([`VaryKey`](crate::VaryKey), built from the response
+//! when it is stored and matched by the store on every lookup).
+//!
+//! What the key leaves out is dropped from the backend request of a fill (cookies,
+//! `Authorization` never reach a fill; see levee-proxy's `request/fill.rs`).
+
+use std::fmt;
+
+use http::header::{self, HeaderMap};
+use http::Uri;
+
+/// The scheme clients used to reach levee; part of the key so that an `https` page
+/// (links, redirects) is never served to an `http` client or the other way round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    Http,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+        }
+    }
+}
+
+/// The primary cache key: `scheme://host/path?query`, with the host lowercased (host
+/// names are case-insensitive, paths and queries are not).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct CacheKey(String);
+
+impl CacheKey {
+    /// The key of a request: its scheme, the `Host` it asked for (or the authority of an
+    /// absolute-form target when it has no `Host`) and its full path with query.
+    pub fn for_request(scheme: Scheme, uri: &Uri, headers: &HeaderMap) -> CacheKey {
+        let host = request_host(uri, headers);
+        let pq = uri.path_and_query().map_or("/", |p| p.as_str());
+        CacheKey::new(scheme, host, pq)
+    }
+
+    fn new(scheme: Scheme, host: &str, path_and_query: &str) -> CacheKey {
+        let scheme = scheme.as_str();
+        let mut k = String::with_capacity(scheme.len() + host.len() + path_and_query.len() + 3);
+        k.push_str(scheme);
+        k.push_str("://");
+        for c in host.chars() {
+            k.push(c.to_ascii_lowercase());
+        }
+        k.push_str(path_and_query);
+        CacheKey(k)
+    }
+
+    /// The key of a `Location` or `Content-Location` value of a response to this key's
+    /// request, if it names the same origin (RFC 9111 §4.4: only those are invalidated,
+    /// so that a response cannot purge another site's pages).
+    pub fn same_origin(&self, reference: &str) -> Option<CacheKey> {
+        let uri: Uri = reference.parse().ok()?;
+        let (scheme, rest) = self.0.split_once("://")?;
+        let host = rest.find('/').map_or(rest, |i| &rest[..i]);
+        let same = match (uri.scheme_str(), uri.authority()) {
+            (None, None) => true,
+            (Some(s), Some(a)) => {
+                s.eq_ignore_ascii_case(scheme) && a.as_str().eq_ignore_ascii_case(host)
+            }
+            _ => false,
+        };
+        if !same || !uri.path().starts_with('/') {
+            return None;
+        }
+        let pq = uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut k = String::with_capacity(scheme.len() + 3 + host.len() + pq.len());
+        k.push_str(scheme);
+        k.push_str("://");
+        k.push_str(host);
+        k.push_str(pq);
+        Some(CacheKey(k))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CacheKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for CacheKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+/// The host a request is for: its `Host` field, else the authority of an absolute-form
+/// target, else empty (HTTP/1.0 without `Host`).
+pub fn request_host<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> &'a str {
+    headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()))
+        .unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn key(host: Option<&'static str>, target: &str) -> CacheKey {
+        let mut h = HeaderMap::new();
+        if let Some(host) = host {
+            h.insert(header::HOST, HeaderValue::from_static(host));
+        }
+        CacheKey::for_request(Scheme::Http, &target.parse().unwrap(), &h)
+    }
+
+    #[test]
+    fn host_is_case_insensitive_path_and_query_are_not() {
+        assert_eq!(
+            key(Some("Example.COM"), "/a?b=1"),
+            key(Some("example.com"), "/a?b=1")
+        );
+        assert_eq!(
+            key(Some("example.com"), "/a?b=1").as_str(),
+            "http://example.com/a?b=1"
+        );
+        assert_ne!(
+            key(Some("example.com"), "/A"),
+            key(Some("example.com"), "/a")
+        );
+        assert_ne!(
+            key(Some("example.com"), "/a?B=1"),
+            key(Some("example.com"), "/a?b=1")
+        );
+        assert_ne!(
+            key(Some("example.com"), "/a"),
+            key(Some("example.com"), "/a?")
+        );
+    }
+
+    #[test]
+    fn hosts_and_ports_are_distinct_sites() {
+        assert_ne!(key(Some("a.example"), "/"), key(Some("b.example"), "/"));
+        assert_ne!(
+            key(Some("a.example:8080"), "/"),
+            key(Some("a.example"), "/")
+        );
+    }
+
+    #[test]
+    fn absolute_form_target_without_host_uses_its_authority() {
+        assert_eq!(
+            key(None, "http://Example.com/x").as_str(),
+            "http://example.com/x"
+        );
+        // With a Host field, Host wins (RFC 9112 §3.2.2 makes them agree).
+        assert_eq!(key(None, "/x").as_str(), "http:///x");
+    }
+
+    #[test]
+    fn same_origin_locations_only() {
+        let k = key(Some("example.com"), "/post?id=1");
+        assert_eq!(
+            k.same_origin("/post/1").map(|k| k.0),
+            Some("http://example.com/post/1".into())
+        );
+        assert_eq!(
+            k.same_origin("http://EXAMPLE.com/x?y").map(|k| k.0),
+            Some("http://example.com/x?y".into())
+        );
+        assert!(k.same_origin("http://other.example/x").is_none());
+        assert!(k.same_origin("https://example.com/x").is_none());
+        assert!(k.same_origin("relative").is_none());
+        assert!(k.same_origin("not a uri").is_none());
+    }
+}

@@ -1,0 +1,112 @@
+//! Phase 1: what kind of request this is. Answered by levee itself (`Max-Forwards: 0`),
+//! or allowed to use the cache under its key, or passed to the backend with a reason.
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{request, Method, Response};
+use levee_cache::{CacheKey, NotStored, Scheme};
+
+use super::respond::{self, XCache};
+use super::Resp;
+use crate::body::ProxyBody;
+use crate::state::Shared;
+
+/// Where a request goes after classification.
+pub(crate) enum Class {
+    /// GET or HEAD that may be answered from the cache, under this key.
+    Cache(CacheKey),
+    /// To the backend as it is, never stored; the reason shows in `X-Cache-Reason`.
+    Pass(&'static str),
+}
+
+/// Only GET and HEAD may use the cache, and only without `Authorization`, without a
+/// session cookie, and outside the pass paths.
+pub(crate) fn classify(shared: &Shared, parts: &request::Parts) -> Class {
+    if parts.method != Method::GET && parts.method != Method::HEAD {
+        return Class::Pass(NotStored::Method.as_str());
+    }
+    let h = &parts.headers;
+    if h.contains_key(header::AUTHORIZATION) {
+        return Class::Pass(NotStored::Session.as_str());
+    }
+    let anon = &shared.settings.anonymous;
+    for cookie in h.get_all(header::COOKIE) {
+        // A cookie header we cannot read might hide a session: pass.
+        let Ok(s) = cookie.to_str() else {
+            return Class::Pass(NotStored::Session.as_str());
+        };
+        for pair in s.split(';') {
+            let name = pair.split_once('=').map_or(pair, |(n, _)| n).trim();
+            if !name.is_empty() && anon.session_cookies.is_session(name) {
+                return Class::Pass(NotStored::Session.as_str());
+            }
+        }
+    }
+    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    if anon.pass_paths.is_match(pq) {
+        return Class::Pass(NotStored::PassPath.as_str());
+    }
+    Class::Cache(CacheKey::for_request(Scheme::Http, &parts.uri, h))
+}
+
+/// RFC 9110 §7.6.2: an OPTIONS or TRACE whose `Max-Forwards` is 0 is answered here, as
+/// the last recipient; any other value goes on decremented.
+pub(crate) fn answer_here(shared: &Shared, parts: &mut request::Parts) -> Option<Resp> {
+    if parts.method != Method::OPTIONS && parts.method != Method::TRACE {
+        return None;
+    }
+    let value = parts.headers.get(header::MAX_FORWARDS)?;
+    // An invalid value is ignored, as if absent (nothing says which hop it meant).
+    let n: u64 = value.to_str().ok()?.trim().parse().ok()?;
+    if n > 0 {
+        parts
+            .headers
+            .insert(header::MAX_FORWARDS, HeaderValue::from(n - 1));
+        return None;
+    }
+    let mut resp = if parts.method == Method::TRACE {
+        // §9.3.8: the request as received, as message/http, without the fields that may
+        // hold credentials (the same reasoning as the RFC's advice against echoing them).
+        let mut text = format!(
+            "{} {} {:?}\r\n",
+            parts.method,
+            parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+            parts.version
+        );
+        for (name, value) in &parts.headers {
+            if [
+                header::COOKIE,
+                header::AUTHORIZATION,
+                header::PROXY_AUTHORIZATION,
+            ]
+            .contains(name)
+            {
+                continue;
+            }
+            text.push_str(name.as_str());
+            text.push_str(": ");
+            text.push_str(&String::from_utf8_lossy(value.as_bytes()));
+            text.push_str("\r\n");
+        }
+        text.push_str("\r\n");
+        let mut r = Response::new(ProxyBody::full(Bytes::from(text)));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("message/http"),
+        );
+        r
+    } else {
+        let mut r = Response::new(ProxyBody::Empty);
+        r.headers_mut().insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS"),
+        );
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+        r
+    };
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    respond::mark(shared, resp.headers_mut(), XCache::Answered, None, None);
+    Some(resp)
+}

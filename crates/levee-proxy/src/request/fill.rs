@@ -1,0 +1,545 @@
+//! Phase 3, cacheable: one backend fetch per key (a *fill*), streamed to every request
+//! waiting for it and stored when the policy allows.
+//!
+//! The filler runs in its own task holding the fill's [`FillGuard`]: however it ends,
+//! dropping the guard publishes a failure to the waiters that have no head yet, fails
+//! readers of an unfinished body and unregisters the key, so every early return below is
+//! a plain `return`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap};
+use http::{request, response, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use levee_cache::policy::{self, Candidate, Storable};
+use levee_cache::{
+    conditional, CacheControl, CacheKey, Entry, Fill, FillGuard, NotStored, StoredHeaders, VaryKey,
+};
+use levee_compress::{add_vary_accept_encoding, Coding};
+
+use super::respond::{self, XCache};
+use super::{pass, Resp};
+use crate::encoding::Encoder;
+use crate::headers::{prepare_forward, strip_hop_by_hop};
+use crate::state::Shared;
+use crate::upstream::{BackendBody, ConnInfo, UpBody, UpstreamError};
+
+/// What waiting requests learn from a fill once the backend answered.
+pub(crate) enum FillHead {
+    /// A full response is streaming in.
+    Stream(StreamHead),
+    /// The backend confirmed (304) a stale entry; here it is, refreshed.
+    Refreshed(Arc<Entry>),
+    /// No response: connect failure, timeout, overload, or the filler went away.
+    Failed(UpstreamError),
+    /// The backend answered 500, 502, 503 or 504 while a stale copy may stand in for it
+    /// (RFC 5861 §4). Waiters with such a copy serve it; the others ask the backend.
+    ErrorStatus(StatusCode),
+}
+
+impl FillHead {
+    /// Published by the [`FillGuard`] when a filler ends without a head (a bug or a
+    /// panic): waiters answer 502 or serve stale instead of waiting forever.
+    pub(crate) fn abandoned() -> FillHead {
+        FillHead::Failed(UpstreamError::Protocol {
+            backend: "fill".into(),
+            detail: "levee's fetch ended without a response".into(),
+        })
+    }
+}
+
+pub(crate) struct StreamHead {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    vary: VaryKey,
+    pub storable: Result<(), NotStored>,
+    initial_age: Duration,
+    received: Instant,
+}
+
+impl StreamHead {
+    /// `current_age` (RFC 9111 §4.2.3) at `now`.
+    pub fn age(&self, now: Instant) -> Duration {
+        self.initial_age + now.saturating_duration_since(self.received)
+    }
+}
+
+/// Gets the response from the backend through the fill for `key`, shared with
+/// concurrent requests for it. `stale` is the stored response being validated, if any:
+/// sent as validators and served if the backend fails.
+pub(crate) async fn fetch(
+    shared: &Arc<Shared>,
+    parts: request::Parts,
+    body: Incoming,
+    key: CacheKey,
+    stale: Option<Arc<Entry>>,
+    conn: ConnInfo,
+) -> Resp {
+    let max = usize::try_from(shared.policy.max_object_size).unwrap_or(usize::MAX);
+    let (fill, guard) = shared.fills.get_or_create(&key, max);
+    let leader = guard.is_some();
+    let mut reader = None;
+    if let Some(guard) = guard {
+        reader = fill.join();
+        let req = backend_request(&parts, conn, stale.as_deref());
+        let ctx = FillCtx {
+            conn,
+            req_cc: CacheControl::from_request_headers(&parts.headers),
+            req_headers: parts.headers.clone(),
+            stale: stale.clone(),
+        };
+        spawn_filler(shared, guard, req, ctx);
+    }
+    let head = fill.head().await;
+    let now = Instant::now();
+    match &*head {
+        FillHead::Stream(h) => {
+            if !leader {
+                let usable = h.storable.is_ok() && h.vary.matches(&parts.headers);
+                reader = if usable { fill.join() } else { None };
+                if reader.is_none() {
+                    // Not shareable: this request goes to the backend on its own, in parallel.
+                    let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
+                    return pass::pass(shared, parts, body, conn, reason.as_str()).await;
+                }
+            }
+            let Some(reader) = reader else {
+                return respond::error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "levee lost track of a backend response",
+                );
+            };
+            respond::streaming(shared, h, reader, &parts, now)
+        }
+        FillHead::Refreshed(entry) => {
+            if entry.vary.matches(&parts.headers) {
+                respond::entry(shared, entry, &parts, XCache::Revalidated, now).await
+            } else {
+                pass::pass(shared, parts, body, conn, NotStored::HitForMiss.as_str()).await
+            }
+        }
+        FillHead::Failed(err) => {
+            if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
+                return respond::entry(shared, &stale, &parts, XCache::Stale, now).await;
+            }
+            respond::upstream_error(err)
+        }
+        FillHead::ErrorStatus(status) => {
+            if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
+                return respond::entry(shared, &stale, &parts, XCache::Stale, now).await;
+            }
+            tracing::debug!(%status, "backend error status without a usable stale copy");
+            pass::pass(shared, parts, body, conn, NotStored::Status.as_str()).await
+        }
+    }
+}
+
+/// May `stale` stand in for a backend failure for a request with these headers?
+fn usable_on_error(stale: &Entry, req: &HeaderMap, now: Instant) -> bool {
+    levee_cache::stale_on_error(stale, now) && stale.vary.matches(req)
+}
+
+/// Starts one background revalidation for a stale entry, unless one is running.
+pub(crate) fn revalidate_in_background(
+    shared: &Arc<Shared>,
+    key: &CacheKey,
+    parts: &request::Parts,
+    entry: &Arc<Entry>,
+    conn: ConnInfo,
+) {
+    if shared.fills.get(key).is_some() {
+        return;
+    }
+    let max = usize::try_from(shared.policy.max_object_size).unwrap_or(usize::MAX);
+    let (_, Some(guard)) = shared.fills.get_or_create(key, max) else {
+        return;
+    };
+    let req = backend_request(parts, conn, Some(entry));
+    let ctx = FillCtx {
+        conn,
+        req_cc: CacheControl::default(),
+        req_headers: parts.headers.clone(),
+        stale: Some(entry.clone()),
+    };
+    spawn_filler(shared, guard, req, ctx);
+}
+
+/// What the filler needs of the request that started it.
+struct FillCtx {
+    conn: ConnInfo,
+    req_cc: CacheControl,
+    /// For the Vary key of what is stored.
+    req_headers: HeaderMap,
+    /// The stored response being validated.
+    stale: Option<Arc<Entry>>,
+}
+
+/// When the backend's answer was asked for and came (RFC 9111 §4.2.3).
+struct Received {
+    request_time: SystemTime,
+    response_time: SystemTime,
+    at: Instant,
+}
+
+fn spawn_filler(
+    shared: &Arc<Shared>,
+    guard: FillGuard<FillHead>,
+    req: Request<UpBody>,
+    ctx: FillCtx,
+) {
+    // Counted from now until the task ends, stored or not: what tests wait on.
+    let in_flight = shared.stats.fill_started();
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        run_fill(&shared, guard, req, ctx).await;
+        drop(in_flight);
+    });
+}
+
+/// The filler task: one backend request, its body streamed to the readers and stored.
+async fn run_fill(
+    shared: &Shared,
+    mut guard: FillGuard<FillHead>,
+    req: Request<UpBody>,
+    ctx: FillCtx,
+) {
+    let fill = guard.fill().clone();
+    let key = guard.key().clone();
+    let _permit = match shared.upstream.slot().await {
+        Ok(p) => p,
+        Err(e) => return fill.set_head(FillHead::Failed(e)),
+    };
+    let (mut head, body, received, validation) = match send(shared, req, &ctx, &key).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(%key, error = %e, "backend request failed");
+            return fill.set_head(FillHead::Failed(e));
+        }
+    };
+
+    if is_error_status(head.status) {
+        if let Some(stale) = &ctx.stale {
+            if usable_on_error(stale, &ctx.req_headers, received.at) {
+                tracing::warn!(%key, status = %head.status, "backend error; serving stale");
+                return fill.set_head(FillHead::ErrorStatus(head.status));
+            }
+        }
+    }
+    if head.status == StatusCode::NOT_MODIFIED && validation {
+        if let Some(stale) = &ctx.stale {
+            let entry = refresh(shared, &key, &ctx, stale, head.headers, &received);
+            return fill.set_head(FillHead::Refreshed(entry));
+        }
+    }
+    // RFC 9111 §4.3.3: a full response means the stored one it replaces is no longer
+    // suitable, even when the new one cannot be stored in its place (uncacheable, too
+    // large, another Vary). A 5xx is no such answer: the backend failed (§4.3.3).
+    if let Some(stale) = &ctx.stale {
+        if head.status != StatusCode::NOT_MODIFIED && !head.status.is_server_error() {
+            shared.store.remove(&key, stale.id);
+        }
+    }
+
+    let decision = decide(shared, &ctx.req_cc, head.status, &head.headers, &received);
+    let initial_age =
+        policy::initial_age(&head.headers, received.request_time, received.response_time);
+    head.headers.remove(header::AGE);
+    // After the decision and the age, which take a missing Date as exactly response_time.
+    policy::ensure_date(&mut head.headers, received.response_time);
+    if matches!(&decision, Ok(s) if s.strip_set_cookie) {
+        head.headers.remove(header::SET_COOKIE);
+    }
+    let storable = decision.as_ref().map(|_| ()).map_err(|e| *e);
+    if let Err(reason) = storable {
+        // Not shared: late requests go to the backend on their own (see `fetch`).
+        fill.stop_buffering();
+        guard.unregister();
+        if reason != NotStored::RequestNoStore {
+            shared.hit_for_miss.insert(key.clone(), reason);
+        }
+    }
+    let vary = VaryKey::new(&head.headers, &ctx.req_headers);
+    let stored_headers = decision.is_ok().then(|| head.headers.clone());
+    fill.set_head(FillHead::Stream(StreamHead {
+        status: head.status,
+        headers: head.headers,
+        vary: vary.clone(),
+        storable,
+        initial_age,
+        received: received.at,
+    }));
+
+    if !stream_body(shared, &fill, body, &key).await {
+        return;
+    }
+    fill.finish();
+    let (Ok(st), Some(mut headers)) = (decision, stored_headers) else {
+        return;
+    };
+    let Some(chunks) = fill.take_body() else {
+        shared.hit_for_miss.insert(key, NotStored::TooLarge);
+        return;
+    };
+    let (body, coding, levee_coded) = shared
+        .encoder
+        .for_storage(head.status, &mut headers, chunks)
+        .await;
+    let entry = Entry {
+        id: Entry::next_id(),
+        status: head.status,
+        headers: StoredHeaders::new(&headers),
+        body,
+        coding,
+        levee_coded,
+        vary,
+        freshness: st.freshness,
+        initial_age,
+        response_time: received.at,
+    };
+    shared.store.insert(key.clone(), Arc::new(entry));
+    shared.stats.stored.inc();
+    shared.hit_for_miss.invalidate(&key);
+}
+
+/// Sends the fill's request. A conditional request is sent again without its
+/// validators, once, when the backend's 304 turns out to be about a representation
+/// levee does not have (RFC 9111 §4.3.4). The flag says whether the response answers
+/// levee's validation of the stale entry.
+async fn send(
+    shared: &Shared,
+    req: Request<UpBody>,
+    ctx: &FillCtx,
+    key: &CacheKey,
+) -> Result<(response::Parts, BackendBody, Received, bool), UpstreamError> {
+    let (req_parts, req_body) = req.into_parts();
+    let mut unconditional = None;
+    if ctx.stale.is_some()
+        && (req_parts.headers.contains_key(header::IF_NONE_MATCH)
+            || req_parts.headers.contains_key(header::IF_MODIFIED_SINCE))
+    {
+        let mut p = req_parts.clone();
+        p.headers.remove(header::IF_NONE_MATCH);
+        p.headers.remove(header::IF_MODIFIED_SINCE);
+        unconditional = Some(p);
+    }
+    let mut req = Request::from_parts(req_parts, req_body);
+    loop {
+        let request_time = SystemTime::now();
+        let resp = shared.upstream.send(req, ctx.conn).await?;
+        let received = Received {
+            request_time,
+            response_time: SystemTime::now(),
+            at: Instant::now(),
+        };
+        let (mut head, body) = resp.into_parts();
+        strip_hop_by_hop(&mut head.headers);
+        if head.status == StatusCode::NOT_MODIFIED {
+            if let (Some(stale), Some(_)) = (&ctx.stale, &unconditional) {
+                let applies = conditional::not_modified_applies(
+                    stale.etag(),
+                    stale.last_modified(),
+                    &head.headers,
+                );
+                if !applies {
+                    tracing::debug!(%key, "304 for another representation; fetching it whole");
+                    if let Some(p) = unconditional.take() {
+                        req = Request::from_parts(p, empty_body());
+                        continue;
+                    }
+                }
+            }
+        }
+        // Still holding the unconditional form: the validators were sent and answered.
+        return Ok((head, body, received, unconditional.is_some()));
+    }
+}
+
+/// RFC 9111 §3 and §4.2: may this response be stored, and for how long. A fill's
+/// request is always anonymous (it carries no cookies).
+fn decide(
+    shared: &Shared,
+    req_cc: &CacheControl,
+    status: StatusCode,
+    headers: &HeaderMap,
+    received: &Received,
+) -> Result<Storable, NotStored> {
+    let session = |n: &str| shared.settings.anonymous.session_cookies.is_session(n);
+    let candidate = Candidate {
+        method: &Method::GET,
+        request_cc: req_cc,
+        anonymous: true,
+        status,
+        headers,
+        now: received.response_time,
+    };
+    policy::decide(&candidate, &shared.policy, &session)
+}
+
+/// Streams the backend's body to the fill's readers. False when the fill ended early:
+/// the backend failed or paused too long (readers then see an error, when the guard
+/// drops), or nobody reads and nothing is stored.
+async fn stream_body(
+    shared: &Shared,
+    fill: &Fill<FillHead>,
+    mut body: BackendBody,
+    key: &CacheKey,
+) -> bool {
+    let read_timeout = shared.settings.limits.backend_read_timeout;
+    loop {
+        match tokio::time::timeout(read_timeout, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if !data.is_empty() && !fill.push(data, read_timeout).await {
+                        return false;
+                    }
+                }
+            }
+            Ok(None) => return true,
+            Ok(Some(Err(e))) => {
+                tracing::warn!(%key, error = %e, "backend response body failed");
+                return false;
+            }
+            Err(_) => {
+                tracing::warn!(%key, "backend paused longer than the read timeout");
+                return false;
+            }
+        }
+    }
+}
+
+/// RFC 5861 §4: an error is any situation that would result in a 500, 502, 503 or 504.
+fn is_error_status(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 500 | 502 | 503 | 504)
+}
+
+/// Merges a 304's headers into a stale entry (RFC 9111 §4.3.4) and stores the result.
+fn refresh(
+    shared: &Shared,
+    key: &CacheKey,
+    ctx: &FillCtx,
+    stale: &Entry,
+    mut new_headers: HeaderMap,
+    received: &Received,
+) -> Arc<Entry> {
+    // The age of the 304 just received (RFC 9111 §4.2.3), not of the stored Date: a 304
+    // without Date (FastCGI sends none) is as old as its Age says, and gets one.
+    let initial_age =
+        policy::initial_age(&new_headers, received.request_time, received.response_time);
+    policy::ensure_date(&mut new_headers, received.response_time);
+    // RFC 9111 §3.2: every field of the 304 replaces the stored one, except
+    // Content-Length, fields that describe the stored bytes rather than the
+    // representation (Content-Encoding: levee may have compressed them itself;
+    // Content-Range), and Set-Cookie, which a shared entry never carries.
+    let not_updated = |n: &header::HeaderName| {
+        [
+            header::CONTENT_LENGTH,
+            header::CONTENT_ENCODING,
+            header::CONTENT_RANGE,
+            header::SET_COOKIE,
+        ]
+        .contains(n)
+    };
+    let mut headers = stale.headers.to_map();
+    let mut last = None;
+    for (name, value) in new_headers {
+        // Iterating an owned HeaderMap yields the name once, then None for repeats.
+        let name = match name {
+            Some(n) => {
+                last = Some(n.clone());
+                if !not_updated(&n) {
+                    headers.remove(&n);
+                }
+                n
+            }
+            None => match &last {
+                Some(n) => n.clone(),
+                None => continue,
+            },
+        };
+        if not_updated(&name) {
+            continue;
+        }
+        headers.append(name, value);
+    }
+    // The stored body is in a coding chosen per client: its Vary keeps Accept-Encoding
+    // whatever Vary the 304 carried.
+    if stale.coding != Coding::Identity {
+        add_vary_accept_encoding(&mut headers);
+    }
+    let mut levee_coded = stale.levee_coded.clone();
+    if let Some(coded) = &mut levee_coded {
+        Encoder::after_refresh(&mut headers, coded);
+    }
+    headers.remove(header::AGE);
+    let decision = decide(shared, &ctx.req_cc, stale.status, &headers, received);
+    let freshness = match &decision {
+        Ok(s) => s.freshness,
+        Err(_) => stale.freshness,
+    };
+    let entry = Arc::new(Entry {
+        id: stale.id,
+        status: stale.status,
+        headers: StoredHeaders::new(&headers),
+        body: stale.body.clone(),
+        coding: stale.coding,
+        levee_coded,
+        vary: stale.vary.clone(),
+        freshness,
+        initial_age,
+        response_time: received.at,
+    });
+    if decision.is_ok() {
+        shared.store.insert(key.clone(), entry.clone());
+        shared.stats.stored.inc();
+    } else {
+        // Only this response became unstorable (say, the 304 said no-store); the other
+        // variants of the URL are not its business.
+        shared.store.remove(key, stale.id);
+    }
+    entry
+}
+
+/// The request a fill sends: always a plain GET with no cookies and no client
+/// preconditions, because its response may be shared with everyone; and no
+/// Accept-Encoding, because levee negotiates codings with each client itself.
+fn backend_request(
+    parts: &request::Parts,
+    conn: ConnInfo,
+    stale: Option<&Entry>,
+) -> Request<UpBody> {
+    let mut headers = parts.headers.clone();
+    strip_hop_by_hop(&mut headers);
+    for h in [
+        header::COOKIE,
+        header::ACCEPT_ENCODING,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_MATCH,
+        header::IF_UNMODIFIED_SINCE,
+        header::IF_RANGE,
+        header::RANGE,
+    ] {
+        headers.remove(h);
+    }
+    if let Some(s) = stale {
+        if let Some(e) = s.etag() {
+            headers.insert(header::IF_NONE_MATCH, e.clone());
+        }
+        if let Some(lm) = s.last_modified() {
+            headers.insert(header::IF_MODIFIED_SINCE, lm.clone());
+        }
+    }
+    prepare_forward(&mut headers, parts, conn.peer.ip());
+    let mut req = Request::new(empty_body());
+    *req.method_mut() = Method::GET;
+    *req.uri_mut() = parts.uri.clone();
+    *req.headers_mut() = headers;
+    req
+}
+
+fn empty_body() -> UpBody {
+    Empty::<Bytes>::new().map_err(|e| match e {}).boxed_unsync()
+}

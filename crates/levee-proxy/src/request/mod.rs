@@ -1,0 +1,72 @@
+//! The phases of one request, always in this order (like Pingora's fixed phases), one
+//! module each:
+//!
+//! 1. [`classify`]: is it answered by levee itself (`Max-Forwards: 0`), a static file,
+//!    or may it use the cache (its [`CacheKey`](levee_cache::CacheKey)) or must it pass,
+//!    and why.
+//! 2. [`lookup`]: the stored variant and what RFC 9111 says to do with it
+//!    ([`levee_cache::lookup`]): hit, stale, validate, miss.
+//! 3. [`fill`] (one backend fetch per key, streamed to every waiter and stored) or
+//!    [`pass`] (straight to the backend, never stored; invalidation after unsafe methods).
+//! 4. [`respond`]: the one place a result becomes a response: the client's coding, and
+//!    `X-Cache`, `Via`, `Age` and `X-Cache-Reason`.
+//!
+//! Invariant above all others: a request that carries a session cookie or
+//! `Authorization` never reads from nor writes to the cache, and a stored response never
+//! carries a `Set-Cookie`.
+
+pub(crate) mod classify;
+pub(crate) mod fill;
+pub(crate) mod lookup;
+pub(crate) mod pass;
+pub(crate) mod respond;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use levee_config::Backend;
+use levee_static::Outcome;
+
+use crate::body::ProxyBody;
+use crate::state::Shared;
+use crate::upstream::ConnInfo;
+use classify::Class;
+
+pub(crate) type Resp = Response<ProxyBody>;
+
+/// Entry point for every request.
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    conn: ConnInfo,
+) -> Result<Resp, Infallible> {
+    let (mut parts, body) = req.into_parts();
+    if let Some(resp) = classify::answer_here(&shared, &mut parts) {
+        return Ok(resp);
+    }
+    let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
+    if let (Some(files), true) = (&shared.files, read_only) {
+        // Files first, never through the cache nor the backend (nginx's try_files): they
+        // are public, and their own memory cache and validators make them cheap.
+        match Box::pin(files.serve(&parts)).await {
+            Outcome::Response(r) => {
+                return Ok(Box::pin(respond::static_file(&shared, &parts, r)).await)
+            }
+            Outcome::Forbidden if matches!(shared.settings.backend, Backend::FastCgi(_)) => {
+                return Ok(respond::error(
+                    http::StatusCode::FORBIDDEN,
+                    "this file is not served (hidden, outside the document root, or PHP source)",
+                ));
+            }
+            // An HTTP backend decides for itself what a refused path means.
+            Outcome::Forbidden | Outcome::NotFound | Outcome::Php { .. } => {}
+        }
+    }
+    let resp = match classify::classify(&shared, &parts) {
+        Class::Cache(key) => lookup::cached(&shared, parts, body, key, conn).await,
+        Class::Pass(reason) => Box::pin(pass::pass(&shared, parts, body, conn, reason)).await,
+    };
+    Ok(resp)
+}

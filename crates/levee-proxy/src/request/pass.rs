@@ -1,0 +1,71 @@
+//! Phase 3, uncacheable: the request goes to the backend as it is (with its cookies and
+//! body) and its response is never stored. A successful unsafe request invalidates what
+//! the cache holds for its URL.
+
+use std::sync::Arc;
+
+use http::header::HeaderMap;
+use http::{request, Method, Request};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use levee_cache::{CacheKey, Scheme};
+
+use super::respond;
+use super::Resp;
+use crate::headers::{prepare_forward, strip_hop_by_hop};
+use crate::state::Shared;
+use crate::upstream::{BoxError, ConnInfo};
+
+/// Sends the request to the backend as it is; the response is never stored.
+pub(crate) async fn pass(
+    shared: &Arc<Shared>,
+    parts: request::Parts,
+    body: Incoming,
+    conn: ConnInfo,
+    reason: &'static str,
+) -> Resp {
+    let permit = match shared.upstream.slot().await {
+        Ok(p) => p,
+        Err(e) => return respond::upstream_error(&e),
+    };
+    let unsafe_method = !matches!(
+        parts.method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    );
+    let invalidates =
+        unsafe_method.then(|| CacheKey::for_request(Scheme::Http, &parts.uri, &parts.headers));
+    let mut headers = parts.headers.clone();
+    strip_hop_by_hop(&mut headers);
+    prepare_forward(&mut headers, &parts, conn.peer.ip());
+    let mut req = Request::new(body.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
+    *req.method_mut() = parts.method.clone();
+    *req.uri_mut() = parts.uri.clone();
+    *req.headers_mut() = headers;
+    let resp = match shared.upstream.send(req, conn).await {
+        Ok(r) => r,
+        Err(e) => return respond::upstream_error(&e),
+    };
+    let (mut head, body) = resp.into_parts();
+    if let Some(key) = invalidates {
+        if head.status.is_success() || head.status.is_redirection() {
+            invalidate_after_unsafe(shared, &key, &head.headers);
+        }
+    }
+    strip_hop_by_hop(&mut head.headers);
+    respond::passed(shared, &parts, head, body, permit, reason)
+}
+
+/// RFC 9111 §4.4: a successful unsafe request invalidates the target URI and the URIs in
+/// `Location` and `Content-Location` when they have the same origin (scheme, host and
+/// port), so that an edit purges the anonymous copy, also when a logged-in user made it.
+fn invalidate_after_unsafe(shared: &Shared, key: &CacheKey, response: &HeaderMap) {
+    shared.store.invalidate(key);
+    for h in [http::header::LOCATION, http::header::CONTENT_LOCATION] {
+        let Some(v) = response.get(h).and_then(|v| v.to_str().ok()) else {
+            continue;
+        };
+        if let Some(other) = key.same_origin(v) {
+            shared.store.invalidate(&other);
+        }
+    }
+}

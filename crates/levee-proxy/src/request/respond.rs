@@ -1,0 +1,349 @@
+//! Phase 4: the one place a result becomes a response. Everything a client receives goes
+//! through here: the coding it accepts (the only caller of the [`Encoder`] for client
+//! forms; fills use it for the stored form), and the headers levee adds ([`mark`]):
+//! `X-Cache`, `Via`, `Age` and, with `--debug-headers`, `X-Cache-Reason`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, Method, Response, StatusCode};
+use levee_cache::{conditional, policy, Entry, Reader};
+use levee_compress::Coding;
+
+use super::fill::StreamHead;
+use super::Resp;
+use crate::body::ProxyBody;
+use crate::encoding::{Encoder, EntryForm};
+use crate::headers::{add_via, X_CACHE, X_CACHE_REASON};
+use crate::state::Shared;
+use crate::upstream::{BackendBody, UpstreamError};
+use crate::zerocopy;
+
+/// What `X-Cache` says about a response: where it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum XCache {
+    /// Fresh from the cache.
+    Hit,
+    /// From the backend through a fill (stored or not).
+    Miss,
+    /// From the cache, stale (client's max-stale, stale-while-revalidate, or the backend
+    /// failed).
+    Stale,
+    /// From the backend, never stored.
+    Pass,
+    /// From the cache after the backend confirmed it (304).
+    Revalidated,
+    /// A file of the document root.
+    Static,
+    /// An error levee made (backend down, overloaded, bad request).
+    Error,
+    /// Answered by levee as the last recipient (`Max-Forwards: 0`); reads `PASS`, as it
+    /// is not a cached response.
+    Answered,
+}
+
+impl XCache {
+    fn value(self) -> HeaderValue {
+        HeaderValue::from_static(match self {
+            XCache::Hit => "HIT",
+            XCache::Miss => "MISS",
+            XCache::Stale => "STALE",
+            XCache::Pass | XCache::Answered => "PASS",
+            XCache::Revalidated => "REVALIDATED",
+            XCache::Static => "STATIC",
+            XCache::Error => "ERROR",
+        })
+    }
+
+    /// Whether the response went through levee as an intermediary (RFC 9110 §7.6.3:
+    /// `Via`), rather than being made by it.
+    fn forwarded(self) -> bool {
+        matches!(
+            self,
+            XCache::Hit | XCache::Miss | XCache::Stale | XCache::Pass | XCache::Revalidated
+        )
+    }
+}
+
+/// Adds levee's headers to a response (see [`set`]); the reason only with
+/// `--debug-headers`.
+pub(crate) fn mark(
+    shared: &Shared,
+    headers: &mut HeaderMap,
+    x: XCache,
+    age: Option<HeaderValue>,
+    reason: Option<&'static str>,
+) {
+    set(
+        headers,
+        x,
+        age,
+        reason.filter(|_| shared.settings.debug_headers),
+    );
+}
+
+/// The only place `X-Cache`, `Via`, `Age` and `X-Cache-Reason` are written. `age` is the
+/// stored response's age (RFC 9111 §4.2.3); a passed response keeps the backend's `Age`
+/// (0 without one), an error is 0 seconds old; files and local answers have none.
+fn set(headers: &mut HeaderMap, x: XCache, age: Option<HeaderValue>, reason: Option<&str>) {
+    match (age, x) {
+        (Some(age), _) => {
+            headers.insert(header::AGE, age);
+        }
+        (None, XCache::Pass | XCache::Error) => {
+            if !headers.contains_key(header::AGE) {
+                headers.insert(header::AGE, HeaderValue::from_static("0"));
+            }
+        }
+        (None, _) => {}
+    }
+    headers.insert(X_CACHE.clone(), x.value());
+    if x.forwarded() {
+        add_via(headers, http::Version::HTTP_11);
+    }
+    if let Some(r) = reason.and_then(|r| HeaderValue::from_str(r).ok()) {
+        headers.insert(X_CACHE_REASON.clone(), r);
+    }
+}
+
+/// A stored response in the coding the client accepts, or 304/412 when the client's
+/// preconditions say so.
+pub(crate) async fn entry(
+    shared: &Shared,
+    entry: &Entry,
+    parts: &request::Parts,
+    x: XCache,
+    now: Instant,
+) -> Resp {
+    let age = policy::age_header(entry.age(now));
+    // The headers of the form this client gets; built once, used for the preconditions
+    // and handed to hyper.
+    let (response_headers, body, coding) =
+        match shared.encoder.entry_form(entry, &parts.headers).await {
+            EntryForm::AsStored => (entry.headers.to_map(), entry.body.clone(), entry.coding),
+            EntryForm::Derived { coding, body } => (
+                Encoder::derived_headers(entry, coding, body.len()),
+                body,
+                coding,
+            ),
+        };
+    // RFC 9111 §4.3.2: preconditions are evaluated against a stored 200 only; a stored
+    // redirect or error is what the origin would answer regardless of them (RFC 9110
+    // §13.2.1).
+    if entry.status == StatusCode::OK {
+        if let Some(status) =
+            conditional::evaluate(&parts.method, &parts.headers, &response_headers)
+        {
+            return precondition(shared, status, &response_headers, age, x);
+        }
+    }
+    let body = if parts.method == Method::HEAD {
+        ProxyBody::Empty
+    } else {
+        large_body(shared, parts, entry.id, coding, body)
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = entry.status;
+    *resp.headers_mut() = response_headers;
+    mark(shared, resp.headers_mut(), x, Some(age), Some("stored"));
+    resp
+}
+
+/// A stored body as a response body: from a memfd with sendfile when it is large and
+/// the connection can (HTTP/1.1, see zerocopy.rs), else from memory.
+fn large_body(
+    shared: &Shared,
+    parts: &request::Parts,
+    id: u64,
+    coding: Coding,
+    body: Bytes,
+) -> ProxyBody {
+    let len = body.len();
+    if (zerocopy::MIN_LEN..=zerocopy::MAX_LEN).contains(&len) {
+        if let Some(queue) = parts.extensions.get::<Arc<zerocopy::SendQueue>>() {
+            if let Some(file) = shared.sendfile.get(id, coding, &body) {
+                return ProxyBody::Zc(zerocopy::ZcBody::new(queue.clone(), file, len));
+            }
+        }
+    }
+    ProxyBody::full(body)
+}
+
+/// A response streaming in from a fill.
+pub(crate) fn streaming(
+    shared: &Shared,
+    h: &StreamHead,
+    reader: Reader,
+    parts: &request::Parts,
+    now: Instant,
+) -> Resp {
+    let age = policy::age_header(h.age(now));
+    let body = if parts.method == Method::HEAD {
+        ProxyBody::Empty
+    } else {
+        ProxyBody::Fill(reader)
+    };
+    // The headers of the 200 this client would get (its coding, weak ETag, Vary): a 304
+    // carries those (RFC 9110 §15.4.5).
+    let mut headers = h.headers.clone();
+    let body = shared
+        .encoder
+        .stream(&parts.headers, &parts.method, h.status, &mut headers, body);
+    if h.storable.is_ok() && h.status == StatusCode::OK {
+        if let Some(status) = conditional::evaluate(&parts.method, &parts.headers, &headers) {
+            return precondition(shared, status, &headers, age, XCache::Miss);
+        }
+    }
+    let mut resp = Response::new(body);
+    *resp.status_mut() = h.status;
+    *resp.headers_mut() = headers;
+    let reason = match h.storable {
+        Ok(()) => "stored",
+        Err(r) => r.as_str(),
+    };
+    mark(
+        shared,
+        resp.headers_mut(),
+        XCache::Miss,
+        Some(age),
+        Some(reason),
+    );
+    resp
+}
+
+/// A backend response passed through as it is (hop-by-hop fields removed), in a coding
+/// the client accepts.
+pub(crate) fn passed(
+    shared: &Shared,
+    parts: &request::Parts,
+    mut head: http::response::Parts,
+    body: BackendBody,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    reason: &'static str,
+) -> Resp {
+    mark(shared, &mut head.headers, XCache::Pass, None, Some(reason));
+    let body = if parts.method == Method::HEAD {
+        ProxyBody::Empty
+    } else {
+        ProxyBody::pass(
+            body,
+            Some(permit),
+            shared.settings.limits.backend_read_timeout,
+        )
+    };
+    let body = shared.encoder.stream(
+        &parts.headers,
+        &parts.method,
+        head.status,
+        &mut head.headers,
+        body,
+    );
+    Response::from_parts(head, body)
+}
+
+/// 304 (with the fields RFC 9110 §15.4.5 asks for) or 412.
+fn precondition(
+    shared: &Shared,
+    status: StatusCode,
+    stored: &HeaderMap,
+    age: HeaderValue,
+    x: XCache,
+) -> Resp {
+    let mut resp = Response::new(ProxyBody::Empty);
+    *resp.status_mut() = status;
+    let headers = resp.headers_mut();
+    if status == StatusCode::NOT_MODIFIED {
+        for name in [
+            header::CACHE_CONTROL,
+            header::CONTENT_LOCATION,
+            header::DATE,
+            header::ETAG,
+            header::EXPIRES,
+            header::VARY,
+        ] {
+            for v in stored.get_all(&name) {
+                headers.append(name.clone(), v.clone());
+            }
+        }
+        if !stored.contains_key(header::ETAG) {
+            if let Some(lm) = stored.get(header::LAST_MODIFIED) {
+                headers.insert(header::LAST_MODIFIED, lm.clone());
+            }
+        }
+    }
+    mark(shared, headers, x, Some(age), Some("conditional"));
+    resp
+}
+
+/// The error a backend failure becomes (502, 504, 503 with `Retry-After`, or the
+/// client's 400/413).
+pub(crate) fn upstream_error(e: &UpstreamError) -> Resp {
+    let mut resp = error(e.status(), &e.to_string());
+    if matches!(e, UpstreamError::Overloaded { .. }) {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    }
+    resp
+}
+
+/// A short plain-text error that says what happened.
+pub(crate) fn error(status: StatusCode, message: &str) -> Resp {
+    let text = format!(
+        "{} {}\n{}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        message
+    );
+    let mut resp = Response::new(ProxyBody::full(Bytes::from(text)));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    set(h, XCache::Error, None, None);
+    resp
+}
+
+/// A static file's response, compressed when the client accepts it.
+pub(crate) async fn static_file(
+    shared: &Shared,
+    parts: &request::Parts,
+    r: Response<levee_static::FileBody>,
+) -> Resp {
+    let (mut head, body) = r.into_parts();
+    mark(shared, &mut head.headers, XCache::Static, None, None);
+    let enc = &shared.encoder;
+    if head.status == StatusCode::NOT_MODIFIED {
+        enc.static_not_modified(&parts.headers, &mut head.headers);
+        return Response::from_parts(head, ProxyBody::Empty);
+    }
+    if head.status == StatusCode::OK {
+        if let Some(content) = body.memory() {
+            let path = parts.uri.path();
+            if let Some(coded) = enc
+                .static_file(&parts.headers, path, &mut head.headers, content)
+                .await
+            {
+                let body = if parts.method == Method::HEAD {
+                    ProxyBody::Empty
+                } else {
+                    ProxyBody::full(coded)
+                };
+                return Response::from_parts(head, body);
+            }
+            return Response::from_parts(head, ProxyBody::File(body));
+        }
+    }
+    let body = enc.stream(
+        &parts.headers,
+        &parts.method,
+        head.status,
+        &mut head.headers,
+        ProxyBody::File(body),
+    );
+    Response::from_parts(head, body)
+}
