@@ -15,7 +15,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::state::{encode_metrics, Shared};
+use crate::request::Shared;
+use crate::stats;
 
 /// Serves the admin listener until `stop` turns true.
 pub(crate) async fn serve(
@@ -55,7 +56,7 @@ fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         (&Method::GET | &Method::HEAD, "/metrics") => (
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            encode_metrics(shared),
+            stats::encode(&shared.stats, &shared.store, &shared.upstream.limiter),
         ),
         _ => (
             StatusCode::NOT_FOUND,

@@ -3,8 +3,7 @@
 //! [`Server`] and [`serve_workers`] (server.rs) own the listeners and connections;
 //! `request/` walks one request through its phases (classify → lookup → fill or pass →
 //! respond); `upstream` talks to the backend under the overload limit; `encoding` makes
-//! each response's content coding; `state` holds what requests share and the counters
-//! the admin listener exports.
+//! each response's content coding; `stats` counts what the admin listener exports.
 
 mod admin;
 mod body;
@@ -12,7 +11,7 @@ mod encoding;
 mod headers;
 mod request;
 mod server;
-mod state;
+mod stats;
 mod upstream;
 mod worker;
 mod zerocopy;

@@ -14,7 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::request::handle;
-use crate::state::Shared;
+use crate::request::Shared;
 use crate::upstream::ConnInfo;
 use crate::zerocopy::{SendQueue, ZcStream};
 

@@ -7,9 +7,9 @@ use http::{request, Method, Response};
 use levee_cache::{CacheKey, NotStored, Scheme};
 
 use super::respond::{self, XCache};
+use super::shared::Shared;
 use super::Resp;
 use crate::body::ProxyBody;
-use crate::state::Shared;
 
 /// Where a request goes after classification.
 pub(crate) enum Class {

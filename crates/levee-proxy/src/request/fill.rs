@@ -7,7 +7,7 @@
 //! a plain `return`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap};
@@ -21,51 +21,11 @@ use levee_cache::{
 use levee_compress::{add_vary_accept_encoding, Coding};
 
 use super::respond::{self, XCache};
+use super::shared::{FillHead, Shared, StreamHead};
 use super::{pass, Resp};
 use crate::encoding::Encoder;
 use crate::headers::{prepare_forward, strip_hop_by_hop};
-use crate::state::Shared;
 use crate::upstream::{BackendBody, ConnInfo, UpBody, UpstreamError};
-
-/// What waiting requests learn from a fill once the backend answered.
-pub(crate) enum FillHead {
-    /// A full response is streaming in.
-    Stream(StreamHead),
-    /// The backend confirmed (304) a stale entry; here it is, refreshed.
-    Refreshed(Arc<Entry>),
-    /// No response: connect failure, timeout, overload, or the filler went away.
-    Failed(UpstreamError),
-    /// The backend answered 500, 502, 503 or 504 while a stale copy may stand in for it
-    /// (RFC 5861 §4). Waiters with such a copy serve it; the others ask the backend.
-    ErrorStatus(StatusCode),
-}
-
-impl FillHead {
-    /// Published by the [`FillGuard`] when a filler ends without a head (a bug or a
-    /// panic): waiters answer 502 or serve stale instead of waiting forever.
-    pub(crate) fn abandoned() -> FillHead {
-        FillHead::Failed(UpstreamError::Protocol {
-            backend: "fill".into(),
-            detail: "levee's fetch ended without a response".into(),
-        })
-    }
-}
-
-pub(crate) struct StreamHead {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    vary: VaryKey,
-    pub storable: Result<(), NotStored>,
-    initial_age: Duration,
-    received: Instant,
-}
-
-impl StreamHead {
-    /// `current_age` (RFC 9111 §4.2.3) at `now`.
-    pub fn age(&self, now: Instant) -> Duration {
-        self.initial_age + now.saturating_duration_since(self.received)
-    }
-}
 
 /// Gets the response from the backend through the fill for `key`, shared with
 /// concurrent requests for it. `stale` is the stored response being validated, if any:

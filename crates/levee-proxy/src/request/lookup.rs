@@ -11,8 +11,8 @@ use hyper::body::Incoming;
 use levee_cache::{CacheControl, CacheKey, Lookup};
 
 use super::respond::{self, XCache};
+use super::shared::Shared;
 use super::{fill, pass, Resp};
-use crate::state::Shared;
 use crate::upstream::ConnInfo;
 
 pub(crate) async fn cached(

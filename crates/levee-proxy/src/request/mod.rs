@@ -20,6 +20,9 @@ pub(crate) mod fill;
 pub(crate) mod lookup;
 pub(crate) mod pass;
 pub(crate) mod respond;
+mod shared;
+
+pub(crate) use shared::Shared;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -30,7 +33,6 @@ use levee_config::Backend;
 use levee_static::Outcome;
 
 use crate::body::ProxyBody;
-use crate::state::Shared;
 use crate::upstream::ConnInfo;
 use classify::Class;
 

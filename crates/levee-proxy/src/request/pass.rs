@@ -11,9 +11,9 @@ use hyper::body::Incoming;
 use levee_cache::{CacheKey, Scheme};
 
 use super::respond;
+use super::shared::Shared;
 use super::Resp;
 use crate::headers::{prepare_forward, strip_hop_by_hop};
-use crate::state::Shared;
 use crate::upstream::{BoxError, ConnInfo};
 
 /// Sends the request to the backend as it is; the response is never stored.

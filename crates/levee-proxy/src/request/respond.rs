@@ -12,12 +12,12 @@ use http::{request, Method, Response, StatusCode};
 use levee_cache::{conditional, policy, Entry, Reader};
 use levee_compress::Coding;
 
-use super::fill::StreamHead;
+use super::shared::Shared;
+use super::shared::StreamHead;
 use super::Resp;
 use crate::body::ProxyBody;
 use crate::encoding::{Encoder, EntryForm};
 use crate::headers::{add_via, X_CACHE, X_CACHE_REASON};
-use crate::state::Shared;
 use crate::upstream::{BackendBody, UpstreamError};
 use crate::zerocopy;
 

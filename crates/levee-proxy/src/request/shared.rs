@@ -1,0 +1,122 @@
+//! What every phase of a request shares: the settings, the cache and its fills, the
+//! backend, the encoder and the counters; and what a fill tells the requests waiting
+//! for it ([`FillHead`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, StatusCode};
+use levee_cache::{CacheKey, Coalescer, Entry, NotStored, PolicyConfig, Store, VaryKey};
+use levee_config::{CacheSettings, Settings};
+use levee_static::{StaticConfig, StaticFiles};
+
+use crate::encoding::Encoder;
+use crate::stats::Stats;
+use crate::upstream::{Upstream, UpstreamError};
+use crate::zerocopy;
+
+/// Everything the request phases share.
+pub(crate) struct Shared {
+    pub settings: Settings,
+    pub store: Store,
+    pub fills: Arc<Coalescer<FillHead>>,
+    /// Keys whose last response was not cacheable: fetched without coalescing for a while.
+    pub hit_for_miss: moka::sync::Cache<CacheKey, NotStored>,
+    pub upstream: Upstream,
+    pub policy: PolicyConfig,
+    /// Files of the document root, when there is one.
+    pub files: Option<StaticFiles>,
+    pub encoder: Encoder,
+    /// Memfd copies of hot large bodies, sent with sendfile.
+    pub sendfile: zerocopy::Files,
+    pub stats: Stats,
+}
+
+impl Shared {
+    /// Fails when the document root cannot be used.
+    pub fn new(settings: Settings) -> Result<Shared, levee_static::Error> {
+        let files = match &settings.root {
+            Some(root) => {
+                let s = &settings.static_files;
+                let mut config = StaticConfig::new(root);
+                config.index = s.index.clone();
+                config.asset_extensions = s.asset_extensions.clone();
+                config.asset_max_age = s.asset_max_age;
+                config.memory_cache = s.memory;
+                config.memory_max_file = s.memory_max_file;
+                Some(StaticFiles::new(config)?)
+            }
+            None => None,
+        };
+        let c = &settings.cache;
+        Ok(Shared {
+            files,
+            encoder: Encoder::new(&settings.compression),
+            // Hot large bodies only: a bounded extra copy of what the cache holds.
+            sendfile: zerocopy::Files::new((c.size / 4).clamp(16 << 20, 256 << 20)),
+            store: Store::new(c.size),
+            fills: Coalescer::new(FillHead::abandoned),
+            hit_for_miss: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(c.hit_for_miss.max(Duration::from_millis(1)))
+                .build(),
+            upstream: Upstream::new(&settings),
+            policy: policy_config(c),
+            stats: Stats::default(),
+            settings,
+        })
+    }
+}
+
+/// The storage policy's knobs, from the settings.
+fn policy_config(c: &CacheSettings) -> PolicyConfig {
+    PolicyConfig {
+        heuristic: c.heuristic,
+        heuristic_fraction: c.heuristic_fraction,
+        heuristic_max: c.heuristic_max,
+        micro_cache: c.micro_cache,
+        grace: c.grace,
+        keep: c.keep,
+        max_object_size: c.max_object_size,
+    }
+}
+
+/// What waiting requests learn from a fill once the backend answered.
+pub(crate) enum FillHead {
+    /// A full response is streaming in.
+    Stream(StreamHead),
+    /// The backend confirmed (304) a stale entry; here it is, refreshed.
+    Refreshed(Arc<Entry>),
+    /// No response: connect failure, timeout, overload, or the filler went away.
+    Failed(UpstreamError),
+    /// The backend answered 500, 502, 503 or 504 while a stale copy may stand in for it
+    /// (RFC 5861 §4). Waiters with such a copy serve it; the others ask the backend.
+    ErrorStatus(StatusCode),
+}
+
+impl FillHead {
+    /// Published by the [`FillGuard`] when a filler ends without a head (a bug or a
+    /// panic): waiters answer 502 or serve stale instead of waiting forever.
+    pub fn abandoned() -> FillHead {
+        FillHead::Failed(UpstreamError::Protocol {
+            backend: "fill".into(),
+            detail: "levee's fetch ended without a response".into(),
+        })
+    }
+}
+
+pub(crate) struct StreamHead {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub vary: VaryKey,
+    pub storable: Result<(), NotStored>,
+    pub initial_age: Duration,
+    pub received: Instant,
+}
+
+impl StreamHead {
+    /// `current_age` (RFC 9111 §4.2.3) at `now`.
+    pub fn age(&self, now: Instant) -> Duration {
+        self.initial_age + now.saturating_duration_since(self.received)
+    }
+}
