@@ -48,6 +48,13 @@ pub struct FileConfig {
     pub static_files: Option<StaticFile>,
     pub fastcgi: Option<FastCgiFile>,
     pub compression: Option<CompressionFile>,
+    pub admin: Option<AdminFile>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminFile {
+    pub listen: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -260,6 +260,14 @@ pub struct Settings {
     /// Threads serving connections, each with its own listening socket; one per core
     /// by default.
     pub workers: usize,
+    pub admin: AdminSettings,
+}
+
+/// The admin listener: levee's own state (metrics), apart from the traffic.
+#[derive(Debug, Clone, Default)]
+pub struct AdminSettings {
+    /// Off when unset.
+    pub listen: Option<SocketAddr>,
 }
 
 /// Values given on the command line; each one overrides the file.
@@ -276,6 +284,7 @@ pub struct Overrides {
     pub backend_max_concurrency: Option<usize>,
     pub no_compression: bool,
     pub workers: Option<usize>,
+    pub admin_listen: Option<String>,
 }
 
 /// Extensions of files that change only with a new name (hashed builds) or rarely:
@@ -553,6 +562,21 @@ impl Settings {
             _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
 
+        let admin_listen = o.admin_listen.clone().or(file.admin.and_then(|a| a.listen));
+        let admin = AdminSettings {
+            listen: match admin_listen {
+                None => None,
+                Some(l) => Some(l.parse().map_err(|_| {
+                    ConfigError::invalid(
+                        "admin.listen",
+                        format!(
+                            "`{l}` is not an address; write it like 127.0.0.1:9091 or [::1]:9091"
+                        ),
+                    )
+                })?),
+            },
+        };
+
         Ok(Settings {
             listen,
             backend,
@@ -565,6 +589,7 @@ impl Settings {
             limits,
             debug_headers: o.debug_headers || file.debug_headers.unwrap_or(false),
             workers,
+            admin,
         })
     }
 }

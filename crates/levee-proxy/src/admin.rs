@@ -1,6 +1,6 @@
 //! The admin listener (`--admin-listen`, off unless set): levee's own state for
 //! operators and tests, on a port apart from the traffic. `GET /metrics` is
-//! Prometheus' text format; anything else is 404.
+//! the OpenMetrics text format (Prometheus reads it); anything else is 404.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -55,7 +55,7 @@ fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match (req.method(), req.uri().path()) {
         (&Method::GET | &Method::HEAD, "/metrics") => (
             StatusCode::OK,
-            "text/plain; version=0.0.4; charset=utf-8",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
             stats::encode(&shared.stats, &shared.store, &shared.upstream.limiter),
         ),
         _ => (

@@ -16,4 +16,4 @@ mod upstream;
 mod worker;
 mod zerocopy;
 
-pub use server::{serve_workers, BindError, ServeError, Server};
+pub use server::{serve_workers, BindError, Bound, ServeError, Server};

@@ -286,6 +286,13 @@ async fn stop_and_drain<F: Future>(
     }
 }
 
+/// The addresses `levee serve` listens on, once bound.
+pub struct Bound {
+    pub traffic: Vec<SocketAddr>,
+    /// The admin listener (`/metrics`), when configured.
+    pub admin: Option<SocketAddr>,
+}
+
 /// `levee serve`: `workers` threads, each with its own single-threaded runtime, sharing
 /// one cache and backend. Like nginx's worker processes, a connection stays on one
 /// thread for its life: no work stealing, whose cross-thread wake-ups cost a tenth
@@ -297,7 +304,7 @@ async fn stop_and_drain<F: Future>(
 pub fn serve_workers(
     settings: Settings,
     workers: usize,
-    on_listening: impl FnOnce(&[SocketAddr]),
+    on_listening: impl FnOnce(&Bound),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let workers = workers.max(1);
@@ -313,6 +320,10 @@ pub fn serve_workers(
             })
         })
         .collect::<Result<Vec<SocketAddr>, _>>()?;
+    let admin = match settings.admin.listen {
+        Some(addr) => Some((bind_std(&[addr])?.remove(0), addr)),
+        None => None,
+    };
     let limits = settings.limits.clone();
     let shared = Arc::new(Shared::new(settings).map_err(ServeError::Root)?);
     let conns = Arc::new(Semaphore::new(limits.max_connections));
@@ -400,16 +411,37 @@ pub fn serve_workers(
     // The originals are no longer needed: the workers hold their own descriptors, and
     // the port closes when the last of them is dropped.
     drop(listeners);
-    on_listening(&addrs);
-    // The signals and the drain run on this thread.
+    let admin_addr = match &admin {
+        Some((l, addr)) => Some(l.local_addr().map_err(|source| BindError {
+            addr: *addr,
+            source,
+            hint: "",
+        })?),
+        None => None,
+    };
+    on_listening(&Bound {
+        traffic: addrs,
+        admin: admin_addr,
+    });
+    // The signals, the admin listener and the drain run on this thread, off the
+    // workers' hit path.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
     rt.block_on(async {
+        if let Some((l, addr)) = admin {
+            let l = TcpListener::from_std(l).map_err(|source| BindError {
+                addr,
+                source,
+                hint: "",
+            })?;
+            tokio::spawn(crate::admin::serve(l, shared.clone(), stop_rx.clone()));
+        }
         shutdown.await;
         stop_and_drain(&stop_tx, accepting, &conns, &limits).await;
-    });
+        Ok::<(), ServeError>(())
+    })?;
     let _ = exit_tx.send(true);
     for t in threads {
         let _ = t.join();

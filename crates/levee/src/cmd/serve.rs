@@ -46,6 +46,9 @@ pub struct ServeArgs {
     /// Threads serving connections [default: one per CPU core].
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// Serve levee's metrics (GET /metrics) on this separate address, like 127.0.0.1:9091.
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<String>,
     /// Add X-Cache-Reason: why a response was or was not stored.
     #[arg(long)]
     pub debug_headers: bool,
@@ -68,6 +71,7 @@ impl ServeArgs {
             debug_headers: self.debug_headers,
             backend_max_concurrency: self.backend_max_concurrency,
             workers: self.workers,
+            admin_listen: self.admin_listen.clone(),
         };
         Ok(Settings::load(self.config.as_deref(), &overrides)?)
     }
@@ -84,10 +88,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     levee_proxy::serve_workers(
         settings,
         workers,
-        |addrs| {
-            for addr in addrs {
+        |bound| {
+            for addr in &bound.traffic {
                 tracing::info!(%addr, %backend, workers, "levee serving");
                 eprintln!("levee: listening on http://{addr}, backend {backend}");
+            }
+            if let Some(addr) = bound.admin {
+                eprintln!("levee: admin listening on http://{addr} (GET /metrics)");
             }
         },
         shutdown_signal(),
@@ -130,6 +137,12 @@ fn print_settings(s: &Settings) {
     );
     println!("backend           {}", s.backend);
     println!("workers           {}", s.workers);
+    println!(
+        "admin             {}",
+        s.admin
+            .listen
+            .map_or("off".to_string(), |a| format!("http://{a}/metrics"))
+    );
     println!(
         "document root     {}",
         s.root.as_ref().map_or(
