@@ -69,6 +69,10 @@ impl LeveeBuilder {
         });
         let mut cmd = Command::new(&self.bin);
         cmd.args(&self.args);
+        // The admin listener's counters are what tests wait on instead of sleeping.
+        if !self.args.iter().any(|a| a == "--admin-listen") {
+            cmd.args(["--admin-listen", "127.0.0.1:0"]);
+        }
         if let Some(p) = &config_file {
             cmd.arg("--config").arg(p);
         }
@@ -82,12 +86,16 @@ impl LeveeBuilder {
         let stderr = child.stderr.take().expect("stderr is piped");
         let log = Arc::new(Mutex::new(String::new()));
         let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
-        let thread_log = log.clone();
+        let admin = Arc::new(Mutex::new(None));
+        let (thread_log, thread_admin) = (log.clone(), admin.clone());
         std::thread::spawn(move || {
             let mut addr_tx = Some(addr_tx);
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Some(tx) = &addr_tx {
+                if let Some(a) = line.strip_prefix("levee: admin listening on http://") {
+                    *thread_admin.lock().unwrap() =
+                        a.split(' ').next().and_then(|a| a.parse().ok());
+                } else if let Some(tx) = &addr_tx {
                     if let Some(addr) = parse_listening(&line) {
                         let _ = tx.send(addr);
                         addr_tx = None;
@@ -102,6 +110,7 @@ impl LeveeBuilder {
             child,
             addr: "0.0.0.0:0".parse().expect("placeholder"),
             log,
+            admin,
             config_file,
             args: self.args,
         };
@@ -139,6 +148,8 @@ pub struct Levee {
     child: Child,
     addr: SocketAddr,
     log: Arc<Mutex<String>>,
+    /// The admin listener, printed right after the traffic addresses.
+    admin: Arc<Mutex<Option<SocketAddr>>>,
     config_file: Option<PathBuf>,
     args: Vec<String>,
 }
@@ -190,6 +201,66 @@ impl Levee {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// The admin listener's address. Panics if levee runs without one.
+    pub async fn admin_addr(&self) -> SocketAddr {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(a) = *self.admin.lock().unwrap() {
+                return a;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "levee printed no admin address; stderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// One value of levee's `/metrics` (a counter by its `_total` name). Panics if it is
+    /// not there.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let r = Req::get("/metrics").send_to(self.admin_addr().await).await;
+        assert_eq!(r.status, 200, "GET /metrics: {}", r.summary());
+        let text = String::from_utf8_lossy(&r.body).into_owned();
+        text.lines()
+            .find_map(|l| {
+                let (n, v) = l.split_once(' ')?;
+                (n == name).then(|| v.trim().parse().ok()).flatten()
+            })
+            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+    }
+
+    /// Waits until `cond` holds for the metric `name` (5 s at most, then panics).
+    pub async fn wait_metric(&self, name: &str, cond: impl Fn(f64) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let v = self.metric(name).await;
+            if cond(v) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} stayed at {v} for 5s; stderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits until every fill started so far has finished: its response stored, or
+    /// found not storable, or given up. What a test needs before it checks what is
+    /// cached (a response reaches the client before its fill stores it).
+    pub async fn wait_fills_done(&self) {
+        self.wait_metric("levee_fills_in_flight", |v| v == 0.0)
+            .await
+    }
+
+    /// Waits until no request holds a backend slot.
+    pub async fn wait_backend_idle(&self) {
+        self.wait_metric("levee_backend_in_use", |v| v == 0.0).await
     }
 
     /// `GET path` on a new connection.

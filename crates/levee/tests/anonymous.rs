@@ -178,7 +178,8 @@ async fn a_logged_in_page_is_never_stored() {
         .await;
     assert_eq!(r.x_cache(), "PASS", "{}", r.summary());
     assert_eq!(r.text(), "hello alice #1");
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    levee.wait_backend_idle().await;
+    levee.wait_fills_done().await;
     let r = levee
         .get_with("/home", &[("cache-control", "only-if-cached")])
         .await;
@@ -195,7 +196,8 @@ async fn a_logged_in_page_is_never_stored() {
         .await;
     assert_eq!(r.x_cache(), "PASS", "{}", r.summary());
     assert_eq!(r.text(), "hello alice #3");
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    levee.wait_backend_idle().await;
+    levee.wait_fills_done().await;
     let r = levee.get("/home").await;
     assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
     assert_eq!(r.text(), "hello guest #2");

@@ -108,7 +108,7 @@ async fn check(cases: &'static [Case]) {
         assert_eq!(r.x_cache(), "MISS", "case {i} ({}): {}", c.why, r.summary());
     }
     // Let fills of responses that are not reused finish storing whatever they store.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    levee.wait_fills_done().await;
     let mut wrong = Vec::new();
     for (i, c) in cases.iter().enumerate() {
         let path = format!("/case/{i}");
@@ -753,7 +753,7 @@ async fn request_no_store_is_not_stored_but_may_be_answered_from_the_cache() {
         .get_with("/ns", &[("cache-control", "no-store")])
         .await;
     assert_eq!(r.reason(), "request-no-store", "{}", r.summary());
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    levee.wait_fills_done().await;
     let r = levee.get("/ns").await;
     assert_eq!(r.x_cache(), "MISS", "{}", r.summary());
     assert_eq!(origin.requests_for("/ns"), 2);
@@ -834,7 +834,7 @@ async fn age_on_cached_responses_is_an_increasing_integer_including_upstream_age
     let r = levee.get("/overflow").await;
     assert_eq!(r.status, 200, "{}", r.summary());
     assert_eq!(r.header("age"), Some("2147483648"), "{}", r.summary());
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    levee.wait_fills_done().await;
     let r = levee.get("/overflow").await;
     assert_ne!(r.x_cache(), "HIT", "{}", r.summary());
     assert_eq!(origin.requests_for("/overflow"), 2);
@@ -1042,7 +1042,7 @@ async fn an_incomplete_response_is_not_stored() {
         got.is_some(),
         "levee kept the connection of a broken body open"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    levee.wait_fills_done().await;
     // §3.3: "A cache MUST NOT use an incomplete response to answer requests".
     let r = levee.get("/short").await;
     assert_ne!(r.x_cache(), "HIT", "{}", r.summary());
@@ -1143,7 +1143,7 @@ async fn zero_freshness_with_a_validator_is_stored_and_revalidated() {
     for p in ["/max-age-0", "/no-cache-field"] {
         let first = levee.get(p).await;
         assert_eq!(first.x_cache(), "MISS", "{p}: {}", first.summary());
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        levee.wait_fills_done().await;
         for n in 2..=3 {
             let r = levee.get(p).await;
             assert_eq!(r.x_cache(), "REVALIDATED", "{p}: {}", r.summary());
@@ -1245,7 +1245,7 @@ async fn expires_without_date_is_relative_to_the_time_of_receipt() {
     let r = levee.get("/future").await;
     assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
     levee.get("/past").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    levee.wait_fills_done().await;
     let r = levee.get("/past").await;
     assert_ne!(r.x_cache(), "HIT", "{}", r.summary());
     assert_eq!(origin.requests(), 3);

@@ -946,7 +946,7 @@ async fn request_directives_decide_whether_a_stored_response_may_be_used() {
     assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
     let r = send(&levee, "/unstored", &[("cache-control", "no-store")]).await;
     assert_eq!(r.x_cache(), "MISS");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    levee.wait_fills_done().await;
     let r = send(&levee, "/unstored", &[("cache-control", "only-if-cached")]).await;
     assert_eq!(
         r.status,

@@ -131,7 +131,9 @@ async fn full_backend_queue_gives_503_with_retry_after_at_once() {
     let a = tokio::spawn(async move { Req::get("/slow/a").send_to(addr).await });
     origin.wait_for_requests(1, Duration::from_secs(5)).await;
     let b = tokio::spawn(async move { Req::get("/slow/b").send_to(addr).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    levee
+        .wait_metric("levee_backend_waiting", |n| n == 1.0)
+        .await;
 
     for req in [Req::get("/slow/c"), Req::post("/slow/c", "x")] {
         let start = Instant::now();

@@ -7,15 +7,6 @@ use levee_test::{http_date, levee, Origin, Reply, Req};
 
 const LM: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
 
-/// Lets a fill whose response was already delivered finish storing it, for responses
-/// that are stored but never served without revalidation (so `wait_stored` cannot see
-/// them).
-/// For `no-cache` responses, which no probe can see without validating them: a response
-/// reaches the client a moment before its fill is stored.
-async fn let_fill_finish() {
-    tokio::time::sleep(Duration::from_millis(300)).await;
-}
-
 /// Waits past a 1-second freshness lifetime.
 async fn past_one_second() {
     tokio::time::sleep(Duration::from_millis(1150)).await;
@@ -278,7 +269,9 @@ async fn no_cache_response_is_revalidated_every_time_and_304_headers_are_merged(
     let r = levee.get("/nc").await;
     assert_eq!(r.x_cache(), "MISS");
     assert_eq!(r.text(), "full body v1");
-    let_fill_finish().await;
+    // A no-cache response reaches the client a moment before its fill stores it, and
+    // no probe can see it without validating it.
+    levee.wait_fills_done().await;
     for n in 2..=4 {
         let r = levee.get("/nc").await;
         assert_eq!(r.status, 200, "{}", r.summary());

@@ -131,8 +131,9 @@ async fn cache_size_bounds_what_is_stored_and_evicts_without_failing() {
         assert_eq!(r.status, 200);
         assert!(r.body == pattern(SIZE, i as u8), "/obj/{i} altered");
     }
-    // Let the store settle, then count what is still there without touching the backend.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Let the fills store and the store settle (reading the metrics runs its pending
+    // evictions), then count what is still there without touching the backend.
+    levee.wait_fills_done().await;
     let mut stored = Vec::new();
     for i in 0..OBJECTS {
         let r = levee
