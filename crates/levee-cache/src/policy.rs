@@ -103,8 +103,14 @@ impl Freshness {
     /// Never for must-revalidate, proxy-revalidate or s-maxage: RFC 9111 §4.2.4 forbids
     /// generating a stale response when such a directive applies, and when directives
     /// conflict the most restrictive one wins (§4.2.1).
+    ///
+    /// Without the directive, not even at the instant the response turns stale (the
+    /// lookup's unit tests found that edge served stale).
     pub fn allows_stale_while_revalidate(&self, staleness: Duration) -> bool {
-        !self.no_cache && !self.must_revalidate && staleness <= self.stale_while_revalidate
+        !self.no_cache
+            && !self.must_revalidate
+            && !self.stale_while_revalidate.is_zero()
+            && staleness <= self.stale_while_revalidate
     }
 
     /// May a response this stale be served because the backend failed or is overloaded?
