@@ -14,6 +14,8 @@
 # Env:   ROUNDS=5 DURATION=10 CONNS=64 OBJECTS=100000
 #        LEVEE=/path/to/levee (default: cargo build --release, then target/release/levee)
 #        BUILD=0 (use target/release/levee as it is)  KEEP_WORK=1 (keep scratch files)
+#        BASELINE=/path/to/older/levee: also measure that binary's hits, alternated with the
+#        others, as "levee-base" (a before/after run of a change in one table)
 # Needs: wrk, varnish, nginx-light (Debian), curl, python3. Targets 127.0.0.1 only.
 source "$(dirname "$0")/lib.sh"
 
@@ -28,6 +30,11 @@ MEM_SERVERS=(levee levee-raw varnish nginx)
 
 need_tools wrk varnishd varnishstat nginx curl python3
 levee_binary
+if [ -n "${BASELINE:-}" ]; then
+    [ -x "$BASELINE" ] || die "BASELINE=$BASELINE is not an executable levee"
+    cp "$BASELINE" "$WORK/levee-base"
+    SERVERS+=(levee-base)
+fi
 open_report hits
 
 write_vcl() { # write_vcl FILE BACKEND_PORT: Varnish's built-in rules plus an X-Cache header
@@ -56,6 +63,11 @@ start_all() {
     PORT[levee-raw]=$(free_port)
     start_levee "levee-raw-$label" "${PORT[levee-raw]}" "$ORIGIN_PORT" --cache-size 1GiB --no-compression
     PID[levee-raw]=$LEVEE_PID
+    if [ -n "${BASELINE:-}" ]; then
+        PORT[levee-base]=$(free_port)
+        LEVEE="$WORK/levee-base" start_levee "levee-base-$label" "${PORT[levee-base]}" "$ORIGIN_PORT" --cache-size 1GiB
+        PID[levee-base]=$LEVEE_PID
+    fi
     PORT[varnish]=$(free_port)
     write_vcl "$WORK/hits-$label.vcl" "$ORIGIN_PORT"
     start_varnish "varnish-$label" "${PORT[varnish]}" "$WORK/hits-$label.vcl" malloc,1G
@@ -67,6 +79,7 @@ start_all() {
 stop_all() {
     local s
     for s in "${MEM_SERVERS[@]}" origin; do stop_pid "${PID[$s]}"; done
+    if [ -n "${PID[levee-base]:-}" ]; then stop_pid "${PID[levee-base]}"; unset 'PID[levee-base]'; fi
 }
 
 cache_header() { # cache_header SERVER URL: the server's hit/miss header
@@ -194,6 +207,9 @@ done
 report ""
 for label in 1KiB 100KiB; do
     report "- $label: levee/Varnish req/s = $(ratio "${RES_RPS[$label,levee]}" "${RES_RPS[$label,varnish]}"), levee/nginx = $(ratio "${RES_RPS[$label,levee]}" "${RES_RPS[$label,nginx]}"); origin requests during the measured runs: ${RES_ORIGIN[$label]} (0 = every measured request was a hit)."
+    if [ -n "${BASELINE:-}" ]; then
+        report "- $label: levee/levee-base req/s = $(ratio "${RES_RPS[$label,levee]}" "${RES_RPS[$label,levee-base]}") (levee-base: $BASELINE)."
+    fi
 done
 report "" "## Memory to hold $OBJECTS cached 1 KiB objects" "" \
     "RSS = VmRSS from /proc/PID/status summed over the server's processes (Varnish: manager +" \

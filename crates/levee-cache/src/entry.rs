@@ -1,82 +1,16 @@
-//! One stored response and the request-header values it was selected by (its Vary key).
+//! One stored response: status, packed headers, body, coding, Vary key and freshness.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue, VARY};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::StatusCode;
 
 use levee_compress::Coding;
 
+use crate::key::VaryKey;
 use crate::policy::Freshness;
-
-/// The request-header values named by a response's `Vary`, in the order `Vary` lists them.
-/// Two requests select the same stored response only if these match (RFC 9111 §4.1).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VaryKey(Box<[(HeaderName, Option<Bytes>)]>);
-
-impl VaryKey {
-    /// Builds the key from the response's `Vary` and the request that produced it.
-    pub fn new(response: &HeaderMap, request: &HeaderMap) -> VaryKey {
-        let mut fields = Vec::new();
-        for v in response.get_all(VARY) {
-            let Ok(s) = v.to_str() else { continue };
-            for name in s.split(',') {
-                let name = name.trim();
-                if name.is_empty() {
-                    continue;
-                }
-                if let Ok(h) = HeaderName::from_bytes(name.as_bytes()) {
-                    if !fields.iter().any(|(n, _)| *n == h) {
-                        let value = normalized(request, &h);
-                        fields.push((h, value));
-                    }
-                }
-            }
-        }
-        VaryKey(fields.into_boxed_slice())
-    }
-
-    /// Does `request` select a response stored under this key?
-    pub fn matches(&self, request: &HeaderMap) -> bool {
-        self.0
-            .iter()
-            .all(|(name, value)| normalized(request, name) == *value)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// All field lines of `name` combined with ", ", whitespace around commas removed, as
-/// RFC 9111 §4.1 allows a cache to normalise.
-///
-/// `Cookie`, `Authorization` and `Accept-Encoding` always count as absent: levee never
-/// sends them with a request whose response may be stored (it negotiates codings itself),
-/// so they cannot tell variants apart.
-fn normalized(request: &HeaderMap, name: &HeaderName) -> Option<Bytes> {
-    if name == http::header::COOKIE
-        || name == http::header::AUTHORIZATION
-        || name == http::header::ACCEPT_ENCODING
-    {
-        return None;
-    }
-    let mut values = request.get_all(name).iter().peekable();
-    values.peek()?;
-    let mut out = Vec::new();
-    for v in values {
-        for part in v.as_bytes().split(|b| *b == b',') {
-            let part = part.trim_ascii();
-            if !out.is_empty() {
-                out.push(b',');
-            }
-            out.extend_from_slice(part);
-        }
-    }
-    Some(Bytes::from(out))
-}
 
 /// The header fields of a stored response, packed: names and values in two exactly
 /// sized slices, the values' bytes in one buffer.
@@ -268,29 +202,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn vary_matches_normalized_values() {
-        let mut resp = HeaderMap::new();
-        resp.insert(
-            VARY,
-            HeaderValue::from_static("Accept-Language, accept-encoding, x-theme"),
-        );
-        let mut req = HeaderMap::new();
-        req.insert("accept-language", HeaderValue::from_static("ko, en"));
-        let key = VaryKey::new(&resp, &req);
-        let mut other = HeaderMap::new();
-        other.insert("accept-language", HeaderValue::from_static("ko,en"));
-        assert!(key.matches(&other));
-        // levee negotiates codings itself: Accept-Encoding never splits variants.
-        other.insert("accept-encoding", HeaderValue::from_static("gzip"));
-        assert!(key.matches(&other));
-        other.insert("x-theme", HeaderValue::from_static("dark"));
-        assert!(!key.matches(&other), "absent and present differ");
-        other.remove("x-theme");
-        other.insert("accept-language", HeaderValue::from_static("en"));
-        assert!(!key.matches(&other));
-    }
-
-    #[test]
     fn stored_headers_keep_every_value_in_order() {
         let mut h = HeaderMap::new();
         h.append("x-a", HeaderValue::from_static("1"));
@@ -302,15 +213,5 @@ mod tests {
         assert_eq!(c.get(http::header::ETAG).unwrap(), "\"e\"");
         assert_eq!(c.get("X-A").unwrap(), "1");
         assert!(c.get("x-b").is_none());
-    }
-
-    #[test]
-    fn cookies_never_split_variants() {
-        let mut resp = HeaderMap::new();
-        resp.insert(VARY, HeaderValue::from_static("Cookie"));
-        let key = VaryKey::new(&resp, &HeaderMap::new());
-        let mut req = HeaderMap::new();
-        req.insert("cookie", HeaderValue::from_static("_ga=1"));
-        assert!(key.matches(&req));
     }
 }

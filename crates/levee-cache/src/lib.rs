@@ -13,9 +13,9 @@ pub mod policy;
 pub mod store;
 
 pub use cache_control::CacheControl;
-pub use entry::{Entry, LeveeCoded, StoredHeaders, VaryKey};
+pub use entry::{Entry, LeveeCoded, StoredHeaders};
 pub use fill::{Coalescer, Fill, FillGuard, Incomplete, Reader};
-pub use key::{CacheKey, Scheme};
+pub use key::{CacheKey, Scheme, VaryKey};
 pub use lookup::{lookup, stale_on_error, Lookup};
 pub use policy::{Freshness, NotStored, PolicyConfig, Storable};
 pub use store::Store;

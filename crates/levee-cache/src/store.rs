@@ -151,8 +151,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::entry::VaryKey;
     use crate::key::Scheme;
+    use crate::key::VaryKey;
     use crate::policy::Freshness;
     use http::header::{HeaderValue, VARY};
 
