@@ -333,6 +333,19 @@ fn is_stdout(p: &Option<PathBuf>) -> bool {
 
 /// Runs the command and writes every requested output; returns the report too, so
 /// tests can drive the CLI path without a process.
+/// A command line `levee bench` cannot run (bad option, URL or URL file): the binary
+/// exits 2 for it, as for any usage error, and 1 when the work itself fails.
+#[derive(Debug)]
+pub struct UsageError(pub anyhow::Error);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
 pub fn execute(cmd: BenchCommand) -> Result<(ExitCode, Option<Report>)> {
     if let Some(BenchAction::Compare { a, b }) = &cmd.action {
         let ra = Report::read_json(a)?;
@@ -341,7 +354,8 @@ pub fn execute(cmd: BenchCommand) -> Result<(ExitCode, Option<Report>)> {
         print!("{}", crate::compare::render(&ra, &rb, (&names.0, &names.1)));
         return Ok((ExitCode::SUCCESS, None));
     }
-    let prepared = prepare(&cmd)?;
+    // What `prepare` refuses is the command line's fault: the caller exits 2 for it.
+    let prepared = prepare(&cmd).map_err(|e| anyhow::Error::new(UsageError(e)))?;
     let tty = std::io::stderr().is_terminal();
     let show_progress = tty && !cmd.quiet;
     if show_progress {

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 
-pub use cli::{parse_duration, parse_header, BenchAction, BenchCommand};
+pub use cli::{parse_duration, parse_header, BenchAction, BenchCommand, UsageError};
 pub use report::html::{render_html, write_html, write_html_many};
 pub use report::{
     ErrorCounts, Knee, LatencySummary, Percentile, Report, RunConfig, StatusCounts, StepReport,

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -179,13 +179,6 @@ fn compare_two_reports() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-fn chromium() -> Option<PathBuf> {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
 /// Runs headless Chromium with a hard time limit; returns (stdout, stderr).
 fn run_chromium(bin: &Path, profile: &Path, extra: &[&str], url: &str) -> (String, String) {
     let mut child = Command::new(bin)
@@ -230,13 +223,8 @@ fn run_chromium(bin: &Path, profile: &Path, extra: &[&str], url: &str) -> (Strin
 
 #[test]
 fn html_report_renders_in_headless_chromium() {
-    let Some(bin) = chromium() else {
-        eprintln!(
-            "SKIPPED html_report_renders_in_headless_chromium: chromium is not installed \
-             (apt-get install -y chromium)"
-        );
-        return;
-    };
+    // Fails without Chromium unless LEVEE_TEST_SKIP_MISSING says otherwise.
+    let bin = levee_test::require!(levee_test::tools::CHROMIUM);
     let dir = temp_dir("chromium");
     sweep_with_reports(&dir);
     let url = format!("file://{}", dir.join("run.html").display());

@@ -377,6 +377,7 @@ fn captured_logs() -> &'static Mutex<String> {
 
 #[tokio::test]
 async fn hello_world_over_unix_and_tcp() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     within(async {
         for client in [site.unix(), site.tcp()] {
@@ -391,6 +392,7 @@ async fn hello_world_over_unix_and_tcp() {
 
 #[tokio::test]
 async fn status_headers_cookies_and_redirects() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -435,6 +437,7 @@ async fn status_headers_cookies_and_redirects() {
 
 #[tokio::test]
 async fn server_variables_reach_php() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -508,6 +511,7 @@ async fn server_variables_reach_php() {
 
 #[tokio::test]
 async fn multipart_upload_of_several_mib() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -557,6 +561,7 @@ async fn multipart_upload_of_several_mib() {
 
 #[tokio::test]
 async fn twenty_mib_streamed_response() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -586,6 +591,7 @@ async fn twenty_mib_streamed_response() {
 /// read while writing would deadlock once both socket buffers are full.
 #[tokio::test]
 async fn large_upload_echoed_while_sending_does_not_deadlock() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     for client in [site.unix(), site.tcp()] {
         within(async {
@@ -608,6 +614,7 @@ async fn large_upload_echoed_while_sending_does_not_deadlock() {
 /// whole first: php reads exactly CONTENT_LENGTH bytes and would see none of it without.
 #[tokio::test]
 async fn body_of_unknown_length_reaches_php_whole() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -639,6 +646,7 @@ async fn body_of_unknown_length_reaches_php_whole() {
 /// the next one exists: the body is streamed both ways, not buffered.
 #[tokio::test]
 async fn request_and_response_bodies_are_streamed() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -671,6 +679,7 @@ async fn request_and_response_bodies_are_streamed() {
 
 #[tokio::test]
 async fn a_failing_request_body_is_an_error_and_never_reused() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -698,6 +707,7 @@ async fn a_failing_request_body_is_an_error_and_never_reused() {
 
 #[tokio::test]
 async fn exit_mid_response_ends_the_body_properly() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -722,6 +732,7 @@ async fn exit_mid_response_ends_the_body_properly() {
 
 #[tokio::test]
 async fn worker_killed_mid_response_is_a_body_error() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -754,6 +765,7 @@ async fn worker_killed_mid_response_is_a_body_error() {
 
 #[tokio::test]
 async fn read_timeout_bounds_the_head_and_the_body() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix_with(ClientConfig {
         read_timeout: Duration::from_millis(300),
@@ -784,6 +796,7 @@ async fn read_timeout_bounds_the_head_and_the_body() {
 
 #[tokio::test]
 async fn stderr_is_logged_not_mixed_into_the_body() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let logs = captured_logs();
     let site = site();
     let client = site.unix();
@@ -808,6 +821,7 @@ async fn stderr_is_logged_not_mixed_into_the_body() {
 
 #[tokio::test]
 async fn sequential_requests_reuse_few_connections() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -845,6 +859,7 @@ async fn sequential_requests_reuse_few_connections() {
 
 #[tokio::test]
 async fn a_body_dropped_early_closes_its_connection() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -870,6 +885,7 @@ async fn a_body_dropped_early_closes_its_connection() {
 /// request, so no request fails.
 #[tokio::test]
 async fn connections_closed_by_php_fpm_are_not_reused() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let root = docroot();
     let fpm = PhpFpm::builder(&root.0)
         .max_requests(2)
@@ -906,6 +922,7 @@ async fn connections_closed_by_php_fpm_are_not_reused() {
 
 #[tokio::test]
 async fn missing_socket_is_a_clear_connect_error() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let client = Client::new(
         Address::Unix("/nonexistent/levee/php-fpm.sock".into()),
         ClientConfig::default(),
@@ -940,6 +957,7 @@ async fn missing_socket_is_a_clear_connect_error() {
 
 #[tokio::test]
 async fn an_http_server_is_not_php_fpm() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let origin = levee_test::Origin::fixed(|| levee_test::Reply::text("hi"));
     let client = Client::new(
         Address::Tcp(origin.addr().to_string()),
@@ -955,6 +973,7 @@ async fn an_http_server_is_not_php_fpm() {
 
 #[tokio::test]
 async fn missing_script_is_php_fpms_404() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -982,6 +1001,7 @@ async fn missing_script_is_php_fpms_404() {
 /// connection, which php-fpm may be closing: they get a new one.
 #[tokio::test]
 async fn posts_use_a_new_connection() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     within(async {
@@ -1009,6 +1029,7 @@ async fn posts_use_a_new_connection() {
 /// promptly (not after idle_timeout).
 #[tokio::test]
 async fn idle_connections_never_starve_new_ones() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let root = docroot();
     let fpm = PhpFpm::builder(&root.0).max_children(1).start();
     let client = Client::new(
@@ -1050,6 +1071,7 @@ async fn idle_connections_never_starve_new_ones() {
 
 #[tokio::test]
 async fn max_idle_zero_closes_every_connection() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix_with(ClientConfig {
         max_idle: 0,
@@ -1072,6 +1094,7 @@ async fn max_idle_zero_closes_every_connection() {
 /// worker is busy or gone.
 #[test]
 fn a_connection_kept_on_one_worker_thread_is_reused_from_another() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = site();
     let client = site.unix();
     let root = site.docroot().to_path_buf();

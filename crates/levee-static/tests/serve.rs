@@ -98,8 +98,12 @@ async fn a_root_that_is_a_symlink_follows_a_deploy_switch() {
     // Atomic switch, as deploy tools do it.
     std::os::unix::fs::symlink("r2", outer.path().join("next")).unwrap();
     std::fs::rename(outer.path().join("next"), &current).unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(body(response(get(&files, "/v.txt").await)).await, "two");
+    // Seen once the root is revalidated (every 100 ms here).
+    eventually(async || match get(&files, "/v.txt").await {
+        Outcome::Response(r) => body(r).await == "two",
+        _ => false,
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -563,6 +567,19 @@ async fn a_directory_serves_its_index_or_goes_to_php() {
     );
 }
 
+/// Waits (polling every 10 ms, 5 s at most) until `cond` holds: files are re-checked on
+/// disk every `revalidate_every`, so a change is seen some time after it is made.
+async fn eventually(cond: impl AsyncFn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !cond().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the change on disk was not seen within 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 // ---- memory cache ------------------------------------------------------------------
 
 #[tokio::test]
@@ -582,7 +599,12 @@ async fn a_cached_file_is_served_from_memory_until_revalidated() {
         "v1"
     );
 
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // After revalidate_every, the new version (waited for, not slept for).
+    eventually(async || {
+        let r = response(get(&s.files, "/news.html").await);
+        header(&r, "etag").is_some_and(|e| e != etag1)
+    })
+    .await;
     let r = response(get(&s.files, "/news.html").await);
     assert_ne!(header(&r, "etag").unwrap(), etag1);
     assert_eq!(header(&r, "content-length"), Some("11"));
@@ -590,17 +612,13 @@ async fn a_cached_file_is_served_from_memory_until_revalidated() {
 
     // A deleted file disappears too, and a new one appears.
     std::fs::remove_file(&path).unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert!(matches!(
-        get(&s.files, "/news.html").await,
-        Outcome::NotFound
-    ));
+    eventually(async || matches!(get(&s.files, "/news.html").await, Outcome::NotFound)).await;
     write(&path, "back");
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    assert_eq!(
-        body(response(get(&s.files, "/news.html").await)).await,
-        "back"
-    );
+    eventually(async || match get(&s.files, "/news.html").await {
+        Outcome::Response(r) => body(r).await == "back",
+        _ => false,
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -616,7 +634,11 @@ async fn a_rewrite_that_keeps_size_and_mtime_is_still_seen() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     write(&path, "bbbb");
     set_mtime(&path, MTIME);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually(async || match get(&s.files, "/same.txt").await {
+        Outcome::Response(r) => body(r).await == "bbbb",
+        _ => false,
+    })
+    .await;
     let second = response(get(&s.files, "/same.txt").await);
     // nginx's tag (mtime second, length) would not change: the new version needs its own,
     // or the old one would validate it (304) and splice it into ranges (If-Range).

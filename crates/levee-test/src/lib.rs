@@ -17,6 +17,7 @@ mod client;
 mod levee;
 mod origin;
 mod phpfpm;
+pub mod tools;
 
 pub use client::{Conn, H2Conn, RawConn, Req, Resp, REQUEST_TIMEOUT};
 pub use levee::{Levee, LeveeBuilder};

@@ -195,35 +195,12 @@ impl PhpFpm {
         }
     }
 
-    /// `/usr/sbin/php-fpm8.2`, or else the first `php-fpm*` on `PATH` (or in `/usr/sbin`).
-    /// Panics saying how to install it if there is none.
+    /// The php-fpm binary. Panics saying how to install it if there is none; tests call
+    /// [`require!`](crate::require)`(levee_test::tools::PHP_FPM)` first, so that the
+    /// person running them can opt out.
     pub fn binary() -> PathBuf {
-        let preferred = Path::new("/usr/sbin/php-fpm8.2");
-        if preferred.is_file() {
-            return preferred.to_path_buf();
-        }
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
-        dirs.extend(["/usr/sbin", "/usr/local/sbin"].map(PathBuf::from));
-        for dir in dirs {
-            let Ok(entries) = fs::read_dir(&dir) else {
-                continue;
-            };
-            let mut found: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with("php-fpm"))
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
-                .collect();
-            found.sort();
-            if let Some(p) = found.pop() {
-                return p;
-            }
-        }
-        panic!(
-            "php-fpm not found (looked for /usr/sbin/php-fpm8.2 and php-fpm* on PATH): \
-             install it with `apt-get install php8.2-fpm`"
-        );
+        crate::tools::require(&crate::tools::PHP_FPM)
+            .unwrap_or_else(|| panic!("php-fpm is not installed (and its tests were not skipped)"))
     }
 
     /// The Unix socket of the pool named `unix`.

@@ -60,7 +60,37 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("levee: {err:#}");
-            ExitCode::from(2)
+            ExitCode::from(exit_code(&err))
         }
+    }
+}
+
+/// 2 for what the user must change (the configuration, the command line), 1 for work
+/// that failed (a port in use, a server that stopped answering).
+fn exit_code(err: &anyhow::Error) -> u8 {
+    let usage = err
+        .chain()
+        .any(|e| e.is::<levee_config::ConfigError>() || e.is::<levee_bench::UsageError>());
+    if usage {
+        2
+    } else {
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configuration_errors_exit_2_failures_1() {
+        let config = anyhow::Error::new(levee_config::ConfigError::NoBackend);
+        assert_eq!(exit_code(&config), 2);
+        let wrapped = config.context("while starting");
+        assert_eq!(exit_code(&wrapped), 2);
+        let usage = anyhow::Error::new(levee_bench::UsageError(anyhow::anyhow!("-c 0")));
+        assert_eq!(exit_code(&usage), 2);
+        let bind = anyhow::anyhow!("cannot listen on 127.0.0.1:80: permission denied");
+        assert_eq!(exit_code(&bind), 1);
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use levee_config::{FileConfig, Overrides, Settings};
+use levee_config::{OneOrMany, Options, Settings};
 use tokio::net::TcpListener;
 
 use crate::cmd::origin::{self, OriginArgs, OriginStats};
@@ -65,12 +65,11 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let stats = Arc::new(OriginStats::default());
     tokio::spawn(origin::serve(origin_listener, origin_args, stats.clone()));
 
-    let overrides = Overrides {
-        listen: vec!["127.0.0.1:0".into()],
+    let settings = Settings::from_options(Options {
+        listen: Some(OneOrMany::One("127.0.0.1:0".into())),
         backend: Some(format!("http://{origin_addr}")),
-        ..Overrides::default()
-    };
-    let settings = Settings::resolve(FileConfig::default(), &overrides)?;
+        ..Options::default()
+    })?;
     let server = levee_proxy::Server::bind(settings).await?;
     let levee_addr = *server
         .local_addrs()

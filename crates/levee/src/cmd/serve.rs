@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use levee_config::{Overrides, Settings};
+use levee_config::{
+    AdminOptions, CacheOptions, CompressionOptions, LimitsOptions, OneOrMany, Options, Settings,
+    Workers,
+};
 
 /// Arguments of `levee serve`. Every flag overrides the same option in the config file.
 #[derive(Debug, clap::Args)]
@@ -58,22 +61,40 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    pub fn settings(&self) -> anyhow::Result<Settings> {
-        let overrides = Overrides {
-            listen: self.listen.clone(),
+    /// The flags as options: the one place a flag names the option it sets. They are
+    /// merged over the config file and the defaults by `levee_config` (see options.rs).
+    pub fn options(&self) -> Options {
+        Options {
+            listen: OneOrMany::from_flags(&self.listen),
             backend: self.backend.clone(),
             root: self.root.clone(),
-            no_compression: self.no_compression,
-            presets: self.preset.clone(),
-            micro_cache: self.micro_cache.clone(),
-            cache_size: self.cache_size.clone(),
-            grace: self.grace.clone(),
-            debug_headers: self.debug_headers,
-            backend_max_concurrency: self.backend_max_concurrency,
-            workers: self.workers,
-            admin_listen: self.admin_listen.clone(),
-        };
-        Ok(Settings::load(self.config.as_deref(), &overrides)?)
+            preset: OneOrMany::from_flags(&self.preset),
+            // A switch given is a value; not given leaves the file's.
+            debug_headers: self.debug_headers.then_some(true),
+            workers: self.workers.map(Workers::Count),
+            cache: CacheOptions {
+                micro_cache: self.micro_cache.clone(),
+                size: self.cache_size.clone(),
+                grace: self.grace.clone(),
+                ..CacheOptions::default()
+            },
+            limits: LimitsOptions {
+                backend_max_concurrency: self.backend_max_concurrency,
+                ..LimitsOptions::default()
+            },
+            compression: CompressionOptions {
+                enabled: self.no_compression.then_some(false),
+                ..CompressionOptions::default()
+            },
+            admin: AdminOptions {
+                listen: self.admin_listen.clone(),
+            },
+            ..Options::default()
+        }
+    }
+
+    pub fn settings(&self) -> Result<Settings, levee_config::ConfigError> {
+        Settings::load(self.config.as_deref(), self.options())
     }
 }
 

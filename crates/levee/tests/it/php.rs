@@ -6,7 +6,6 @@
 //! worker is busy.
 
 // Panicking is how a test fails: helpers unwrap freely.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -545,6 +544,7 @@ async fn check_front_controller(site: &Site, levee: &Levee) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn front_controller_gets_the_cgi_variables_over_the_unix_socket() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     bounded(check_front_controller(&site, &levee)).await;
@@ -552,6 +552,7 @@ async fn front_controller_gets_the_cgi_variables_over_the_unix_socket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn front_controller_gets_the_cgi_variables_over_tcp() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.tcp()).start();
     bounded(check_front_controller(&site, &levee)).await;
@@ -559,6 +560,7 @@ async fn front_controller_gets_the_cgi_variables_over_tcp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn php_headers_statuses_redirects_and_cookies_reach_the_client() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.tcp()).start();
     bounded(async {
@@ -662,6 +664,7 @@ fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multipart_upload_of_several_mib_reaches_php_intact() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     bounded(async {
@@ -722,6 +725,7 @@ async fn multipart_upload_of_several_mib_reaches_php_intact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_post_body_streams_through_to_php() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     bounded(async {
@@ -744,6 +748,7 @@ async fn large_post_body_streams_through_to_php() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upload_with_expect_100_continue_gets_its_continue_and_reaches_php() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     // What curl does for any body over 1 MiB: the headers, then wait for 100 Continue.
     let site = Site::start();
     let levee = levee_php(&site, &site.tcp()).start();
@@ -782,6 +787,7 @@ async fn upload_with_expect_100_continue_gets_its_continue_and_reaches_php() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunked_post_body_reaches_php() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     // No Content-Length: the client streams the body in chunks, as curl does for
     // `-T -` and browsers' fetch() with a stream. PHP reads CONTENT_LENGTH bytes, so
     // the body must arrive with its length (nginx buffers such a body to know it).
@@ -820,6 +826,7 @@ async fn chunked_post_body_reaches_php() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunked_post_body_over_the_limit_gets_413_that_says_what_to_do() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     // php needs CONTENT_LENGTH, so a chunked body is read whole first, up to
     // fastcgi.max_unsized_body; beyond it the client is told, and php runs nothing.
     let site = Site::start();
@@ -915,6 +922,7 @@ async fn read_streamed(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_mib_streamed_response_arrives_complete_and_before_the_script_ends() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     bounded(async {
@@ -1034,6 +1042,7 @@ async fn raw_get(addr: SocketAddr, path: &str, headers: &str) -> Option<Raw> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_that_die_mid_response_never_hang_the_client_nor_get_cached() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     bounded(async {
@@ -1188,6 +1197,7 @@ async fn check_anonymous_hits(site: &Site, levee: &Levee, path: &str, script: &s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moniwiki_session_pages_with_s_maxage_are_shared_with_anonymous_clients_only() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).debug_headers().start();
     bounded(async {
@@ -1210,6 +1220,7 @@ async fn moniwiki_session_pages_with_s_maxage_are_shared_with_anonymous_clients_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn xe_session_pages_are_micro_cached_for_anonymous_clients_only() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.tcp())
         .args(&["--micro-cache", "2s"])
@@ -1237,6 +1248,7 @@ async fn xe_session_pages_are_micro_cached_for_anonymous_clients_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hundred_concurrent_misses_run_the_php_script_once() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.tcp()).start();
     bounded(async {
@@ -1264,6 +1276,7 @@ async fn hundred_concurrent_misses_run_the_php_script_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn php_never_runs_more_scripts_at_once_than_backend_max_concurrency() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     // More php-fpm workers than the limit: only levee can keep PHP at 2.
     let site = Site::with_children(8);
     let levee = levee_php(&site, &site.unix())
@@ -1324,6 +1337,7 @@ fn assert_php_fpm_502(r: &Resp, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn php_fpm_not_running_gives_a_clear_502() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let mut site = Site::start();
     site.stop_fpm();
     let socket = site.base.join("no-such-dir").join("php-fpm.sock");
@@ -1355,6 +1369,7 @@ async fn php_fpm_not_running_gives_a_clear_502() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_page_is_served_within_grace_when_php_fpm_stops() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let mut site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     let r = bounded(levee.get("/page.php")).await;
@@ -1378,6 +1393,7 @@ async fn stale_page_is_served_within_grace_when_php_fpm_stops() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn static_files_are_served_while_every_php_worker_is_busy() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::with_children(2);
     let levee = levee_php(&site, &site.unix()).start();
     bounded(async {
@@ -1414,6 +1430,7 @@ async fn static_files_are_served_while_every_php_worker_is_busy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn php_304_revalidates_a_stale_page_and_conditional_clients_get_304() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     bounded(async {
@@ -1457,6 +1474,7 @@ async fn php_304_revalidates_a_stale_page_and_conditional_clients_get_304() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_slower_than_the_first_byte_timeout_gives_504_and_levee_recovers() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.tcp())
         .config("[limits]\nbackend_first_byte_timeout = \"1s\"")
@@ -1479,6 +1497,7 @@ async fn script_slower_than_the_first_byte_timeout_gives_504_and_levee_recovers(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_goes_away_stops_the_script_of_its_passed_request() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     bounded(async {

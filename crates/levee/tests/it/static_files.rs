@@ -4,7 +4,6 @@
 //! Cache-Control of assets, directories, and what goes to the backend instead.
 
 // Panicking is how a test fails: helpers unwrap freely.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -219,6 +218,7 @@ const TRAVERSALS: &[&str] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traversal_attempts_never_return_files_outside_the_root() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::with_php();
     let origin = origin();
     let http = site.levee(&origin.url()).start();
@@ -270,6 +270,7 @@ async fn traversal_attempts_never_return_files_outside_the_root() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hidden_files_are_refused_with_php_and_left_to_the_http_backend() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::with_php();
     let php = site.levee_php();
     for path in [
@@ -314,6 +315,7 @@ async fn hidden_files_are_refused_with_php_and_left_to_the_http_backend() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn php_source_and_its_backups_are_never_sent_as_text() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::with_php();
     let php = site.levee_php();
     // With php-fpm the script runs: its output, never its source.
@@ -499,6 +501,7 @@ async fn conditional_requests_get_304_and_412() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn head_gets_the_headers_of_get_and_no_body() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::with_php();
     let origin = origin();
     let http = site.levee(&origin.url()).start();
@@ -582,6 +585,7 @@ async fn content_types_and_cache_control_of_assets_and_pages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn directories_redirect_to_their_slash_and_serve_their_index() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::with_php();
     let origin = origin();
     let http = site.levee(&origin.url()).start();
@@ -625,6 +629,7 @@ async fn directories_redirect_to_their_slash_and_serve_their_index() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_that_do_not_exist_go_to_the_backend() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::with_php();
     let origin = origin();
     let http = site.levee(&origin.url()).start();

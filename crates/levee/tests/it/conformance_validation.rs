@@ -18,8 +18,6 @@
 //!
 //! levee's deliberate deviations are noted where a test touches them.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -8,7 +8,6 @@
 //! origin; "not reused" means the origin saw it.
 
 // Panicking is how a test fails, helpers included.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -11,8 +11,6 @@
 //! - Streaming: misses, passes, slow origins (progressively), big static files.
 //! - Static files from `--root`: in memory, large, ranges, images, edits.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;

@@ -1,0 +1,280 @@
+//! Options as written, before validation: one type for the config file and the
+//! command-line flags alike, every value optional. The flags become an [`Options`]
+//! (levee's `cmd/serve.rs`), the file is parsed into one, and the two are merged with
+//! [`Combine`] over the built-in [`DEFAULTS`] (also an `Options`, parsed from TOML):
+//!
+//! ```text
+//! flags.combine(file).combine(defaults)  ->  Settings::from_options (validates)
+//! ```
+//!
+//! Adding an option is a field here, its default in `DEFAULTS`, its conversion in
+//! `settings.rs`, and a flag only if it deserves one. Modelled on uv's
+//! args → options → settings.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::ConfigError;
+
+/// Every option's built-in value, in one table: what `levee serve --backend URL` runs
+/// with. `levee.example.toml` documents each (a unit test keeps the two in step). The
+/// built-in session cookie globs are the exception, kept beside the presets they mirror
+/// (`DEFAULT_SESSION_COOKIES` in presets.rs) and added by [`Options::defaults`].
+pub const DEFAULTS: &str = r#"
+listen = "127.0.0.1:8080"
+workers = "auto"
+debug_headers = false
+
+[cache]
+size = "256MiB"
+max_object_size = "16MiB"
+heuristic = true
+heuristic_fraction = 0.1
+heuristic_max = "1d"
+micro_cache = "off"
+grace = "1h"
+hit_for_miss = "10s"
+keep = "1h"
+
+[anonymous]
+extra_session_cookies = []
+pass_paths = []
+
+[limits]
+max_connections = 10000
+max_header_bytes = "64KiB"
+max_headers = 100
+header_timeout = "10s"
+backend_connect_timeout = "3s"
+backend_first_byte_timeout = "60s"
+backend_read_timeout = "60s"
+backend_max_concurrency = 64
+backend_queue = 1024
+backend_queue_timeout = "10s"
+shutdown_timeout = "30s"
+
+[static]
+index = ["index.html", "index.htm"]
+asset_extensions = ["css", "js", "mjs", "map", "png", "jpg", "jpeg", "gif", "webp", "avif", "svg", "ico", "bmp", "woff", "woff2", "ttf", "otf", "eot", "mp3", "mp4", "webm", "ogg", "ogv", "wav", "flac", "pdf", "zip", "gz", "tgz", "bz2", "xz", "7z", "rar", "txt", "xml", "json", "wasm"]
+asset_max_age = "7d"
+memory = "64MiB"
+memory_max_file = "1MiB"
+
+[fastcgi]
+index = "index.php"
+keep_alive = 4
+max_unsized_body = "64MiB"
+
+[compression]
+enabled = true
+min_size = "1KiB"
+store = "gzip"
+transcode_memory = "32MiB"
+"#;
+
+/// Merging two sets of options: `self` wins where it has a value, `other` fills in.
+pub trait Combine {
+    fn combine(self, other: Self) -> Self;
+}
+
+impl<T> Combine for Option<T> {
+    fn combine(self, other: Self) -> Self {
+        self.or(other)
+    }
+}
+
+/// Declares an options table: the struct (serde, unknown keys refused so that a typo is
+/// reported) and its [`Combine`], field by field, so that no option is merged by hand.
+macro_rules! options_table {
+    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$fmeta:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, Clone, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: $ty,)*
+        }
+
+        impl Combine for $name {
+            fn combine(self, other: Self) -> Self {
+                $name {
+                    $($field: Combine::combine(self.$field, other.$field),)*
+                }
+            }
+        }
+    };
+}
+
+options_table! {
+    /// `levee serve`'s options: the config file's top level.
+    pub struct Options {
+        pub listen: Option<OneOrMany>,
+        pub backend: Option<String>,
+        pub root: Option<PathBuf>,
+        pub preset: Option<OneOrMany>,
+        pub debug_headers: Option<bool>,
+        pub workers: Option<Workers>,
+        #[serde(default)]
+        pub cache: CacheOptions,
+        #[serde(default)]
+        pub anonymous: AnonymousOptions,
+        #[serde(default)]
+        pub limits: LimitsOptions,
+        #[serde(default, rename = "static")]
+        pub static_files: StaticOptions,
+        #[serde(default)]
+        pub fastcgi: FastCgiOptions,
+        #[serde(default)]
+        pub compression: CompressionOptions,
+        #[serde(default)]
+        pub admin: AdminOptions,
+    }
+}
+
+options_table! {
+    /// `[cache]`
+    pub struct CacheOptions {
+        pub size: Option<String>,
+        pub max_object_size: Option<String>,
+        pub heuristic: Option<bool>,
+        pub heuristic_fraction: Option<f64>,
+        pub heuristic_max: Option<String>,
+        pub micro_cache: Option<String>,
+        pub grace: Option<String>,
+        pub hit_for_miss: Option<String>,
+        pub keep: Option<String>,
+    }
+}
+
+options_table! {
+    /// `[anonymous]`
+    pub struct AnonymousOptions {
+        /// Replaces the built-in list of session cookie globs.
+        pub session_cookies: Option<Vec<String>>,
+        pub extra_session_cookies: Option<Vec<String>>,
+        pub pass_paths: Option<Vec<String>>,
+    }
+}
+
+options_table! {
+    /// `[limits]`
+    pub struct LimitsOptions {
+        pub max_connections: Option<usize>,
+        pub max_header_bytes: Option<String>,
+        pub max_headers: Option<usize>,
+        pub header_timeout: Option<String>,
+        pub backend_connect_timeout: Option<String>,
+        pub backend_first_byte_timeout: Option<String>,
+        pub backend_read_timeout: Option<String>,
+        pub backend_max_concurrency: Option<usize>,
+        pub backend_queue: Option<usize>,
+        pub backend_queue_timeout: Option<String>,
+        pub shutdown_timeout: Option<String>,
+    }
+}
+
+options_table! {
+    /// `[static]`
+    pub struct StaticOptions {
+        pub index: Option<Vec<String>>,
+        pub asset_extensions: Option<Vec<String>>,
+        pub asset_max_age: Option<String>,
+        pub memory: Option<String>,
+        pub memory_max_file: Option<String>,
+    }
+}
+
+options_table! {
+    /// `[fastcgi]`
+    pub struct FastCgiOptions {
+        pub index: Option<String>,
+        pub keep_alive: Option<usize>,
+        pub max_unsized_body: Option<String>,
+    }
+}
+
+options_table! {
+    /// `[compression]`
+    pub struct CompressionOptions {
+        pub enabled: Option<bool>,
+        pub min_size: Option<String>,
+        pub store: Option<String>,
+        pub transcode_memory: Option<String>,
+    }
+}
+
+options_table! {
+    /// `[admin]`
+    pub struct AdminOptions {
+        pub listen: Option<String>,
+    }
+}
+
+/// One value or a list of them (`preset = "wordpress"` or `preset = ["wordpress", "mediawiki"]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+
+    /// A list given on the command line (a repeated flag): `None` when it was not given.
+    pub fn from_flags(values: &[String]) -> Option<OneOrMany> {
+        (!values.is_empty()).then(|| OneOrMany::Many(values.to_vec()))
+    }
+}
+
+/// `workers = 4`, or `workers = "auto"` as nginx's `worker_processes` takes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Workers {
+    Count(usize),
+    Word(String),
+}
+
+impl Options {
+    /// The config file at `path`.
+    pub fn read(path: &Path) -> Result<Options, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    /// The built-in values ([`DEFAULTS`]).
+    pub fn defaults() -> Options {
+        // DEFAULTS is a constant checked by a unit test; an empty table would still give
+        // clear "missing value" errors rather than a panic.
+        let mut d: Options = toml::from_str(DEFAULTS).unwrap_or_default();
+        d.anonymous.session_cookies = Some(
+            crate::DEFAULT_SESSION_COOKIES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        );
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_table_parses_whole() {
+        let d: Options = toml::from_str(DEFAULTS).unwrap();
+        assert!(d.listen.is_some() && d.cache.size.is_some() && d.compression.store.is_some());
+    }
+}

@@ -1,0 +1,385 @@
+//! The validated settings `levee serve` runs with, and the one conversion from
+//! [`Options`] to them: every value is parsed and checked here, before a port is bound,
+//! so that a mistake is reported with a message that says what to change. No default is
+//! named here: they all come from [`DEFAULTS`](crate::options::DEFAULTS).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::duration::{parse_duration, parse_size};
+use crate::options::{Combine, OneOrMany, Options, Workers};
+use crate::{Backend, ConfigError, CookieMatcher, PathMatcher, Preset};
+
+/// The cache: size, freshness rules and stale serving.
+#[derive(Debug, Clone)]
+pub struct CacheSettings {
+    /// Bound on the bytes of stored responses (bodies and headers).
+    pub size: u64,
+    /// Larger responses pass through unstored.
+    pub max_object_size: u64,
+    /// Whether heuristic freshness (RFC 9111 §4.2.2) is used when a response has none.
+    pub heuristic: bool,
+    /// Fraction of the time since `Last-Modified` used as heuristic lifetime.
+    pub heuristic_fraction: f64,
+    /// Upper bound on a heuristic lifetime.
+    pub heuristic_max: Duration,
+    /// TTL given to anonymous HTML responses that carry no explicit freshness.
+    pub micro_cache: Option<Duration>,
+    /// How long past its freshness a response may be served when the backend fails.
+    pub grace: Duration,
+    /// How long a key whose response was not cacheable goes straight to the backend.
+    pub hit_for_miss: Duration,
+    /// How long a stale response with validators is kept for conditional revalidation.
+    pub keep: Duration,
+}
+
+/// Which requests are anonymous and which must always pass.
+#[derive(Debug, Clone)]
+pub struct AnonymousSettings {
+    pub session_cookies: CookieMatcher,
+    pub pass_paths: PathMatcher,
+    /// Names of the presets in effect, for `--check` output.
+    pub presets: Vec<Preset>,
+}
+
+/// Limits and timeouts that keep one client or a slow backend from taking levee down.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub max_header_bytes: usize,
+    pub max_headers: usize,
+    /// Time a client has to send a request's headers; also the keep-alive idle limit.
+    pub header_timeout: Duration,
+    pub backend_connect_timeout: Duration,
+    pub backend_first_byte_timeout: Duration,
+    /// Longest pause between two pieces of a backend's response body.
+    pub backend_read_timeout: Duration,
+    /// Concurrent requests the backend may see, at most.
+    pub backend_max_concurrency: usize,
+    /// Requests that may wait for a backend slot; more are refused at once.
+    pub backend_queue: usize,
+    /// Longest wait for a backend slot.
+    pub backend_queue_timeout: Duration,
+    /// Longest wait for in-flight requests after SIGTERM.
+    pub shutdown_timeout: Duration,
+}
+
+/// Files served from the document root without asking the backend.
+#[derive(Debug, Clone)]
+pub struct StaticSettings {
+    /// Index files tried for a directory, in order.
+    pub index: Vec<String>,
+    /// Extensions of long-lived assets (lowercase, no dot): they get `asset_max_age`.
+    pub asset_extensions: Vec<String>,
+    pub asset_max_age: Duration,
+    /// Memory for small hot files, so that they are not read on every request.
+    pub memory: u64,
+    /// Larger files stream from disk.
+    pub memory_max_file: u64,
+}
+
+/// How PHP is reached over FastCGI.
+#[derive(Debug, Clone)]
+pub struct FastCgiSettings {
+    /// The front controller: requests for paths that are neither a file nor a script go
+    /// to it (nginx's `try_files $uri $uri/ /index.php?$args`). Empty: answer 404.
+    pub index: String,
+    /// Idle connections kept open for reuse (0: a connection per request, like nginx's
+    /// default). Each holds a php-fpm worker while idle, so keep it below
+    /// `pm.max_children`.
+    pub keep_alive: usize,
+    /// A request body without Content-Length (chunked) is read whole before it goes to
+    /// php, which needs its length; larger ones get 413.
+    pub max_unsized_body: u64,
+}
+
+/// Response compression.
+#[derive(Debug, Clone)]
+pub struct CompressionSettings {
+    pub enabled: bool,
+    /// Smaller bodies are sent as they are.
+    pub min_size: u64,
+    /// The coding stored objects are kept in: `gzip`, `br` or `zstd`.
+    pub store: String,
+    /// Memory for other codings of stored objects (and their decoded form), made on
+    /// demand for clients that do not accept the stored one.
+    pub transcode_memory: u64,
+}
+
+/// Everything `levee serve` needs, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: Vec<SocketAddr>,
+    pub backend: Backend,
+    /// The document root: static files are served from it (and PHP scripts found in it
+    /// with a FastCGI backend).
+    pub root: Option<PathBuf>,
+    pub static_files: StaticSettings,
+    pub fastcgi: FastCgiSettings,
+    pub compression: CompressionSettings,
+    pub cache: CacheSettings,
+    pub anonymous: AnonymousSettings,
+    pub limits: Limits,
+    /// Adds `X-Cache-Reason` explaining why a response was not stored.
+    pub debug_headers: bool,
+    /// Threads serving connections, each with its own listening socket; one per core
+    /// by default.
+    pub workers: usize,
+    pub admin: AdminSettings,
+}
+
+/// The admin listener: levee's own state (metrics), apart from the traffic.
+#[derive(Debug, Clone, Default)]
+pub struct AdminSettings {
+    /// Off when unset.
+    pub listen: Option<SocketAddr>,
+}
+
+/// More worker threads than this is a typo, not a machine.
+const MAX_WORKERS: usize = 1024;
+
+/// A value the merged options must have: the defaults table provides every one, so a
+/// missing one is levee's bug, reported rather than panicking.
+fn need<T>(value: Option<T>, option: &'static str) -> Result<T, ConfigError> {
+    value.ok_or_else(|| {
+        ConfigError::invalid(
+            option,
+            "no value and no built-in default (a bug in levee: please report it)",
+        )
+    })
+}
+
+fn duration(option: &'static str, value: Option<String>) -> Result<Duration, ConfigError> {
+    parse_duration(option, &need(value, option)?)
+}
+
+fn size(option: &'static str, value: Option<String>) -> Result<u64, ConfigError> {
+    parse_size(option, &need(value, option)?)
+}
+
+fn positive(option: &'static str, v: Option<usize>) -> Result<usize, ConfigError> {
+    match need(v, option)? {
+        0 => Err(ConfigError::invalid(option, "must be at least 1")),
+        v => Ok(v),
+    }
+}
+
+fn address(option: &'static str, s: &str, example: &str) -> Result<SocketAddr, ConfigError> {
+    s.parse().map_err(|_| {
+        ConfigError::invalid(
+            option,
+            format!("`{s}` is not an address; write it like {example}"),
+        )
+    })
+}
+
+impl Settings {
+    /// Reads the config file (if any) and resolves it under `flags`, over the defaults.
+    pub fn load(config: Option<&Path>, flags: Options) -> Result<Settings, ConfigError> {
+        let file = match config {
+            Some(path) => Options::read(path)?,
+            None => Options::default(),
+        };
+        Settings::from_options(flags.combine(file))
+    }
+
+    /// Validates `options` (flags and file, already merged) with the defaults filling
+    /// whatever they leave unset.
+    pub fn from_options(options: Options) -> Result<Settings, ConfigError> {
+        let o = options.combine(Options::defaults());
+
+        let mut listen = Vec::new();
+        for l in need(o.listen, "listen")?.into_vec() {
+            listen.push(address("listen", &l, "127.0.0.1:8080 or [::1]:8080")?);
+        }
+        if listen.is_empty() {
+            return Err(ConfigError::invalid(
+                "listen",
+                "at least one address is needed",
+            ));
+        }
+
+        let backend = Backend::parse(&o.backend.ok_or(ConfigError::NoBackend)?)?;
+        let root = o.root;
+        if let Some(r) = &root {
+            if !r.is_dir() {
+                return Err(ConfigError::invalid(
+                    "root",
+                    format!("{} is not a directory; give the site's document root (where index.php or index.html is)", r.display()),
+                ));
+            }
+        }
+        if matches!(backend, Backend::FastCgi(_)) && root.is_none() {
+            return Err(ConfigError::invalid(
+                "root",
+                "a FastCGI backend needs the document root: pass `--root /var/www/html` or set `root = \"...\"` (the directory php-fpm finds the scripts in)",
+            ));
+        }
+
+        let st = o.static_files;
+        let static_files = StaticSettings {
+            index: need(st.index, "static.index")?,
+            asset_extensions: need(st.asset_extensions, "static.asset_extensions")?
+                .into_iter()
+                .map(|e| e.trim_start_matches('.').to_ascii_lowercase())
+                .collect(),
+            asset_max_age: duration("static.asset_max_age", st.asset_max_age)?,
+            memory: size("static.memory", st.memory)?,
+            memory_max_file: size("static.memory_max_file", st.memory_max_file)?,
+        };
+
+        let fc = o.fastcgi;
+        let fastcgi = FastCgiSettings {
+            index: need(fc.index, "fastcgi.index")?,
+            keep_alive: need(fc.keep_alive, "fastcgi.keep_alive")?,
+            max_unsized_body: size("fastcgi.max_unsized_body", fc.max_unsized_body)?,
+        };
+        if fastcgi.index.contains('/') || fastcgi.index.starts_with('.') {
+            return Err(ConfigError::invalid(
+                "fastcgi.index",
+                "give a file name in the document root, like index.php",
+            ));
+        }
+
+        let cz = o.compression;
+        let compression = CompressionSettings {
+            enabled: need(cz.enabled, "compression.enabled")?,
+            min_size: size("compression.min_size", cz.min_size)?,
+            store: need(cz.store, "compression.store")?,
+            transcode_memory: size("compression.transcode_memory", cz.transcode_memory)?,
+        };
+        if !matches!(compression.store.as_str(), "gzip" | "br" | "zstd") {
+            return Err(ConfigError::invalid(
+                "compression.store",
+                format!("`{}` is not one of gzip, br, zstd", compression.store),
+            ));
+        }
+
+        let c = o.cache;
+        let micro_cache = match need(c.micro_cache, "cache.micro_cache")?.as_str() {
+            "off" | "0" | "0s" => None,
+            s => Some(parse_duration("micro_cache", s)?),
+        };
+        let heuristic_fraction = need(c.heuristic_fraction, "cache.heuristic_fraction")?;
+        if !(0.0..=1.0).contains(&heuristic_fraction) {
+            return Err(ConfigError::invalid(
+                "cache.heuristic_fraction",
+                "must be between 0.0 and 1.0 (the RFC suggests 0.1)",
+            ));
+        }
+        let cache = CacheSettings {
+            size: size("cache.size", c.size)?,
+            max_object_size: size("cache.max_object_size", c.max_object_size)?,
+            heuristic: need(c.heuristic, "cache.heuristic")?,
+            heuristic_fraction,
+            heuristic_max: duration("cache.heuristic_max", c.heuristic_max)?,
+            micro_cache,
+            grace: duration("cache.grace", c.grace)?,
+            hit_for_miss: duration("cache.hit_for_miss", c.hit_for_miss)?,
+            keep: duration("cache.keep", c.keep)?,
+        };
+        if cache.max_object_size > cache.size {
+            return Err(ConfigError::invalid(
+                "cache.max_object_size",
+                "must not exceed cache.size",
+            ));
+        }
+
+        let presets = o
+            .preset
+            .map(OneOrMany::into_vec)
+            .unwrap_or_default()
+            .iter()
+            .map(|name| Preset::parse(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let a = o.anonymous;
+        let mut cookies = need(a.session_cookies, "anonymous.session_cookies")?;
+        cookies.extend(need(
+            a.extra_session_cookies,
+            "anonymous.extra_session_cookies",
+        )?);
+        let mut pass = need(a.pass_paths, "anonymous.pass_paths")?;
+        for p in &presets {
+            cookies.extend(p.session_cookies().iter().map(|s| s.to_string()));
+            pass.extend(p.pass_paths().iter().map(|s| s.to_string()));
+        }
+        let anonymous = AnonymousSettings {
+            session_cookies: CookieMatcher::new(&cookies)?,
+            pass_paths: PathMatcher::new(&pass)?,
+            presets,
+        };
+
+        let l = o.limits;
+        let limits = Limits {
+            max_connections: positive("limits.max_connections", l.max_connections)?,
+            max_header_bytes: usize::try_from(size("limits.max_header_bytes", l.max_header_bytes)?)
+                .unwrap_or(usize::MAX),
+            max_headers: positive("limits.max_headers", l.max_headers)?,
+            header_timeout: duration("limits.header_timeout", l.header_timeout)?,
+            backend_connect_timeout: duration(
+                "limits.backend_connect_timeout",
+                l.backend_connect_timeout,
+            )?,
+            backend_first_byte_timeout: duration(
+                "limits.backend_first_byte_timeout",
+                l.backend_first_byte_timeout,
+            )?,
+            backend_read_timeout: duration("limits.backend_read_timeout", l.backend_read_timeout)?,
+            backend_max_concurrency: positive(
+                "limits.backend_max_concurrency",
+                l.backend_max_concurrency,
+            )?,
+            backend_queue: need(l.backend_queue, "limits.backend_queue")?,
+            backend_queue_timeout: duration(
+                "limits.backend_queue_timeout",
+                l.backend_queue_timeout,
+            )?,
+            shutdown_timeout: duration("limits.shutdown_timeout", l.shutdown_timeout)?,
+        };
+        if limits.max_header_bytes < 8192 {
+            return Err(ConfigError::invalid(
+                "limits.max_header_bytes",
+                "must be at least 8KiB",
+            ));
+        }
+
+        let workers = match need(o.workers, "workers")? {
+            Workers::Count(n) => n,
+            Workers::Word(w) if w.eq_ignore_ascii_case("auto") => 0,
+            Workers::Word(w) => {
+                return Err(ConfigError::invalid(
+                    "workers",
+                    format!("{w:?} is not a number of threads; write a number, or \"auto\" for one per core"),
+                ))
+            }
+        };
+        // 0 and "auto" mean one per core.
+        let workers = match workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n.min(MAX_WORKERS),
+        };
+
+        let admin = AdminSettings {
+            listen: match o.admin.listen {
+                Some(l) => Some(address("admin.listen", &l, "127.0.0.1:9091 or [::1]:9091")?),
+                None => None,
+            },
+        };
+
+        Ok(Settings {
+            listen,
+            backend,
+            root,
+            static_files,
+            fastcgi,
+            compression,
+            cache,
+            anonymous,
+            limits,
+            debug_headers: need(o.debug_headers, "debug_headers")?,
+            workers,
+            admin,
+        })
+    }
+}

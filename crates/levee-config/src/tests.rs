@@ -1,0 +1,279 @@
+//! Resolving options into settings: defaults, precedence, validation messages.
+
+use std::time::Duration;
+
+use super::*;
+
+/// Flags (as options) over a config file's text.
+fn resolve(file: &str, flags: Options) -> Result<Settings, ConfigError> {
+    let file: Options = toml::from_str(file).unwrap();
+    Settings::from_options(flags.combine(file))
+}
+
+fn with_backend() -> Options {
+    Options {
+        backend: Some("http://127.0.0.1:9000".into()),
+        ..Options::default()
+    }
+}
+
+fn micro_cache(v: &str) -> CacheOptions {
+    CacheOptions {
+        micro_cache: Some(v.into()),
+        ..CacheOptions::default()
+    }
+}
+
+#[test]
+fn backend_alone_is_a_complete_setup() {
+    let s = resolve("", with_backend()).unwrap();
+    assert_eq!(s.listen, vec!["127.0.0.1:8080".parse().unwrap()]);
+    assert_eq!(s.cache.size, 256 * 1024 * 1024);
+    assert!(s.cache.micro_cache.is_none());
+    assert!(
+        s.admin.listen.is_none(),
+        "the admin listener is off by default"
+    );
+    assert!(s.anonymous.session_cookies.is_session("PHPSESSID"));
+    assert!(s
+        .anonymous
+        .session_cookies
+        .is_session("wordpress_logged_in_abc"));
+    assert!(!s.anonymous.session_cookies.is_session("_ga"));
+    assert!(s.static_files.asset_extensions.iter().any(|e| e == "css"));
+}
+
+#[test]
+fn flags_override_file_and_file_overrides_defaults() {
+    let file = r#"
+        backend = "http://127.0.0.1:1"
+        listen = "127.0.0.1:1234"
+        [cache]
+        micro_cache = "10s"
+        size = "1MiB"
+        max_object_size = "512KiB"
+        "#;
+    let flags = Options {
+        cache: micro_cache("3s"),
+        ..with_backend()
+    };
+    let s = resolve(file, flags).unwrap();
+    assert_eq!(s.backend.to_string(), "http://127.0.0.1:9000");
+    assert_eq!(s.listen, vec!["127.0.0.1:1234".parse().unwrap()]);
+    assert_eq!(s.cache.micro_cache, Some(Duration::from_secs(3)));
+    assert_eq!(s.cache.size, 1024 * 1024, "a table merges key by key");
+    assert_eq!(s.cache.grace, Duration::from_secs(3600), "the default");
+}
+
+#[test]
+fn unknown_keys_are_errors() {
+    let err = toml::from_str::<Options>("bakend = \"x\"").unwrap_err();
+    assert!(err.to_string().contains("bakend"), "{err}");
+    let err = toml::from_str::<Options>("[cache]\nsise = \"1MiB\"").unwrap_err();
+    assert!(err.to_string().contains("sise"), "{err}");
+}
+
+#[test]
+fn missing_backend_says_what_to_do() {
+    let err = resolve("", Options::default()).unwrap_err();
+    assert!(err.to_string().contains("--backend"));
+}
+
+#[test]
+fn bad_values_name_the_option() {
+    for (o, needle) in [
+        (
+            Options {
+                cache: micro_cache("three seconds"),
+                ..with_backend()
+            },
+            "micro_cache",
+        ),
+        (
+            Options {
+                backend: Some("127.0.0.1:9000".into()),
+                ..Options::default()
+            },
+            "backend",
+        ),
+        (
+            Options {
+                preset: OneOrMany::from_flags(&["joomla-ish".into()]),
+                ..with_backend()
+            },
+            "preset",
+        ),
+        (
+            Options {
+                listen: Some(OneOrMany::One("localhost".into())),
+                ..with_backend()
+            },
+            "is not an address",
+        ),
+        (
+            Options {
+                admin: AdminOptions {
+                    listen: Some("9091".into()),
+                },
+                ..with_backend()
+            },
+            "admin.listen",
+        ),
+    ] {
+        let err = resolve("", o).unwrap_err();
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+}
+
+#[test]
+fn admin_listener_from_file_or_flag() {
+    let s = resolve("[admin]\nlisten = \"127.0.0.1:9091\"", with_backend()).unwrap();
+    assert_eq!(s.admin.listen, Some("127.0.0.1:9091".parse().unwrap()));
+    let flags = Options {
+        admin: AdminOptions {
+            listen: Some("[::1]:9092".into()),
+        },
+        ..with_backend()
+    };
+    let s = resolve("[admin]\nlisten = \"127.0.0.1:9091\"", flags).unwrap();
+    assert_eq!(s.admin.listen, Some("[::1]:9092".parse().unwrap()));
+}
+
+#[test]
+fn presets_add_pass_paths() {
+    let o = Options {
+        preset: OneOrMany::from_flags(&["wordpress".into()]),
+        ..with_backend()
+    };
+    let s = resolve("", o).unwrap();
+    assert!(s.anonymous.pass_paths.is_match("/wp-admin/edit.php"));
+    assert!(s
+        .anonymous
+        .pass_paths
+        .is_match("/wp-login.php?action=lostpassword"));
+    assert!(!s.anonymous.pass_paths.is_match("/2024/01/hello-world/"));
+}
+
+#[test]
+fn fastcgi_backends_parse_and_need_a_root() {
+    for (s, want) in [
+        (
+            "fastcgi://127.0.0.1:9000",
+            FastCgiAddress::Tcp("127.0.0.1:9000".into()),
+        ),
+        (
+            "fastcgi+unix:/run/php/php8.2-fpm.sock",
+            FastCgiAddress::Unix("/run/php/php8.2-fpm.sock".into()),
+        ),
+        (
+            "fastcgi+unix:///run/php.sock",
+            FastCgiAddress::Unix("/run/php.sock".into()),
+        ),
+    ] {
+        assert_eq!(
+            Backend::parse(s).unwrap(),
+            Backend::FastCgi(want.clone()),
+            "{s}"
+        );
+    }
+    let unix = Backend::parse("fastcgi+unix:///run/php.sock").unwrap();
+    assert_eq!(unix.to_string(), "fastcgi+unix:/run/php.sock");
+    for bad in [
+        "fastcgi://127.0.0.1",
+        "fastcgi://:9000",
+        "fastcgi://h:1/x",
+        "fastcgi+unix:run.sock",
+    ] {
+        let err = Backend::parse(bad).unwrap_err().to_string();
+        assert!(err.contains("backend"), "{bad}: {err}");
+    }
+    let o = Options {
+        backend: Some("fastcgi://127.0.0.1:9000".into()),
+        ..Options::default()
+    };
+    let err = resolve("", o.clone()).unwrap_err().to_string();
+    assert!(err.contains("--root"), "{err}");
+    let s = resolve(
+        "",
+        Options {
+            root: Some(std::env::temp_dir()),
+            ..o.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(s.fastcgi.index, "index.php");
+    let err = resolve(
+        "",
+        Options {
+            root: Some("/nonexistent/levee-root".into()),
+            ..o
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("not a directory"), "{err}");
+}
+
+#[test]
+fn compression_store_is_checked() {
+    let err = resolve("[compression]\nstore = \"lzma\"", with_backend())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("compression.store"), "{err}");
+    let s = resolve("", with_backend()).unwrap();
+    assert!(s.compression.enabled);
+    assert_eq!(s.compression.store, "gzip");
+}
+
+#[test]
+fn example_config_parses() {
+    let text = include_str!("../../../levee.example.toml");
+    resolve(text, Options::default()).unwrap();
+}
+
+/// `levee.example.toml` documents every option with its default: each key of the
+/// defaults table is written there with the same value (the example's `backend` has no
+/// default, `workers = 0` means "auto").
+#[test]
+fn example_config_shows_the_defaults() {
+    let example: toml::Table = toml::from_str(include_str!("../../../levee.example.toml")).unwrap();
+    let defaults: toml::Table = toml::from_str(DEFAULTS).unwrap();
+    let mut wrong = Vec::new();
+    for (key, value) in &defaults {
+        match (value, example.get(key)) {
+            (toml::Value::Table(t), Some(toml::Value::Table(e))) => {
+                for (k, v) in t {
+                    if e.get(k) != Some(v) {
+                        wrong.push(format!("[{key}] {k} = {v} (example: {:?})", e.get(k)));
+                    }
+                }
+            }
+            (_, Some(e)) if key == "workers" && e.as_integer() == Some(0) => {}
+            (_, Some(e)) if e == value => {}
+            (_, e) => wrong.push(format!("{key} = {value} (example: {e:?})")),
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "levee.example.toml disagrees with DEFAULTS: {wrong:#?}"
+    );
+}
+
+#[test]
+fn workers_is_a_count_or_auto_and_defaults_to_one_per_core() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = |toml: &str, flag: Option<usize>| {
+        let o = Options {
+            workers: flag.map(Workers::Count),
+            ..with_backend()
+        };
+        resolve(toml, o).map(|s| s.workers)
+    };
+    assert_eq!(workers("", None).unwrap(), cores);
+    assert_eq!(workers("workers = 3", None).unwrap(), 3);
+    assert_eq!(workers("workers = 0", None).unwrap(), cores);
+    assert_eq!(workers("workers = \"auto\"", None).unwrap(), cores);
+    assert_eq!(workers("workers = 3", Some(5)).unwrap(), 5, "the flag wins");
+    let err = workers("workers = \"many\"", None).unwrap_err().to_string();
+    assert!(err.contains("workers") && err.contains("auto"), "{err}");
+}

@@ -1,0 +1,135 @@
+//! Programs a test needs that cargo does not build (php-fpm, Chromium). A test whose tool
+//! is missing fails, saying the command that installs it, so that a machine without it
+//! never reports a green suite that tested nothing. Someone who knowingly runs without a
+//! tool sets `LEVEE_TEST_SKIP_MISSING` (a comma-separated list of tool names, or `all`):
+//! those tests then return early, saying so on stderr. CI never sets it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The environment variable that lets tests whose tool is missing pass without running.
+pub const SKIP_MISSING: &str = "LEVEE_TEST_SKIP_MISSING";
+
+/// A program some tests need.
+pub struct Tool {
+    /// What `LEVEE_TEST_SKIP_MISSING` calls it.
+    pub name: &'static str,
+    /// Where it is looked for, first found wins.
+    find: fn() -> Option<PathBuf>,
+    /// The command that installs it on Debian.
+    pub install: &'static str,
+}
+
+pub const CHROMIUM: Tool = Tool {
+    name: "chromium",
+    find: find_chromium,
+    install: "apt-get install -y chromium",
+};
+
+pub const PHP_FPM: Tool = Tool {
+    name: "php-fpm",
+    find: find_php_fpm,
+    install: "apt-get install -y php8.2-fpm php8.2-cli",
+};
+
+impl Tool {
+    /// Where the tool is, if it is installed.
+    pub fn path(&self) -> Option<PathBuf> {
+        (self.find)()
+    }
+}
+
+/// The tool's path; `None` when it is missing and the person running the tests opted
+/// out of it (the test should return). Panics, saying how to install it, when it is
+/// missing otherwise. See [`require!`](crate::require).
+pub fn require(tool: &Tool) -> Option<PathBuf> {
+    if let Some(p) = tool.path() {
+        return Some(p);
+    }
+    if skipped(tool.name, std::env::var(SKIP_MISSING).ok().as_deref()) {
+        eprintln!(
+            "skipped: {} is not installed and {SKIP_MISSING} names it; this test did not run",
+            tool.name
+        );
+        return None;
+    }
+    panic!(
+        "{} is not installed: run `{}` (or set {SKIP_MISSING}={} to skip the tests that need it)",
+        tool.name, tool.install, tool.name
+    );
+}
+
+/// Whether the value of `LEVEE_TEST_SKIP_MISSING` names `tool`.
+fn skipped(tool: &str, var: Option<&str>) -> bool {
+    var.is_some_and(|v| {
+        v.split(',')
+            .map(str::trim)
+            .any(|t| t.eq_ignore_ascii_case(tool) || t.eq_ignore_ascii_case("all"))
+    })
+}
+
+/// At the top of a test: the tool's path, or return from the test when it is missing
+/// and opted out (see [`require`](crate::tools::require)).
+#[macro_export]
+macro_rules! require {
+    ($tool:expr) => {
+        match $crate::tools::require(&$tool) {
+            Some(path) => path,
+            None => return,
+        }
+    };
+}
+
+fn find_chromium() -> Option<PathBuf> {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+}
+
+/// `/usr/sbin/php-fpm8.2`, or else the newest `php-fpm*` on `PATH` (or in `/usr/sbin`).
+fn find_php_fpm() -> Option<PathBuf> {
+    let preferred = Path::new("/usr/sbin/php-fpm8.2");
+    if preferred.is_file() {
+        return Some(preferred.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    dirs.extend(["/usr/sbin", "/usr/local/sbin"].map(PathBuf::from));
+    dirs.into_iter().find_map(|dir| {
+        let mut found: Vec<PathBuf> = fs::read_dir(&dir)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("php-fpm"))
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        found.sort();
+        found.pop()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::skipped;
+
+    #[test]
+    fn the_variable_names_tools_or_all() {
+        assert!(!skipped("chromium", None));
+        assert!(!skipped("chromium", Some("")));
+        assert!(!skipped("chromium", Some("php-fpm")));
+        assert!(skipped("chromium", Some("php-fpm, chromium")));
+        assert!(skipped("php-fpm", Some("ALL")));
+    }
+
+    #[test]
+    #[should_panic(expected = "apt-get install -y nothing")]
+    fn a_missing_tool_fails_with_its_install_command() {
+        let t = super::Tool {
+            name: "levee-test-no-such-tool",
+            find: || None,
+            install: "apt-get install -y nothing",
+        };
+        super::require(&t);
+    }
+}

@@ -1,0 +1,21 @@
+//! levee's integration tests, one binary (one link) for all: each module starts the real
+//! `levee` binary and real servers (origins, php-fpm, Chromium where a page is checked)
+//! on ephemeral loopback ports. They wait on levee's own state (its admin listener's
+//! counters, `levee_test::Levee::wait_fills_done`), not on time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod anonymous;
+mod coalescing;
+mod compression;
+mod conformance_freshness;
+mod conformance_validation;
+mod demo;
+mod limits;
+mod php;
+mod proxy;
+mod rfc9111;
+mod sendfile;
+mod stale;
+mod static_files;
+mod storage;
