@@ -22,7 +22,7 @@ use crate::ConfigError;
 /// built-in session cookie globs are the exception, kept beside the presets they mirror
 /// (`DEFAULT_SESSION_COOKIES` in presets.rs) and added by [`Options::defaults`].
 pub const DEFAULTS: &str = r#"
-listen = "127.0.0.1:8080"
+listen = ["127.0.0.1:8080"]
 workers = "auto"
 debug_headers = false
 
