@@ -26,7 +26,7 @@ pub struct Server {
 
 /// Binding failed; says which address and what to do.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot listen on {addr}: {source}{hint}")]
+#[error("cannot listen on {addr}{hint}")]
 pub struct BindError {
     pub addr: SocketAddr,
     pub source: std::io::Error,
