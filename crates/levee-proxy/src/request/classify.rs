@@ -8,7 +8,7 @@ use levee_cache::{CacheKey, NotStored, Scheme};
 
 use super::respond::{self, XCache};
 use super::shared::Shared;
-use super::Resp;
+use super::{Reason, Resp};
 use crate::body::ProxyBody;
 
 /// Where a request goes after classification.
@@ -16,35 +16,28 @@ pub(crate) enum Class {
     /// GET or HEAD that may be answered from the cache, under this key.
     Cache(CacheKey),
     /// To the backend as it is, never stored; the reason shows in `X-Cache-Reason`.
-    Pass(&'static str),
+    Pass(Reason),
 }
 
 /// Only GET and HEAD may use the cache, and only without `Authorization`, without a
-/// session cookie, and outside the pass paths.
+/// session cookie (configured or learned, see sessions.rs), and outside the pass paths.
 pub(crate) fn classify(shared: &Shared, parts: &request::Parts) -> Class {
     if parts.method != Method::GET && parts.method != Method::HEAD {
-        return Class::Pass(NotStored::Method.as_str());
+        return Class::Pass(NotStored::Method.as_str().into());
     }
     let h = &parts.headers;
     if h.contains_key(header::AUTHORIZATION) {
-        return Class::Pass(NotStored::Session.as_str());
+        return Class::Pass(NotStored::Session.as_str().into());
     }
-    let anon = &shared.settings.anonymous;
-    for cookie in h.get_all(header::COOKIE) {
+    match shared.sessions.session_cookie(h) {
+        Ok(None) => {}
+        Ok(Some(name)) => return Class::Pass(format!("session-cookie:{name}").into()),
         // A cookie header we cannot read might hide a session: pass.
-        let Ok(s) = cookie.to_str() else {
-            return Class::Pass(NotStored::Session.as_str());
-        };
-        for pair in s.split(';') {
-            let name = pair.split_once('=').map_or(pair, |(n, _)| n).trim();
-            if !name.is_empty() && anon.session_cookies.is_session(name) {
-                return Class::Pass(NotStored::Session.as_str());
-            }
-        }
+        Err(()) => return Class::Pass(NotStored::Session.as_str().into()),
     }
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    if anon.pass_paths.is_match(pq) {
-        return Class::Pass(NotStored::PassPath.as_str());
+    if shared.settings.anonymous.pass_paths.is_match(pq) {
+        return Class::Pass(NotStored::PassPath.as_str().into());
     }
     Class::Cache(CacheKey::for_request(Scheme::Http, &parts.uri, h))
 }

@@ -57,6 +57,15 @@ pub(crate) async fn fetch(
     let now = Instant::now();
     match &*head {
         FillHead::Stream(h) => {
+            // Never break a session: a response fetched without this client's cookies
+            // reaches it only as the shared anonymous page. When it cannot be that, a
+            // request that carried cookies asks the backend again, with them (its own
+            // session, not the fresh one the cookie-less fill was given).
+            if leader && h.storable.is_err() && parts.headers.contains_key(header::COOKIE) {
+                let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
+                drop(reader);
+                return pass::pass(shared, parts, body, conn, reason.as_str()).await;
+            }
             if !leader {
                 let usable = h.storable.is_ok() && h.vary.matches(&parts.headers);
                 reader = if usable { fill.join() } else { None };
@@ -296,6 +305,7 @@ async fn send(
         };
         let (mut head, body) = resp.into_parts();
         strip_hop_by_hop(&mut head.headers);
+        shared.sessions.learn(&head.headers);
         if head.status == StatusCode::NOT_MODIFIED {
             if let (Some(stale), Some(_)) = (&ctx.stale, &unconditional) {
                 let applies = conditional::not_modified_applies(
@@ -326,7 +336,9 @@ fn decide(
     headers: &HeaderMap,
     received: &Received,
 ) -> Result<Storable, NotStored> {
-    let session = |n: &str| shared.settings.anonymous.session_cookies.is_session(n);
+    // Only configured session cookies may be dropped from a shared response; learned
+    // ones make requests pass but a response setting one is not stored.
+    let session = |n: &str| shared.sessions.is_configured(n);
     let candidate = Candidate {
         method: &Method::GET,
         request_cc: req_cc,

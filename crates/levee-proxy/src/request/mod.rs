@@ -20,6 +20,7 @@ pub(crate) mod fill;
 pub(crate) mod lookup;
 pub(crate) mod pass;
 pub(crate) mod respond;
+mod sessions;
 mod shared;
 
 pub(crate) use shared::Shared;
@@ -37,6 +38,9 @@ use crate::upstream::ConnInfo;
 use classify::Class;
 
 pub(crate) type Resp = Response<ProxyBody>;
+
+/// Why a response was not stored or a request passed, for `X-Cache-Reason`.
+pub(crate) type Reason = std::borrow::Cow<'static, str>;
 
 /// Entry point for every request.
 pub(crate) async fn handle(

@@ -12,7 +12,7 @@ use levee_cache::{CacheKey, Scheme};
 
 use super::respond;
 use super::shared::Shared;
-use super::Resp;
+use super::{Reason, Resp};
 use crate::headers::{prepare_forward, strip_hop_by_hop};
 use crate::upstream::{BoxError, ConnInfo};
 
@@ -22,7 +22,7 @@ pub(crate) async fn pass(
     parts: request::Parts,
     body: Incoming,
     conn: ConnInfo,
-    reason: &'static str,
+    reason: impl Into<Reason>,
 ) -> Resp {
     let permit = match shared.upstream.slot().await {
         Ok(p) => p,
@@ -46,13 +46,14 @@ pub(crate) async fn pass(
         Err(e) => return respond::upstream_error(&e),
     };
     let (mut head, body) = resp.into_parts();
+    shared.sessions.learn(&head.headers);
     if let Some(key) = invalidates {
         if head.status.is_success() || head.status.is_redirection() {
             invalidate_after_unsafe(shared, &key, &head.headers);
         }
     }
     strip_hop_by_hop(&mut head.headers);
-    respond::passed(shared, &parts, head, body, permit, reason)
+    respond::passed(shared, &parts, head, body, permit, &reason.into())
 }
 
 /// RFC 9111 §4.4: a successful unsafe request invalidates the target URI and the URIs in

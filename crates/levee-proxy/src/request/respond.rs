@@ -74,7 +74,7 @@ pub(crate) fn mark(
     headers: &mut HeaderMap,
     x: XCache,
     age: Option<HeaderValue>,
-    reason: Option<&'static str>,
+    reason: Option<&str>,
 ) {
     set(
         headers,
@@ -221,7 +221,7 @@ pub(crate) fn passed(
     mut head: http::response::Parts,
     body: BackendBody,
     permit: tokio::sync::OwnedSemaphorePermit,
-    reason: &'static str,
+    reason: &str,
 ) -> Resp {
     mark(shared, &mut head.headers, XCache::Pass, None, Some(reason));
     let body = if parts.method == Method::HEAD {

@@ -10,6 +10,7 @@ use levee_cache::{CacheKey, Coalescer, Entry, NotStored, PolicyConfig, Store, Va
 use levee_config::{CacheSettings, Settings};
 use levee_static::{StaticConfig, StaticFiles};
 
+use super::sessions::Sessions;
 use crate::encoding::Encoder;
 use crate::stats::Stats;
 use crate::upstream::{Upstream, UpstreamError};
@@ -30,6 +31,8 @@ pub(crate) struct Shared {
     /// Memfd copies of hot large bodies, sent with sendfile.
     pub sendfile: zerocopy::Files,
     pub stats: Stats,
+    /// Which cookies mean a session: configured and learned.
+    pub sessions: Sessions,
 }
 
 impl Shared {
@@ -63,6 +66,7 @@ impl Shared {
             upstream: Upstream::new(&settings),
             policy: policy_config(c),
             stats: Stats::default(),
+            sessions: Sessions::new(settings.anonymous.session_cookies.clone()),
             settings,
         })
     }

@@ -16,6 +16,7 @@ mod php;
 mod proxy;
 mod rfc9111;
 mod sendfile;
+mod sessions;
 mod stale;
 mod static_files;
 mod storage;

@@ -1,0 +1,169 @@
+//! Which cookies mean a session: the configured globs (presets, `session_cookies`) and
+//! every cookie name the backend itself has set with `Set-Cookie`, learned as responses
+//! pass by. A request carrying one is personal: it passes, with its cookies, and its
+//! response is never stored. Cookies only the browser's scripts set (analytics, consent,
+//! a theme) are never seen in a `Set-Cookie`, so they still do not split the cache.
+//!
+//! Learning closes the hole of an application whose session cookie no list knows
+//! (DokuWiki's `DokuWiki`, a custom `session_name()`): without it, its logged-in users
+//! would be served what a fill fetched without their cookies.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use http::header::{HeaderMap, COOKIE, SET_COOKIE};
+use levee_config::CookieMatcher;
+
+/// More learned names than this is not an application's cookies: stop learning (the
+/// configured globs still apply) rather than grow without bound.
+const MAX_LEARNED: usize = 1024;
+
+pub(crate) struct Sessions {
+    configured: CookieMatcher,
+    /// Copy-on-write: read on every request with cookies, written when the backend sets
+    /// a name not seen before, which stops happening soon after start.
+    learned: ArcSwap<HashSet<Box<str>>>,
+}
+
+impl Sessions {
+    pub fn new(configured: CookieMatcher) -> Sessions {
+        Sessions {
+            configured,
+            learned: ArcSwap::from_pointee(HashSet::new()),
+        }
+    }
+
+    /// Whether `name` is configured as a session cookie (presets, globs). Only these
+    /// may be dropped from a response that is shared (see `policy::decide`).
+    pub fn is_configured(&self, name: &str) -> bool {
+        self.configured.is_session(name)
+    }
+
+    /// The cookie of this request that makes it personal, if any. `Err(())` for a
+    /// `Cookie` field that cannot be read (it might hide a session: pass).
+    pub fn session_cookie<'a>(&self, headers: &'a HeaderMap) -> Result<Option<&'a str>, ()> {
+        let mut learned = None;
+        for value in headers.get_all(COOKIE) {
+            let s = value.to_str().map_err(|_| ())?;
+            for pair in s.split(';') {
+                let name = pair.split_once('=').map_or(pair, |(n, _)| n).trim();
+                if name.is_empty() {
+                    continue;
+                }
+                if self.configured.is_session(name) {
+                    return Ok(Some(name));
+                }
+                let learned = learned.get_or_insert_with(|| self.learned.load());
+                if learned.contains(name) {
+                    return Ok(Some(name));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Learns the names of the cookies a backend response sets.
+    pub fn learn(&self, response: &HeaderMap) {
+        for value in response.get_all(SET_COOKIE) {
+            let Some(name) = value
+                .to_str()
+                .ok()
+                .and_then(|s| s.split_once('='))
+                .map(|(n, _)| n.trim())
+                .filter(|n| !n.is_empty())
+            else {
+                continue;
+            };
+            if self.configured.is_session(name) || self.learned.load().contains(name) {
+                continue;
+            }
+            self.learned.rcu(|set| {
+                let mut set = HashSet::clone(set);
+                if set.len() < MAX_LEARNED {
+                    set.insert(name.into());
+                }
+                Arc::new(set)
+            });
+            if self.learned.load().contains(name) {
+                tracing::info!(cookie = name, "learned a session cookie from the backend");
+            } else {
+                tracing::warn!(
+                    cookie = name,
+                    "not learned: {MAX_LEARNED} cookie names already are; list it in anonymous.session_cookies"
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn sessions() -> Sessions {
+        Sessions::new(CookieMatcher::new(&["PHPSESSID".into()]).unwrap())
+    }
+
+    fn cookies(v: &'static str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(COOKIE, HeaderValue::from_static(v));
+        h
+    }
+
+    #[test]
+    fn configured_and_learned_names_make_a_request_personal() {
+        let s = sessions();
+        assert_eq!(
+            s.session_cookie(&cookies("_ga=1; PHPSESSID=x")),
+            Ok(Some("PHPSESSID"))
+        );
+        assert_eq!(s.session_cookie(&cookies("_ga=1; DokuWiki=abc")), Ok(None));
+        let mut resp = HeaderMap::new();
+        resp.append(
+            SET_COOKIE,
+            HeaderValue::from_static("DokuWiki=abc; path=/; HttpOnly"),
+        );
+        resp.append(
+            SET_COOKIE,
+            HeaderValue::from_static("DW68700bfd=deleted; expires=Thu, 01 Jan 1970 00:00:00 GMT"),
+        );
+        s.learn(&resp);
+        assert_eq!(
+            s.session_cookie(&cookies("_ga=1; DokuWiki=abc")),
+            Ok(Some("DokuWiki"))
+        );
+        assert_eq!(
+            s.session_cookie(&cookies("DW68700bfd=x")),
+            Ok(Some("DW68700bfd"))
+        );
+        assert_eq!(s.session_cookie(&cookies("_ga=1; theme=dark")), Ok(None));
+        assert!(
+            !s.is_configured("DokuWiki"),
+            "learned names are not dropped from responses"
+        );
+    }
+
+    #[test]
+    fn learning_is_bounded() {
+        let s = sessions();
+        for i in 0..MAX_LEARNED + 10 {
+            let mut resp = HeaderMap::new();
+            resp.insert(
+                SET_COOKIE,
+                HeaderValue::from_str(&format!("c{i}=1")).unwrap(),
+            );
+            s.learn(&resp);
+        }
+        assert_eq!(s.learned.load().len(), MAX_LEARNED);
+    }
+
+    #[test]
+    fn an_unreadable_cookie_field_is_treated_as_personal() {
+        let s = sessions();
+        let mut h = HeaderMap::new();
+        h.insert(COOKIE, HeaderValue::from_bytes(b"a=\xff").unwrap());
+        assert!(s.session_cookie(&h).is_err());
+    }
+}
