@@ -23,6 +23,9 @@ pub struct PolicyConfig {
     pub heuristic_fraction: f64,
     pub heuristic_max: Duration,
     pub micro_cache: Option<Duration>,
+    /// Store anonymous HTML pages this long whatever the application's headers say
+    /// (see [`anonymous_page`]); off by default, on in presets.
+    pub anonymous_ttl: Option<Duration>,
     pub grace: Duration,
     pub keep: Duration,
     pub max_object_size: u64,
@@ -35,6 +38,7 @@ impl Default for PolicyConfig {
             heuristic_fraction: 0.1,
             heuristic_max: Duration::from_secs(86400),
             micro_cache: None,
+            anonymous_ttl: None,
             grace: Duration::from_secs(3600),
             keep: Duration::from_secs(3600),
             max_object_size: 16 << 20,
@@ -186,8 +190,99 @@ pub struct Storable {
 }
 
 /// Decides whether a response may be stored (RFC 9111 §3) and for how long it is fresh
-/// (§4.2.1), with levee's two additions (session-cookie stripping, micro-cache).
+/// (§4.2.1), with levee's additions: session-cookie stripping, micro-cache, and the
+/// opt-in anonymous TTL, which overrides what the application says about anonymous
+/// pages.
 pub fn decide(
+    c: &Candidate<'_>,
+    config: &PolicyConfig,
+    is_session_cookie: &dyn Fn(&str) -> bool,
+) -> Result<Storable, NotStored> {
+    let rfc = decide_rfc(c, config, is_session_cookie);
+    let Some(ttl) = config.anonymous_ttl.filter(|_| c.anonymous) else {
+        return rfc;
+    };
+    match &rfc {
+        // The application gave shared caches a freshness of its own: it is respected.
+        Ok(s) if !s.freshness.no_cache && !s.freshness.lifetime.is_zero() => rfc,
+        // What no anonymous TTL overrides: the request's no-store, a cookie that is not
+        // a session's, a body too large, or a response not meant for everyone alike.
+        Err(
+            NotStored::RequestNoStore
+            | NotStored::SetCookie
+            | NotStored::TooLarge
+            | NotStored::VaryStar
+            | NotStored::Method,
+        ) => rfc,
+        _ => anonymous_page(c, config, ttl, is_session_cookie).map_or(rfc, Ok),
+    }
+}
+
+/// The anonymous TTL (the Varnish recipe of the seeds, made safe by levee's session
+/// rules): a 200 HTML page for a request without a session is stored for `ttl` even if
+/// the application says `private`, `no-store`, `no-cache`, `max-age=0` or sends a past
+/// `Expires` (PHP's session headers), as long as its only `Set-Cookie` starts a session
+/// (dropped) and it varies on nothing but `Cookie` and `Accept-Encoding`. Clients still
+/// get the application's own `Cache-Control`: only levee reuses the page.
+fn anonymous_page(
+    c: &Candidate<'_>,
+    config: &PolicyConfig,
+    ttl: Duration,
+    is_session_cookie: &dyn Fn(&str) -> bool,
+) -> Option<Storable> {
+    if c.method != Method::GET || c.status != StatusCode::OK || c.request_cc.no_store {
+        return None;
+    }
+    if !is_html(c.headers) {
+        return None;
+    }
+    for v in c.headers.get_all(VARY) {
+        let ok = v.to_str().ok()?.split(',').all(|f| {
+            let f = f.trim();
+            f.is_empty()
+                || f.eq_ignore_ascii_case("cookie")
+                || f.eq_ignore_ascii_case("accept-encoding")
+        });
+        if !ok {
+            return None;
+        }
+    }
+    let mut strip_set_cookie = false;
+    for v in c.headers.get_all(SET_COOKIE) {
+        let name = v.to_str().ok()?.split_once('=')?.0.trim();
+        if name.is_empty() || !is_session_cookie(name) {
+            return None;
+        }
+        strip_set_cookie = true;
+    }
+    let has_validator = c.headers.contains_key(ETAG) || c.headers.contains_key(LAST_MODIFIED);
+    let mut retain = config.grace;
+    if has_validator {
+        retain += config.keep;
+    }
+    Some(Storable {
+        freshness: Freshness {
+            lifetime: ttl.min(Duration::from_secs(DELTA_SECONDS_MAX)),
+            stale_while_revalidate: Duration::ZERO,
+            stale_if_error: Duration::ZERO,
+            must_revalidate: false,
+            no_cache: false,
+            grace: config.grace,
+            retain,
+        },
+        strip_set_cookie,
+    })
+}
+
+fn is_html(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|s| s.trim_start().to_ascii_lowercase().starts_with("text/html"))
+}
+
+/// RFC 9111 §3 and §4.2.1, with session-cookie stripping and micro-caching.
+fn decide_rfc(
     c: &Candidate<'_>,
     config: &PolicyConfig,
     is_session_cookie: &dyn Fn(&str) -> bool,
@@ -253,14 +348,9 @@ pub fn decide(
     }
 
     let date = header_date(c.headers, DATE).unwrap_or(c.now);
-    let is_html = c
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|s| s.trim_start().to_ascii_lowercase().starts_with("text/html"));
     let micro = config
         .micro_cache
-        .filter(|_| c.anonymous && c.status == StatusCode::OK && is_html);
+        .filter(|_| c.anonymous && c.status == StatusCode::OK && is_html(c.headers));
     // PHP's session_start() adds `Expires: Thu, 19 Nov 1981 08:52:00 GMT` to every page
     // (session.cache_limiter): a date in the past, which says "do not cache", the very
     // thing the operator asked micro-caching to override. For an anonymous page only

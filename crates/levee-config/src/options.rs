@@ -33,6 +33,7 @@ heuristic = true
 heuristic_fraction = 0.1
 heuristic_max = "1d"
 micro_cache = "off"
+anonymous_ttl = "off"
 grace = "1h"
 hit_for_miss = "10s"
 keep = "1h"
@@ -140,6 +141,7 @@ options_table! {
         pub heuristic_fraction: Option<f64>,
         pub heuristic_max: Option<String>,
         pub micro_cache: Option<String>,
+        pub anonymous_ttl: Option<String>,
         pub grace: Option<String>,
         pub hit_for_miss: Option<String>,
         pub keep: Option<String>,

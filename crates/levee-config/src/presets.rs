@@ -39,6 +39,7 @@ pub const DEFAULT_SESSION_COOKIES: &[&str] = &[
 pub enum Preset {
     Wordpress,
     Mediawiki,
+    Dokuwiki,
     Drupal,
     Xe,
     Gnuboard,
@@ -49,8 +50,11 @@ impl Preset {
     pub const ALL: &'static [(&'static str, Preset)] = &[
         ("wordpress", Preset::Wordpress),
         ("mediawiki", Preset::Mediawiki),
+        ("dokuwiki", Preset::Dokuwiki),
         ("drupal", Preset::Drupal),
         ("xe", Preset::Xe),
+        // Rhymix is XE's maintained fork: same modules, same URLs.
+        ("rhymix", Preset::Xe),
         ("gnuboard", Preset::Gnuboard),
         ("moniwiki", Preset::Moniwiki),
     ];
@@ -90,6 +94,8 @@ impl Preset {
                 "/wp-cron.php*",
                 "/xmlrpc.php*",
                 "/wp-json/*",
+                "*rest_route=*",
+                "*wc-ajax=*",
                 "*preview=true*",
                 "/cart*",
                 "/checkout*",
@@ -97,15 +103,25 @@ impl Preset {
                 "*add-to-cart=*",
             ],
             Preset::Mediawiki => &[
-                "*action=edit*",
-                "*action=submit*",
-                "*action=raw*",
-                "*Special:UserLogin*",
-                "*Special:UserLogout*",
-                "*Special:Preferences*",
-                "*Special:CreateAccount*",
-                "/api.php*",
+                // Every action but viewing (edit, submit, raw, info, watch, purge...).
+                "*action=*",
+                // Special pages answer per user (Watchlist, Preferences, login...).
+                "*Special:*",
+                "*Special%3A*",
+                "*Special%3a*",
+                "*/api.php*",
                 "*/rest.php*",
+                "*oldid=*",
+                "*diff=*",
+            ],
+            Preset::Dokuwiki => &[
+                // Every action: edit, save, login, logout, admin, profile, revisions.
+                "*do=*",
+                "*rev=*",
+                "/lib/exe/ajax.php*",
+                "/lib/exe/indexer.php*",
+                "/lib/exe/detail.php*",
+                "/lib/exe/mediamanager.php*",
             ],
             Preset::Drupal => &[
                 "/user*",
@@ -146,12 +162,31 @@ impl Preset {
         }
     }
 
+    /// How long an anonymous page is reused whatever the application's headers say (the
+    /// anonymous TTL), when the operator sets none. Edits by logged-in users reach
+    /// readers at once anyway (see levee-proxy's edit invalidation): the TTL bounds what
+    /// other changes (a new comment by an anonymous visitor, a scheduled post) wait.
+    /// Forums change by the minute; wikis and CMS pages by the hour.
+    pub fn anonymous_ttl(self) -> std::time::Duration {
+        let secs = match self {
+            Preset::Xe | Preset::Gnuboard => 10,
+            Preset::Wordpress
+            | Preset::Mediawiki
+            | Preset::Dokuwiki
+            | Preset::Drupal
+            | Preset::Moniwiki => 60,
+        };
+        std::time::Duration::from_secs(secs)
+    }
+
     /// Session cookies in addition to [`DEFAULT_SESSION_COOKIES`].
     pub fn session_cookies(self) -> &'static [&'static str] {
         match self {
             Preset::Wordpress => &["woocommerce_*", "wp_woocommerce_session_*"],
             Preset::Drupal => &["Drupal.visitor.*"],
-            Preset::Xe => &["xe_logged", "xeak"],
+            Preset::Xe => &["xe_logged", "xeak", "rx_*", "RHYMIX*"],
+            // `DokuWiki` is its PHP session; `DW<hash>` the "remember me" login.
+            Preset::Dokuwiki => &["DokuWiki", "DW*"],
             Preset::Gnuboard => &["ck_*"],
             Preset::Mediawiki | Preset::Moniwiki => &[],
         }

@@ -26,6 +26,9 @@ pub struct CacheSettings {
     pub heuristic_max: Duration,
     /// TTL given to anonymous HTML responses that carry no explicit freshness.
     pub micro_cache: Option<Duration>,
+    /// TTL of anonymous HTML pages whatever the application's headers say (private,
+    /// no-store, max-age=0, PHP's session headers); off unless set or a preset is used.
+    pub anonymous_ttl: Option<Duration>,
     /// How long past its freshness a response may be served when the backend fails.
     pub grace: Duration,
     /// How long a key whose response was not cacheable goes straight to the backend.
@@ -158,6 +161,17 @@ fn size(option: &'static str, value: Option<String>) -> Result<u64, ConfigError>
     parse_size(option, &need(value, option)?)
 }
 
+/// A duration that may be switched off with `off` or `0`.
+fn optional_duration(
+    option: &'static str,
+    value: Option<String>,
+) -> Result<Option<Duration>, ConfigError> {
+    match need(value, option)?.as_str() {
+        "off" | "0" | "0s" => Ok(None),
+        s => parse_duration(option, s).map(Some),
+    }
+}
+
 fn positive(option: &'static str, v: Option<usize>) -> Result<usize, ConfigError> {
     match need(v, option)? {
         0 => Err(ConfigError::invalid(option, "must be at least 1")),
@@ -187,6 +201,8 @@ impl Settings {
     /// Validates `options` (flags and file, already merged) with the defaults filling
     /// whatever they leave unset.
     pub fn from_options(options: Options) -> Result<Settings, ConfigError> {
+        // Presets turn the anonymous TTL on, unless the flags or the file say otherwise.
+        let anonymous_ttl_set = options.cache.anonymous_ttl.is_some();
         let o = options.combine(Options::defaults());
 
         let mut listen = Vec::new();
@@ -256,10 +272,20 @@ impl Settings {
             ));
         }
 
+        let presets = o
+            .preset
+            .map(OneOrMany::into_vec)
+            .unwrap_or_default()
+            .iter()
+            .map(|name| Preset::parse(name))
+            .collect::<Result<Vec<_>, _>>()?;
+
         let c = o.cache;
-        let micro_cache = match need(c.micro_cache, "cache.micro_cache")?.as_str() {
-            "off" | "0" | "0s" => None,
-            s => Some(parse_duration("micro_cache", s)?),
+        let micro_cache = optional_duration("micro_cache", c.micro_cache)?;
+        let anonymous_ttl = match optional_duration("cache.anonymous_ttl", c.anonymous_ttl)? {
+            // The shortest of the presets' own: the most careful of the applications.
+            None if !anonymous_ttl_set => presets.iter().map(|p| p.anonymous_ttl()).min(),
+            ttl => ttl,
         };
         let heuristic_fraction = need(c.heuristic_fraction, "cache.heuristic_fraction")?;
         if !(0.0..=1.0).contains(&heuristic_fraction) {
@@ -275,6 +301,7 @@ impl Settings {
             heuristic_fraction,
             heuristic_max: duration("cache.heuristic_max", c.heuristic_max)?,
             micro_cache,
+            anonymous_ttl,
             grace: duration("cache.grace", c.grace)?,
             hit_for_miss: duration("cache.hit_for_miss", c.hit_for_miss)?,
             keep: duration("cache.keep", c.keep)?,
@@ -286,13 +313,6 @@ impl Settings {
             ));
         }
 
-        let presets = o
-            .preset
-            .map(OneOrMany::into_vec)
-            .unwrap_or_default()
-            .iter()
-            .map(|name| Preset::parse(name))
-            .collect::<Result<Vec<_>, _>>()?;
         let a = o.anonymous;
         let mut cookies = need(a.session_cookies, "anonymous.session_cookies")?;
         cookies.extend(need(

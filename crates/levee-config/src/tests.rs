@@ -277,3 +277,42 @@ fn workers_is_a_count_or_auto_and_defaults_to_one_per_core() {
     let err = workers("workers = \"many\"", None).unwrap_err().to_string();
     assert!(err.contains("workers") && err.contains("auto"), "{err}");
 }
+
+#[test]
+fn presets_turn_the_anonymous_ttl_on_unless_told_otherwise() {
+    let preset = |p: &str| Options {
+        preset: OneOrMany::from_flags(&[p.into()]),
+        ..with_backend()
+    };
+    assert_eq!(
+        resolve("", with_backend()).unwrap().cache.anonymous_ttl,
+        None
+    );
+    let s = resolve("", preset("dokuwiki")).unwrap();
+    assert_eq!(s.cache.anonymous_ttl, Some(Duration::from_secs(60)));
+    assert!(s.anonymous.session_cookies.is_session("DokuWiki"));
+    assert!(s
+        .anonymous
+        .session_cookies
+        .is_session("DW68700bfd16c2027de7de74a5a8202a6f"));
+    assert!(s
+        .anonymous
+        .pass_paths
+        .is_match("/doku.php?id=start&do=edit"));
+    assert!(!s.anonymous.pass_paths.is_match("/doku.php?id=start"));
+    let s = resolve("[cache]\nanonymous_ttl = \"off\"", preset("wordpress")).unwrap();
+    assert_eq!(s.cache.anonymous_ttl, None, "the file switches it off");
+    let flags = Options {
+        cache: CacheOptions {
+            anonymous_ttl: Some("5s".into()),
+            ..CacheOptions::default()
+        },
+        ..preset("mediawiki")
+    };
+    let s = resolve("", flags).unwrap();
+    assert_eq!(s.cache.anonymous_ttl, Some(Duration::from_secs(5)));
+    assert_eq!(
+        resolve("", preset("rhymix")).unwrap().anonymous.presets,
+        vec![Preset::Xe]
+    );
+}

@@ -400,3 +400,118 @@ fn age_accounts_for_upstream_age_and_delay() {
     let a = initial_age(&h, t0, t0 + Duration::from_secs(2));
     assert_eq!(a.as_secs(), 12);
 }
+
+fn anonymous_ttl(secs: u64) -> PolicyConfig {
+    PolicyConfig {
+        anonymous_ttl: Some(Duration::from_secs(secs)),
+        ..PolicyConfig::default()
+    }
+}
+
+/// What the real applications send anonymous visitors (issue 9's table).
+#[test]
+fn anonymous_ttl_stores_what_real_applications_send() {
+    let c = anonymous_ttl(60);
+    let apps = [
+        // WordPress: no Cache-Control at all.
+        headers(&[("content-type", "text/html; charset=UTF-8")]),
+        // MediaWiki to anonymous readers without $wgUseCdn.
+        headers(&[
+            ("cache-control", "private, must-revalidate, max-age=0"),
+            ("content-type", "text/html; charset=UTF-8"),
+            ("vary", "Accept-Encoding, Cookie"),
+            ("last-modified", "Mon, 23 Nov 2026 10:00:00 GMT"),
+        ]),
+        // DokuWiki, XE, gnuboard: PHP's session headers and a fresh session every page.
+        headers(&[
+            ("cache-control", "no-store, no-cache, must-revalidate"),
+            ("expires", "Thu, 19 Nov 1981 08:52:00 GMT"),
+            ("pragma", "no-cache"),
+            ("set-cookie", "PHPSESSID=abc; path=/; HttpOnly"),
+            ("content-type", "text/html; charset=utf-8"),
+        ]),
+    ];
+    for h in &apps {
+        assert!(
+            decide_with(h, true, &PolicyConfig::default()).is_err(),
+            "{h:?}"
+        );
+        let s = decide_with(h, true, &c).unwrap_or_else(|e| panic!("{h:?}: {e:?}"));
+        assert_eq!(s.freshness.lifetime, Duration::from_secs(60));
+        assert!(!s.freshness.no_cache && !s.freshness.must_revalidate);
+        // Never for a request with a session.
+        assert!(decide_with(h, false, &c).is_err(), "{h:?}");
+    }
+    let session = decide_with(&apps[2], true, &c).unwrap();
+    assert!(
+        session.strip_set_cookie,
+        "the session-starting cookie is dropped"
+    );
+}
+
+#[test]
+fn anonymous_ttl_never_overrides_what_makes_a_page_personal() {
+    let c = anonymous_ttl(60);
+    for (h, why) in [
+        (
+            headers(&[
+                ("content-type", "text/html"),
+                ("set-cookie", "wp_lang=ko; path=/"),
+            ]),
+            "a cookie that is not a session's",
+        ),
+        (
+            headers(&[("content-type", "text/html"), ("vary", "User-Agent")]),
+            "a Vary other than Cookie and Accept-Encoding",
+        ),
+        (
+            headers(&[("content-type", "text/html"), ("vary", "*")]),
+            "Vary: *",
+        ),
+        (headers(&[("content-type", "application/json")]), "not HTML"),
+    ] {
+        assert!(decide_with(&h, true, &c).is_err(), "{why}");
+    }
+    // Not a 200.
+    let cc = CacheControl::default();
+    let h = headers(&[("content-type", "text/html"), ("cache-control", "private")]);
+    let c404 = Candidate {
+        method: &Method::GET,
+        request_cc: &cc,
+        anonymous: true,
+        status: StatusCode::NOT_FOUND,
+        headers: &h,
+        now: SystemTime::now(),
+    };
+    assert!(decide(&c404, &c, &|_| false).is_err());
+    // The request's no-store still wins.
+    let no_store = CacheControl {
+        no_store: true,
+        ..CacheControl::default()
+    };
+    let c200 = Candidate {
+        request_cc: &no_store,
+        status: StatusCode::OK,
+        ..c404
+    };
+    assert_eq!(
+        decide(&c200, &c, &|_| false),
+        Err(NotStored::RequestNoStore)
+    );
+}
+
+#[test]
+fn anonymous_ttl_keeps_explicit_freshness() {
+    let h = headers(&[
+        ("content-type", "text/html"),
+        ("cache-control", "public, max-age=3600"),
+    ]);
+    let s = decide_with(&h, true, &anonymous_ttl(60)).unwrap();
+    assert_eq!(s.freshness.lifetime, Duration::from_secs(3600));
+    let short = headers(&[
+        ("content-type", "text/html"),
+        ("cache-control", "public, max-age=5"),
+    ]);
+    let s = decide_with(&short, true, &anonymous_ttl(60)).unwrap();
+    assert_eq!(s.freshness.lifetime, Duration::from_secs(5));
+}

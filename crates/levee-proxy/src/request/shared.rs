@@ -79,6 +79,7 @@ fn policy_config(c: &CacheSettings) -> PolicyConfig {
         heuristic_fraction: c.heuristic_fraction,
         heuristic_max: c.heuristic_max,
         micro_cache: c.micro_cache,
+        anonymous_ttl: c.anonymous_ttl,
         grace: c.grace,
         keep: c.keep,
         max_object_size: c.max_object_size,

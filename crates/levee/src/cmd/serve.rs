@@ -34,6 +34,10 @@ pub struct ServeArgs {
     /// Cache anonymous HTML without explicit freshness for this long, like 3s.
     #[arg(long, value_name = "DURATION")]
     pub micro_cache: Option<String>,
+    /// Store anonymous HTML pages this long whatever the application's headers say
+    /// (private, no-store, max-age=0), like 60s; `off` to disable what presets turn on.
+    #[arg(long, value_name = "DURATION")]
+    pub anonymous_ttl: Option<String>,
     /// Memory for cached responses, like 256MiB.
     #[arg(long, value_name = "SIZE")]
     pub cache_size: Option<String>,
@@ -74,6 +78,7 @@ impl ServeArgs {
             workers: self.workers.map(Workers::Count),
             cache: CacheOptions {
                 micro_cache: self.micro_cache.clone(),
+                anonymous_ttl: self.anonymous_ttl.clone(),
                 size: self.cache_size.clone(),
                 grace: self.grace.clone(),
                 ..CacheOptions::default()
@@ -190,6 +195,12 @@ fn print_settings(s: &Settings) {
         "micro-cache       {}",
         s.cache
             .micro_cache
+            .map_or("off".to_string(), |d| format!("{d:?}"))
+    );
+    println!(
+        "anonymous TTL     {}",
+        s.cache
+            .anonymous_ttl
             .map_or("off".to_string(), |d| format!("{d:?}"))
     );
     println!("grace             {:?}", s.cache.grace);

@@ -405,17 +405,24 @@ async fn extra_session_cookies_from_the_config_file_pass_and_are_dropped_when_se
     assert!(r.header_all("set-cookie").is_empty(), "{:?}", r.headers);
     assert_eq!(origin.requests_for("/starts"), 1);
 
-    // Without the config, mysite_auth is an ordinary cookie: the same requests are
-    // anonymous and the Set-Cookie makes the response personal.
+    // Without the config, mysite_auth is an ordinary cookie: such requests are
+    // anonymous...
     let plain = levee!().backend(&origin.url()).debug_headers().start();
-    let r = plain.get("/starts").await;
-    assert_eq!(r.reason(), "sets-non-session-cookie", "{}", r.summary());
     assert_eq!(plain.get("/page").await.x_cache(), "MISS");
     plain.wait_stored("/page").await;
     let r = plain
         .get_with("/page", &[("cookie", "mysite_auth=1")])
         .await;
     assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
+    // ...and a Set-Cookie of it makes the response personal, not stored. From then on
+    // levee knows the backend sets it: requests carrying it pass (a learned session).
+    let r = plain.get("/starts").await;
+    assert_eq!(r.reason(), "sets-non-session-cookie", "{}", r.summary());
+    let r = plain
+        .get_with("/page", &[("cookie", "mysite_auth=1")])
+        .await;
+    assert_eq!(r.x_cache(), "PASS", "{}", r.summary());
+    assert_eq!(r.reason(), "session-cookie:mysite_auth");
 }
 
 #[tokio::test]
@@ -432,14 +439,16 @@ async fn debug_headers_give_the_reason_for_every_decision() {
             _ => reply.header("cache-control", "max-age=60"),
         }
     });
+    // The RFC's reasons, without the anonymous TTL the preset would turn on (see
+    // anonymous_ttl.rs for that).
     let with_flag = levee!()
         .backend(&origin.url())
-        .args(&["--preset", "wordpress"])
+        .args(&["--preset", "wordpress", "--anonymous-ttl", "off"])
         .debug_headers()
         .start();
     let with_file = levee!()
         .backend(&origin.url())
-        .config("debug_headers = true\npreset = \"wordpress\"")
+        .config("debug_headers = true\npreset = \"wordpress\"\n[cache]\nanonymous_ttl = \"off\"")
         .start();
     for levee in [&with_flag, &with_file] {
         let r = levee.get("/cacheable").await;

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod anonymous;
+mod anonymous_ttl;
 mod coalescing;
 mod compression;
 mod conformance_freshness;
