@@ -1,6 +1,6 @@
 //! One stored response: status, packed headers, body, coding, Vary key and freshness.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -122,7 +122,7 @@ pub struct LeveeCoded {
 }
 
 /// A complete stored response.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Entry {
     /// Names this body for forms of it kept elsewhere (other codings); an entry refreshed
     /// by a 304 keeps the body and the id.
@@ -141,6 +141,10 @@ pub struct Entry {
     pub initial_age: Duration,
     /// When the response (or the 304 that refreshed it) arrived.
     pub response_time: Instant,
+    /// Marked stale before its time (a soft purge: an edit elsewhere on the site): the
+    /// next request validates it, behind coalescing, and it still stands in for a failed
+    /// backend within grace. Set through [`Entry::mark_stale`]; `false` when stored.
+    pub soft_purged: AtomicBool,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -156,9 +160,12 @@ impl Entry {
         self.initial_age + now.saturating_duration_since(self.response_time)
     }
 
-    /// Time left until stale, or how stale it is.
+    /// Time left until stale, or how stale it is (a soft-purged entry is stale now).
     pub fn staleness(&self, now: Instant) -> Result<Duration, Duration> {
         let age = self.age(now);
+        if self.soft_purged.load(Ordering::Relaxed) {
+            return Err(age.saturating_sub(self.freshness.lifetime));
+        }
         if age < self.freshness.lifetime {
             Ok(self.freshness.lifetime - age)
         } else {
@@ -190,6 +197,19 @@ impl Entry {
             Some(c) => c.original_etag.as_ref(),
             None => self.headers.get(http::header::ETAG),
         }
+    }
+
+    /// Makes the entry stale now (see `soft_purged`).
+    pub fn mark_stale(&self) {
+        self.soft_purged.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the stored response is an HTML page.
+    pub fn is_html(&self) -> bool {
+        self.headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|s| s.trim_start().to_ascii_lowercase().starts_with("text/html"))
     }
 
     pub fn last_modified(&self) -> Option<&HeaderValue> {

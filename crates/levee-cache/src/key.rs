@@ -88,6 +88,12 @@ impl CacheKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The host part, lowercased (with its port, if the request named one).
+    pub fn host(&self) -> &str {
+        let rest = self.0.split_once("://").map_or("", |(_, r)| r);
+        rest.find('/').map_or(rest, |i| &rest[..i])
+    }
 }
 
 impl fmt::Display for CacheKey {
@@ -215,6 +221,16 @@ mod tests {
             key(Some("example.com"), "/a"),
             key(Some("example.com"), "/a?")
         );
+    }
+
+    #[test]
+    fn host_of_a_key() {
+        assert_eq!(
+            key(Some("Example.com:8080"), "/a/b?c").host(),
+            "example.com:8080"
+        );
+        assert_eq!(key(Some("example.com"), "/").host(), "example.com");
+        assert_eq!(key(None, "/x").host(), "");
     }
 
     #[test]

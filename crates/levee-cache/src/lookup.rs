@@ -151,6 +151,7 @@ mod tests {
             freshness: f,
             initial_age: Duration::from_secs(initial_age),
             response_time: clock.0,
+            soft_purged: Default::default(),
         }
     }
 
@@ -468,5 +469,24 @@ mod tests {
         let none = CacheControl::default();
         assert_eq!(lookup(&none, Some(&e), c.0 + S / 2), Lookup::Hit);
         assert_eq!(lookup(&none, Some(&e), c.0 + S), Lookup::Validate);
+    }
+
+    // An edit elsewhere marked the page stale before its time (a soft purge).
+    #[test]
+    fn a_soft_purged_entry_is_validated_and_still_stands_in_for_errors() {
+        let c = clock();
+        let mut f = freshness(3600);
+        f.grace = Duration::from_secs(60);
+        let e = stored(&c, f);
+        let none = CacheControl::default();
+        assert_eq!(lookup(&none, Some(&e), c.at(10)), Lookup::Hit);
+        assert!(!stale_on_error(&e, c.at(10)));
+        e.mark_stale();
+        assert_eq!(lookup(&none, Some(&e), c.at(10)), Lookup::Validate);
+        assert_eq!(
+            lookup(&cc("max-stale=0"), Some(&e), c.at(10)),
+            Lookup::StaleAccepted
+        );
+        assert!(stale_on_error(&e, c.at(10)));
     }
 }

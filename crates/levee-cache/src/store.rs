@@ -128,6 +128,21 @@ impl Store {
         }
     }
 
+    /// Marks stale every stored response `pick` chooses (a soft purge: they are
+    /// validated on their next request, and still serve as stale copies within grace).
+    /// Walks the whole store: for rare events like an edit, not per request. Returns
+    /// how many were marked.
+    pub fn soft_purge(&self, pick: impl Fn(&CacheKey, &Entry) -> bool) -> usize {
+        let mut n = 0;
+        for (key, variants) in self.entries.iter() {
+            for e in variants.0.iter().filter(|e| pick(&key, e)) {
+                e.mark_stale();
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Number of URLs stored (approximate while eviction runs).
     pub fn len(&self) -> u64 {
         self.entries.entry_count()
@@ -180,6 +195,7 @@ mod tests {
             },
             initial_age: Duration::ZERO,
             response_time: Instant::now(),
+            soft_purged: Default::default(),
         })
     }
 
@@ -203,5 +219,31 @@ mod tests {
         assert_eq!(store.get(&k, &lang("ko")).map(|e| e.id), Some(2));
         store.remove(&k, 2);
         assert!(store.get(&k, &lang("ko")).is_none());
+    }
+
+    #[test]
+    fn soft_purge_marks_only_what_it_picks() {
+        let store = Store::new(1 << 20);
+        let k =
+            |p: &str| CacheKey::for_request(Scheme::Http, &p.parse().unwrap(), &HeaderMap::new());
+        store.insert(k("/a"), entry(1, "en"));
+        store.insert(k("/b"), entry(2, "en"));
+        let now = Instant::now();
+        assert!(store
+            .get(&k("/a"), &lang("en"))
+            .unwrap()
+            .staleness(now)
+            .is_ok());
+        assert_eq!(store.soft_purge(|key, _| key.as_str().ends_with("/a")), 1);
+        assert!(store
+            .get(&k("/a"), &lang("en"))
+            .unwrap()
+            .staleness(now)
+            .is_err());
+        assert!(store
+            .get(&k("/b"), &lang("en"))
+            .unwrap()
+            .staleness(now)
+            .is_ok());
     }
 }

@@ -22,8 +22,8 @@ pub use options::{
 };
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES};
 pub use settings::{
-    AdminSettings, AnonymousSettings, CacheSettings, CompressionSettings, FastCgiSettings, Limits,
-    Settings, StaticSettings,
+    AdminSettings, AnonymousSettings, CacheSettings, CompressionSettings, EditInvalidation,
+    FastCgiSettings, Limits, Settings, StaticSettings,
 };
 
 /// An error in the configuration: always says what to change.

@@ -41,6 +41,7 @@ keep = "1h"
 [anonymous]
 extra_session_cookies = []
 pass_paths = []
+edit_invalidation = "host"
 
 [limits]
 max_connections = 10000
@@ -155,6 +156,7 @@ options_table! {
         pub session_cookies: Option<Vec<String>>,
         pub extra_session_cookies: Option<Vec<String>>,
         pub pass_paths: Option<Vec<String>>,
+        pub edit_invalidation: Option<String>,
     }
 }
 

@@ -44,6 +44,22 @@ pub struct AnonymousSettings {
     pub pass_paths: PathMatcher,
     /// Names of the presets in effect, for `--check` output.
     pub presets: Vec<Preset>,
+    /// What a successful edit (an unsafe request with a session) makes stale.
+    pub edit_invalidation: EditInvalidation,
+}
+
+/// What a successful unsafe request (POST, PUT, DELETE...) that carries a session makes
+/// stale, so that anonymous readers see an edit at once rather than after a TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditInvalidation {
+    /// Every stored HTML page of the host, softly (validated on next request, behind
+    /// coalescing; served stale within grace if the backend fails). An edit arrives as
+    /// a POST to a URL that is not the page (WordPress REST, MediaWiki's api.php,
+    /// DokuWiki's doku.php), so the page cannot be named in general: the safe default.
+    Host,
+    /// Only the request's own URL and its same-origin `Location`/`Content-Location`
+    /// (RFC 9111 §4.4), which levee always does.
+    Url,
 }
 
 /// Limits and timeouts that keep one client or a slow backend from taking levee down.
@@ -324,10 +340,22 @@ impl Settings {
             cookies.extend(p.session_cookies().iter().map(|s| s.to_string()));
             pass.extend(p.pass_paths().iter().map(|s| s.to_string()));
         }
+        let edit_invalidation =
+            match need(a.edit_invalidation, "anonymous.edit_invalidation")?.as_str() {
+                "host" => EditInvalidation::Host,
+                "url" => EditInvalidation::Url,
+                other => {
+                    return Err(ConfigError::invalid(
+                        "anonymous.edit_invalidation",
+                        format!("`{other}` is not one of host, url"),
+                    ))
+                }
+            };
         let anonymous = AnonymousSettings {
             session_cookies: CookieMatcher::new(&cookies)?,
             pass_paths: PathMatcher::new(&pass)?,
             presets,
+            edit_invalidation,
         };
 
         let l = o.limits;

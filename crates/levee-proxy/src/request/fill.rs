@@ -267,6 +267,7 @@ async fn run_fill(
         freshness: st.freshness,
         initial_age,
         response_time: received.at,
+        soft_purged: Default::default(),
     };
     shared.store.insert(key.clone(), Arc::new(entry));
     shared.stats.stored.inc();
@@ -462,6 +463,7 @@ fn refresh(
         freshness,
         initial_age,
         response_time: received.at,
+        soft_purged: Default::default(),
     });
     if decision.is_ok() {
         shared.store.insert(key.clone(), entry.clone());

@@ -9,6 +9,7 @@ use http::{request, Method, Request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use levee_cache::{CacheKey, Scheme};
+use levee_config::EditInvalidation;
 
 use super::respond;
 use super::shared::Shared;
@@ -34,6 +35,10 @@ pub(crate) async fn pass(
     );
     let invalidates =
         unsafe_method.then(|| CacheKey::for_request(Scheme::Http, &parts.uri, &parts.headers));
+    // An edit by someone logged in: anonymous readers must see it at once.
+    let edit = unsafe_method
+        && (parts.headers.contains_key(http::header::AUTHORIZATION)
+            || !matches!(shared.sessions.session_cookie(&parts.headers), Ok(None)));
     let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
     prepare_forward(&mut headers, &parts, conn.peer.ip());
@@ -50,6 +55,9 @@ pub(crate) async fn pass(
     if let Some(key) = invalidates {
         if head.status.is_success() || head.status.is_redirection() {
             invalidate_after_unsafe(shared, &key, &head.headers);
+            if edit && shared.settings.anonymous.edit_invalidation == EditInvalidation::Host {
+                soft_purge_host(shared, key);
+            }
         }
     }
     strip_hop_by_hop(&mut head.headers);
@@ -69,4 +77,21 @@ fn invalidate_after_unsafe(shared: &Shared, key: &CacheKey, response: &HeaderMap
             shared.store.invalidate(&other);
         }
     }
+}
+
+/// Marks every stored HTML page of the edited host stale, off the worker thread: it
+/// walks the whole store.
+fn soft_purge_host(shared: &Arc<Shared>, key: CacheKey) {
+    let shared = shared.clone();
+    tokio::task::spawn_blocking(move || {
+        let host = key.host();
+        let n = shared
+            .store
+            .soft_purge(|k, e| k.host() == host && e.is_html());
+        tracing::debug!(
+            host,
+            pages = n,
+            "edit: stored pages of the host marked stale"
+        );
+    });
 }

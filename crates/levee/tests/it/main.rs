@@ -12,6 +12,7 @@ mod compression;
 mod conformance_freshness;
 mod conformance_validation;
 mod demo;
+mod edits;
 mod limits;
 mod php;
 mod proxy;

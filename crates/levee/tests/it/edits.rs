@@ -1,0 +1,105 @@
+//! Edits visible at once: a logged-in user's edit arrives as a POST to a URL that is not
+//! the page (WordPress REST, MediaWiki's api.php, DokuWiki's doku.php); anonymous readers
+//! see it within a second or two anyway, not after the TTL.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use levee_test::{levee, Levee, Origin, Reply, Req};
+
+/// A wiki: pages show the revision; a POST to /api.php makes a new one.
+fn wiki() -> (Origin, Arc<AtomicUsize>) {
+    let revision = Arc::new(AtomicUsize::new(1));
+    let rev = revision.clone();
+    let origin = Origin::start(move |r| {
+        if r.method == "POST" {
+            rev.fetch_add(1, Ordering::SeqCst);
+            return Reply::text("saved").header("cache-control", "no-store");
+        }
+        Reply::text(format!(
+            "{} revision {}",
+            r.path,
+            rev.load(Ordering::SeqCst)
+        ))
+        .header("content-type", "text/html")
+        .header("cache-control", "public, max-age=3600")
+    });
+    (origin, revision)
+}
+
+async fn stored_page(levee: &Levee, path: &str) -> String {
+    let r = levee.get(path).await;
+    levee.wait_stored(path).await;
+    r.text()
+}
+
+/// Waits (2 s at most) until anonymous readers of `path` see `want`.
+async fn seen_within_2s(levee: &Levee, path: &str, want: &str) -> Duration {
+    let start = Instant::now();
+    loop {
+        let r = levee.get(path).await;
+        if r.text() == want {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{path} still shows {:?} 2 s after the edit",
+            r.text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_edit_with_a_session_makes_the_sites_pages_stale() {
+    let (origin, _) = wiki();
+    let levee = levee!().backend(&origin.url()).start();
+    assert_eq!(
+        stored_page(&levee, "/wiki/Main").await,
+        "/wiki/Main revision 1"
+    );
+    assert_eq!(
+        stored_page(&levee, "/wiki/Other").await,
+        "/wiki/Other revision 1"
+    );
+    let edit = Req::post("/api.php", "action=edit&title=Main")
+        .header("cookie", "wiki_session=admin")
+        .send(&levee)
+        .await;
+    assert_eq!(edit.text(), "saved");
+    seen_within_2s(&levee, "/wiki/Main", "/wiki/Main revision 2").await;
+    seen_within_2s(&levee, "/wiki/Other", "/wiki/Other revision 2").await;
+    // Stored again, and shared.
+    levee.wait_stored("/wiki/Main").await;
+    let before = origin.requests();
+    assert_eq!(levee.get("/wiki/Main").await.x_cache(), "HIT");
+    assert_eq!(origin.requests(), before);
+}
+
+#[tokio::test]
+async fn an_anonymous_post_or_url_scope_invalidates_only_its_urls() {
+    let (origin, _) = wiki();
+    let levee = levee!().backend(&origin.url()).start();
+    stored_page(&levee, "/wiki/Main").await;
+    // No session: only the POST's own URL (RFC 9111 §4.4).
+    Req::post("/api.php", "x").send(&levee).await;
+    levee.wait_backend_idle().await;
+    let r = levee.get("/wiki/Main").await;
+    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
+    assert_eq!(r.text(), "/wiki/Main revision 1");
+
+    let (origin, _) = wiki();
+    let levee = levee!()
+        .backend(&origin.url())
+        .config("[anonymous]\nedit_invalidation = \"url\"")
+        .start();
+    stored_page(&levee, "/wiki/Main").await;
+    Req::post("/api.php", "x")
+        .header("cookie", "PHPSESSID=admin")
+        .send(&levee)
+        .await;
+    levee.wait_backend_idle().await;
+    let r = levee.get("/wiki/Main").await;
+    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
+}
