@@ -13,6 +13,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod apps;
 mod client;
 mod levee;
 mod origin;

@@ -32,6 +32,15 @@ pub const PHP_FPM: Tool = Tool {
     install: "apt-get install -y php8.2-fpm php8.2-cli",
 };
 
+pub const DOKUWIKI: Tool = Tool {
+    name: "dokuwiki",
+    find: || {
+        let p = PathBuf::from("/usr/share/dokuwiki/doku.php");
+        p.is_file().then_some(p)
+    },
+    install: "apt-get install -y dokuwiki",
+};
+
 impl Tool {
     /// Where the tool is, if it is installed.
     pub fn path(&self) -> Option<PathBuf> {

@@ -7,6 +7,7 @@
 
 mod anonymous;
 mod anonymous_ttl;
+mod apps;
 mod coalescing;
 mod compression;
 mod conformance_freshness;
