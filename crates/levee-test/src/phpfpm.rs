@@ -21,6 +21,7 @@ pub struct PhpFpmBuilder {
     max_children: usize,
     max_requests: u32,
     ini: Vec<(String, String)>,
+    env: Vec<(String, String)>,
 }
 
 impl PhpFpmBuilder {
@@ -40,6 +41,12 @@ impl PhpFpmBuilder {
     /// A `php_admin_value[name] = value` line for both pools.
     pub fn ini(mut self, name: &str, value: &str) -> PhpFpmBuilder {
         self.ini.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// An `env[name] = value` line for both pools: what the scripts see in `getenv()`.
+    pub fn env(mut self, name: &str, value: &str) -> PhpFpmBuilder {
+        self.env.push((name.to_string(), value.to_string()));
         self
     }
 
@@ -159,6 +166,9 @@ impl PhpFpmBuilder {
             for (k, v) in &self.ini {
                 c.push_str(&format!("php_admin_value[{k}] = {v}\n"));
             }
+            for (k, v) in &self.env {
+                c.push_str(&format!("env[{k}] = {v}\n"));
+            }
         }
         c
     }
@@ -192,6 +202,7 @@ impl PhpFpm {
             max_children: 4,
             max_requests: 0,
             ini: Vec::new(),
+            env: Vec::new(),
         }
     }
 

@@ -41,6 +41,37 @@ pub const DOKUWIKI: Tool = Tool {
     install: "apt-get install -y dokuwiki",
 };
 
+/// The MariaDB server and its PHP driver, for the database-backed applications.
+pub const MARIADB: Tool = Tool {
+    name: "mariadb",
+    find: || {
+        let server = PathBuf::from("/usr/sbin/mariadbd");
+        let driver = Path::new("/etc/php/8.2/mods-available/mysqli.ini");
+        (server.is_file() && driver.is_file()).then_some(server)
+    },
+    install: "apt-get install -y mariadb-server php8.2-mysql",
+};
+
+/// WordPress with its default theme (Debian's package ships none).
+pub const WORDPRESS: Tool = Tool {
+    name: "wordpress",
+    find: || {
+        let p = PathBuf::from("/usr/share/wordpress/wp-load.php");
+        let theme = Path::new("/usr/share/wordpress/wp-content/themes/twentytwentythree");
+        (p.is_file() && theme.is_dir()).then_some(p)
+    },
+    install: "apt-get install -y wordpress wordpress-theme-twentytwentythree",
+};
+
+pub const MEDIAWIKI: Tool = Tool {
+    name: "mediawiki",
+    find: || {
+        let p = PathBuf::from("/usr/share/mediawiki/index.php");
+        p.is_file().then_some(p)
+    },
+    install: "apt-get install -y mediawiki",
+};
+
 impl Tool {
     /// Where the tool is, if it is installed.
     pub fn path(&self) -> Option<PathBuf> {

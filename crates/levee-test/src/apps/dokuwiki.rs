@@ -1,44 +1,10 @@
-//! Real applications from Debian's packages, installed into a temporary directory and
-//! run on a private php-fpm, unchanged: their own headers, cookies and forms. And a
-//! [`Browser`] that keeps cookies, as a person's browser would.
+//! DokuWiki from Debian's `dokuwiki` package.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::client::{Req, Resp};
-use crate::levee::Levee;
+use super::{copy_tree, form_value, scratch, Browser};
 use crate::phpfpm::PhpFpm;
-
-/// A fresh directory under the system's temporary one, removed by its owner's `Drop`.
-fn scratch(what: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "levee-{what}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// `cp -rL from to`: a copy with the package's symlinks resolved.
-fn copy_tree(from: &Path, to: &Path) {
-    let status = Command::new("cp")
-        .arg("-rL")
-        .arg(from)
-        .arg(to)
-        .status()
-        .expect("run cp");
-    assert!(
-        status.success(),
-        "cp -rL {} {} failed",
-        from.display(),
-        to.display()
-    );
-}
 
 /// DokuWiki 2022-07-31 from Debian's `dokuwiki` package, as shipped: its code, its
 /// default configuration and data, plus an admin user (`admin`, full name
@@ -183,95 +149,3 @@ impl Drop for DokuWiki {
     }
 }
 
-/// The `value` of the first `<input name="NAME" value="...">` in `html`.
-pub fn form_value(html: &str, name: &str) -> Option<String> {
-    let at = html.find(&format!("name=\"{name}\""))?;
-    let rest = &html[at..];
-    let v = rest.find("value=\"")? + "value=\"".len();
-    let end = rest[v..].find('"')?;
-    Some(rest[v..v + end].to_string())
-}
-
-/// A client that keeps the cookies it is given, as a browser does (no expiry dates:
-/// a cookie set with `Max-Age=0`, an expiry in 1970 or the value `deleted` is removed).
-pub struct Browser<'a> {
-    levee: &'a Levee,
-    pub cookies: BTreeMap<String, String>,
-}
-
-impl<'a> Browser<'a> {
-    pub fn new(levee: &'a Levee) -> Browser<'a> {
-        Browser {
-            levee,
-            cookies: BTreeMap::new(),
-        }
-    }
-
-    fn cookie_header(&self) -> Option<String> {
-        (!self.cookies.is_empty()).then(|| {
-            self.cookies
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
-    }
-
-    fn keep(&mut self, r: &Resp) {
-        for line in r.header_all("set-cookie") {
-            let mut parts = line.split(';');
-            let Some((name, value)) = parts.next().and_then(|p| p.split_once('=')) else {
-                continue;
-            };
-            let gone = value == "deleted"
-                || parts.any(|a| {
-                    let a = a.trim().to_ascii_lowercase();
-                    a == "max-age=0" || a.contains("1970")
-                });
-            if gone {
-                self.cookies.remove(name.trim());
-            } else {
-                self.cookies
-                    .insert(name.trim().to_string(), value.to_string());
-            }
-        }
-    }
-
-    pub async fn send(&mut self, mut req: Req) -> Resp {
-        if let Some(c) = self.cookie_header() {
-            req = req.header("cookie", &c);
-        }
-        let r = req.send(self.levee).await;
-        self.keep(&r);
-        r
-    }
-
-    pub async fn get(&mut self, path: &str) -> Resp {
-        self.send(Req::get(path)).await
-    }
-
-    /// A POST of `form` as `application/x-www-form-urlencoded`.
-    pub async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Resp {
-        let body = form
-            .iter()
-            .map(|(k, v)| format!("{}={}", urlencode(k), urlencode(v)))
-            .collect::<Vec<_>>()
-            .join("&");
-        self.send(Req::post(path, body).header("content-type", "application/x-www-form-urlencoded"))
-            .await
-    }
-}
-
-fn urlencode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
