@@ -283,7 +283,7 @@ async fn mediawiki_with_its_preset_caches_readers_and_keeps_the_admin_logged_in(
     let levee = levee_with_preset(wiki.levee_args(), "mediawiki");
     let article = format!("/index.php/{}", MediaWiki::ARTICLE);
 
-    anonymous_pages_are_hits(&levee, &["/", &article]).await;
+    anonymous_pages_are_hits(&levee, &["/index.php/Main_Page", &article]).await;
 
     let mut admin = Browser::new(&levee);
     MediaWiki::login(&mut admin).await;
@@ -291,7 +291,7 @@ async fn mediawiki_with_its_preset_caches_readers_and_keeps_the_admin_logged_in(
         &mut admin,
         MediaWiki::ADMIN_NAME,
         &[
-            "/",
+            "/index.php/Main_Page",
             &article,
             "/index.php/Never_fetched_before",
             "/index.php/Special:Preferences",
@@ -305,7 +305,7 @@ async fn mediawiki_with_its_preset_caches_readers_and_keeps_the_admin_logged_in(
         &admin,
         &[MediaWiki::ADMIN_NAME, &token],
         &[
-            "/",
+            "/index.php/Main_Page",
             &article,
             "/index.php/Never_fetched_before",
             "/index.php/Special:Preferences",

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# benchmarks/apps.sh: real applications from Debian's packages, unchanged, served directly
+# (nginx + php-fpm, as they are deployed) and through levee with the application's preset
+# and nothing else. The anonymous front page of each, 64 clients. Issue 9's targets:
+# levee/direct at least 100x for WordPress and MediaWiki, 25x for DokuWiki.
+#
+# Each application is installed and run by the same code as the integration tests
+# (levee-test's apps: a private MariaDB, php-fpm with PHP_WORKERS=4 workers on a Unix
+# socket, the package's files), through `cargo run -p levee-test --example app`.
+#
+# Load: `levee bench URL -c CONNS -d DURATION`, ROUNDS runs per server, alternating; medians.
+# Usage: benchmarks/apps.sh            (about 4 minutes)
+#        APPS="wordpress" benchmarks/apps.sh
+#        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
+# Env:   APPS="wordpress mediawiki dokuwiki" ROUNDS=3 DURATION=10 CONNS=64, LEVEE, BUILD, KEEP_WORK
+# Needs: php8.2-fpm php8.2-cli php8.2-mysql mariadb-server wordpress
+#        wordpress-theme-twentytwentythree mediawiki dokuwiki nginx-light curl python3.
+#        Targets 127.0.0.1 only.
+source "$(dirname "$0")/lib.sh"
+
+APPS=${APPS:-wordpress mediawiki dokuwiki}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10}
+CONNS=${CONNS:-64}
+
+need_tools nginx curl python3 php mariadbd
+for pkg_file in /usr/share/wordpress/wp-content/themes/twentytwentythree /usr/share/mediawiki/index.php \
+    /usr/share/dokuwiki/doku.php; do
+    [ -e "$pkg_file" ] || {
+        echo "missing: $pkg_file; install with: apt-get install -y wordpress wordpress-theme-twentytwentythree mediawiki dokuwiki php8.2-mysql" >&2
+        exit 2
+    }
+done
+levee_binary
+if [ "${BUILD:-1}" = 1 ]; then
+    log "building the application runner (cargo build --release -p levee-test --example app)"
+    (cd "$REPO_DIR" && cargo build --release -p levee-test --example app >&2)
+fi
+APP_BIN="${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/examples/app"
+[ -x "$APP_BIN" ] || die "no $APP_BIN (cargo build --release -p levee-test --example app)"
+open_report apps
+
+# bench URL : one `levee bench` run, prints "rps p99_ms errors".
+bench() {
+    local out
+    out=$("$LEVEE" bench "$1" -c "$CONNS" -d "${DURATION}s" -q --csv -)
+    python3 -c '
+import csv, sys
+row = next(csv.DictReader(sys.stdin))
+print(round(float(row["rps"])), "%.1f" % float(row["p99_ms"]), row["errors"])' <<<"$out"
+}
+
+# start_direct NAME PORT SOCKET ROOT : nginx in front of php-fpm as these applications'
+# documentation deploys them (try_files to index.php, PATH_INFO for /index.php/Page).
+start_direct() {
+    local name=$1 port=$2 sock=$3 root=$4 dir="$WORK/$1" user_line=""
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && user_line="user root;"
+    cat >"$dir/nginx.conf" <<EOF
+$user_line
+worker_processes 2;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    include /etc/nginx/mime.types;
+    access_log off;
+    sendfile on;
+    keepalive_requests 1000000;
+    client_body_temp_path $dir/body;
+    proxy_temp_path $dir/proxy;
+    fastcgi_temp_path $dir/fastcgi;
+    uwsgi_temp_path $dir/uwsgi;
+    scgi_temp_path $dir/scgi;
+    fastcgi_read_timeout 60s;
+    server {
+        listen 127.0.0.1:$port;
+        root $root;
+        index index.php doku.php;
+        location / { try_files \$uri \$uri/ /index.php?\$args; }
+        location ~ [^/]\.php(/|\$) {
+            fastcgi_split_path_info ^(.+?\.php)(/.*)\$;
+            include /etc/nginx/fastcgi_params;
+            fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
+            fastcgi_param PATH_INFO \$fastcgi_path_info;
+            fastcgi_pass unix:$sock;
+        }
+    }
+}
+EOF
+    start_bg "$name" "$(command -v nginx || echo /usr/sbin/nginx)" -e stderr -p "$dir" \
+        -c "$dir/nginx.conf" -g 'daemon off;'
+    wait_port "$port" "$BG_PID"
+    DIRECT_PID=$BG_PID
+}
+
+machine_info
+report "- applications: Debian 12's packages, unchanged ($(dpkg-query -W -f '${Package} ${Version}, ' wordpress mediawiki dokuwiki 2>/dev/null | sed 's/, $//')), php-fpm $(php -r 'echo PHP_VERSION;') with 4 workers (pm = static) on a Unix socket, MariaDB $(mariadbd --version | awk '{print $3}')" \
+    "- direct: nginx (2 workers) with fastcgi_pass to that php-fpm, try_files to index.php" \
+    "- levee: \`levee serve --preset APP --backend fastcgi+unix:SOCKET --root ROOT\`, nothing else" \
+    "- load: \`levee bench URL -c $CONNS -d ${DURATION}s\`, anonymous clients (no cookies), $ROUNDS runs per server alternating; medians" \
+    "" \
+    "| app | front page | direct req/s | levee req/s | levee/direct | direct p99 ms | levee p99 ms | errors direct/levee | levee X-Cache | runs direct / levee (req/s) | target |" \
+    "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|"
+
+for app in $APPS; do
+    log "$app: installing and starting"
+    start_bg "app-$app" "$APP_BIN" "$app"
+    APP_PID=$BG_PID
+    for _ in $(seq 1200); do
+        grep -q '^READY' "$WORK/app-$app.log" 2>/dev/null && break
+        kill -0 "$APP_PID" 2>/dev/null || die "$app did not start; see $WORK/app-$app.log"
+        sleep 0.1
+    done
+    grep -q '^READY' "$WORK/app-$app.log" || die "$app did not start in 120 s"
+    SOCK=$(awk '$1 == "SOCKET" {print $2}' "$WORK/app-$app.log")
+    ROOT=$(awk '$1 == "ROOT" {print $2}' "$WORK/app-$app.log")
+    FRONT=$(awk '$1 == "FRONT" {print $2}' "$WORK/app-$app.log")
+
+    declare -A PORT=() PID=()
+    PORT[direct]=$(free_port)
+    start_direct "nginx-$app" "${PORT[direct]}" "$SOCK" "$ROOT"
+    PID[direct]=$DIRECT_PID
+    PORT[levee]=$(free_port)
+    start_bg "levee-$app" "$LEVEE" serve --listen "127.0.0.1:${PORT[levee]}" --preset "$app" \
+        --backend "fastcgi+unix:$SOCK" --root "$ROOT"
+    PID[levee]=$BG_PID
+    wait_port "${PORT[levee]}" "${PID[levee]}"
+
+    for s in direct levee; do
+        code=$(curl -s -o "$WORK/$app-$s.html" -w '%{http_code}' "http://127.0.0.1:${PORT[$s]}$FRONT")
+        [ "$code" = 200 ] || die "$app via $s: $FRONT answered $code"
+        grep -qi '<html' "$WORK/$app-$s.html" || die "$app via $s: $FRONT is not a page"
+    done
+    xcache=$(header_of "http://127.0.0.1:${PORT[levee]}$FRONT" X-Cache)
+    log "$app: $FRONT answers 200 both ways; levee's second request: X-Cache $xcache"
+
+    declare -A runs=() p99s=() errs=()
+    for ((r = 0; r < ROUNDS; r++)); do
+        for s in $([ $((r % 2)) = 0 ] && echo direct levee || echo levee direct); do
+            read -r rps p99 err <<<"$(bench "http://127.0.0.1:${PORT[$s]}$FRONT")"
+            runs[$s]+="$rps "
+            p99s[$s]+="$p99 "
+            errs[$s]=$((${errs[$s]:-0} + err))
+            log "  $app round $((r + 1))/$ROUNDS $s: $rps req/s, p99 $p99 ms, errors $err"
+        done
+    done
+    # shellcheck disable=SC2086
+    d=$(median ${runs[direct]})
+    # shellcheck disable=SC2086
+    l=$(median ${runs[levee]})
+    target=100
+    [ "$app" = dokuwiki ] && target=25
+    ratio=$(awk -v a="$l" -v b="$d" 'BEGIN {printf "%.0f", a / b}')
+    verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN {print (r >= t) ? "met" : "MISSED"}')
+    # shellcheck disable=SC2086
+    report "| $app | \`$FRONT\` | $d | $l | ${ratio}x | $(median ${p99s[direct]}) | $(median ${p99s[levee]}) | ${errs[direct]}/${errs[levee]} | $xcache | ${runs[direct]% } / ${runs[levee]% } | ${target}x $verdict |"
+
+    stop_pid "${PID[levee]}"
+    stop_pid "${PID[direct]}"
+    stop_pid "$APP_PID"
+done
+report "" "levee X-Cache: the front page's second request through levee, before the load."
+record_report
