@@ -15,6 +15,9 @@
 //! READY
 //! ```
 
+// Test support: like the tests, this program fails by panicking, with the reason.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use levee_test::apps::{DokuWiki, MediaWiki, WordPress};
 use tokio::signal::unix::{signal, SignalKind};
 

@@ -148,4 +148,3 @@ impl Drop for DokuWiki {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
-

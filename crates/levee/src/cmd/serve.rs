@@ -28,7 +28,7 @@ pub struct ServeArgs {
     /// TOML config file (see levee.example.toml for every option).
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Application preset: wordpress, mediawiki, drupal, xe, gnuboard, moniwiki; repeatable.
+    /// Application preset: wordpress, mediawiki, dokuwiki, drupal, xe, rhymix, gnuboard, moniwiki; repeatable.
     #[arg(long, value_name = "NAME")]
     pub preset: Vec<String>,
     /// Cache anonymous HTML without explicit freshness for this long, like 3s.

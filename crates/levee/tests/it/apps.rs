@@ -158,7 +158,11 @@ async fn dokuwiki_with_its_preset_caches_readers_and_keeps_the_admin_logged_in()
         ],
     )
     .await;
-    assert!(pages[3].text().contains("Secret plans"), "{}", pages[3].summary());
+    assert!(
+        pages[3].text().contains("Secret plans"),
+        "{}",
+        pages[3].summary()
+    );
     let sectok = pages
         .iter()
         .find_map(|r| form_value(&r.text(), "sectok").filter(|t| !t.is_empty()))
@@ -178,7 +182,10 @@ async fn dokuwiki_with_its_preset_caches_readers_and_keeps_the_admin_logged_in()
         &[],
     )
     .await;
-    assert!(sessions > 0, "the login form starts a session for each visitor");
+    assert!(
+        sessions > 0,
+        "the login form starts a session for each visitor"
+    );
 
     DokuWiki::edit(
         &mut admin,
@@ -249,7 +256,11 @@ async fn wordpress_with_its_preset_caches_readers_and_keeps_the_admin_logged_in(
         .text()
         .split("action=logout&#038;_wpnonce=")
         .nth(1)
-        .map(|s| s.chars().take_while(|c| c.is_ascii_alphanumeric()).collect::<String>())
+        .map(|s| {
+            s.chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect::<String>()
+        })
         .filter(|n| n.len() >= 8)
         .expect("the admin bar has a logout link with a nonce");
 
@@ -262,7 +273,13 @@ async fn wordpress_with_its_preset_caches_readers_and_keeps_the_admin_logged_in(
             &logout_nonce,
             WordPress::PRIVATE_TEXT,
         ],
-        &["/", "/hello-world/", "/sample-page/", &site.private_path, "/wp-login.php"],
+        &[
+            "/",
+            "/hello-world/",
+            "/sample-page/",
+            &site.private_path,
+            "/wp-login.php",
+        ],
         // The login form's cookie check is the same for everyone.
         &["wordpress_test_cookie"],
     )
@@ -314,7 +331,10 @@ async fn mediawiki_with_its_preset_caches_readers_and_keeps_the_admin_logged_in(
         &[],
     )
     .await;
-    assert!(sessions > 0, "the login form starts a session for each visitor");
+    assert!(
+        sessions > 0,
+        "the login form starts a session for each visitor"
+    );
 
     MediaWiki::edit(&mut admin, MediaWiki::ARTICLE, "Edited through levee.").await;
     anonymous_sees_within_2s(&levee, &article, "Edited through levee.").await;
