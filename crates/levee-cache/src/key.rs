@@ -31,6 +31,12 @@ impl Scheme {
             Scheme::Http => "http",
         }
     }
+
+    pub fn default_port(self) -> u32 {
+        match self {
+            Scheme::Http => 80,
+        }
+    }
 }
 
 /// The primary cache key: `scheme://host/path?query`, with the host lowercased (host
@@ -41,10 +47,16 @@ pub struct CacheKey(String);
 impl CacheKey {
     /// The key of a request: its scheme, the `Host` it asked for (or the authority of an
     /// absolute-form target when it has no `Host`) and its full path with query.
+    /// The host is normalized ([`normalize_host`]): `Example.COM.:80` and `example.com`
+    /// are one key, and levee sends the backend that same normalized `Host` on a fill,
+    /// so the spelling an attacker picks cannot choose what is stored for everyone.
     pub fn for_request(scheme: Scheme, uri: &Uri, headers: &HeaderMap) -> CacheKey {
-        let host = request_host(uri, headers);
+        let raw = request_host(uri, headers);
+        // An invalid Host is refused before a key is made (levee-proxy's classify); should
+        // one get here, it is kept as it came, lowercased: a key of its own.
+        let host = normalize_host(raw, scheme).unwrap_or_else(|| raw.to_ascii_lowercase());
         let pq = uri.path_and_query().map_or("/", |p| p.as_str());
-        CacheKey::new(scheme, host, pq)
+        CacheKey::new(scheme, &host, pq)
     }
 
     fn new(scheme: Scheme, host: &str, path_and_query: &str) -> CacheKey {
@@ -52,9 +64,7 @@ impl CacheKey {
         let mut k = String::with_capacity(scheme.len() + host.len() + path_and_query.len() + 3);
         k.push_str(scheme);
         k.push_str("://");
-        for c in host.chars() {
-            k.push(c.to_ascii_lowercase());
-        }
+        k.push_str(host);
         k.push_str(path_and_query);
         CacheKey(k)
     }
@@ -69,7 +79,8 @@ impl CacheKey {
         let same = match (uri.scheme_str(), uri.authority()) {
             (None, None) => true,
             (Some(s), Some(a)) => {
-                s.eq_ignore_ascii_case(scheme) && a.as_str().eq_ignore_ascii_case(host)
+                s.eq_ignore_ascii_case(scheme)
+                    && normalize_host(a.as_str(), Scheme::Http).as_deref() == Some(host)
             }
             _ => false,
         };
@@ -116,6 +127,86 @@ pub fn request_host<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> &'a str {
         .and_then(|v| v.to_str().ok())
         .or_else(|| uri.authority().map(|a| a.as_str()))
         .unwrap_or("")
+}
+
+/// A `Host` value (or a target's authority) in the one spelling levee keys and forwards:
+/// lowercase, without the trailing dot of a fully qualified name, without the scheme's
+/// default port (RFC 3986 §6.2.3; `:` with no port is dropped too). `None` when it is not
+/// a valid `uri-host [ ":" port ]` (RFC 9110 §7.2): no userinfo, no characters outside
+/// reg-name, a port of digits up to 65535, a bracketed IPv6 literal; such a request gets
+/// 400 (RFC 9112 §3.2). An empty value is valid (HTTP/1.0 without Host) and stays empty.
+pub fn normalize_host(raw: &str, scheme: Scheme) -> Option<String> {
+    let (host, port) = if let Some(rest) = raw.strip_prefix('[') {
+        let end = rest.find(']')?;
+        let literal = &rest[..end];
+        if literal.is_empty()
+            || !literal
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        {
+            return None;
+        }
+        (&raw[..end + 2], &rest[end + 1..])
+    } else {
+        match raw.rfind(':') {
+            Some(i) => (&raw[..i], &raw[i..]),
+            None => (raw, ""),
+        }
+    };
+    let port = match port {
+        "" | ":" => "",
+        p => {
+            let digits = p.strip_prefix(':')?;
+            if digits.is_empty() || digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit())
+            {
+                return None;
+            }
+            let n: u32 = digits.parse().ok()?;
+            if n > 65535 {
+                return None;
+            }
+            if n == scheme.default_port() {
+                ""
+            } else {
+                p
+            }
+        }
+    };
+    let reg_name = |b: u8| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            )
+    };
+    if !host.starts_with('[') && !host.bytes().all(reg_name) {
+        return None;
+    }
+    let host = host.strip_suffix('.').unwrap_or(host);
+    // ".", ":80", ":": a port or a dot without a host.
+    if host.is_empty() && !raw.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(host.len() + port.len());
+    for c in host.chars() {
+        out.push(c.to_ascii_lowercase());
+    }
+    out.push_str(port);
+    Some(out)
 }
 
 /// The secondary key: the request-header values named by a response's `Vary`, in the
@@ -240,6 +331,54 @@ mod tests {
             key(Some("a.example:8080"), "/"),
             key(Some("a.example"), "/")
         );
+    }
+
+    #[test]
+    fn one_host_one_spelling() {
+        let plain = key(Some("example.com"), "/a");
+        for spelling in [
+            "EXAMPLE.com",
+            "example.com.",
+            "example.com:80",
+            "Example.Com.:80",
+            "example.com:",
+            "example.com:0080",
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_str(spelling).unwrap());
+            let k = CacheKey::for_request(Scheme::Http, &"/a".parse().unwrap(), &h);
+            assert_eq!(k, plain, "{spelling}");
+        }
+        assert_eq!(
+            normalize_host("[::1]:80", Scheme::Http).as_deref(),
+            Some("[::1]")
+        );
+        assert_eq!(
+            normalize_host("[::1]:8080", Scheme::Http).as_deref(),
+            Some("[::1]:8080")
+        );
+        assert_eq!(normalize_host("", Scheme::Http).as_deref(), Some(""));
+    }
+
+    #[test]
+    fn invalid_hosts_have_no_spelling() {
+        for bad in [
+            "user@example.com",
+            "example.com:80:80",
+            "example.com:99999",
+            "example.com:8o",
+            "exa mple.com",
+            "example.com/evil",
+            "example.com\\evil",
+            "[::1",
+            "[zz::1]",
+            "[::1]x",
+            ":80",
+            ".",
+            "a\"b",
+        ] {
+            assert_eq!(normalize_host(bad, Scheme::Http), None, "{bad}");
+        }
     }
 
     #[test]

@@ -85,6 +85,60 @@ pub fn prepare_forward(headers: &mut HeaderMap, parts: &http::request::Parts, cl
     add_via(headers, parts.version);
 }
 
+/// Request fields that make a web framework build a different page than the URL says:
+/// another host (absolute links, redirects, password-reset mails), scheme, path or method.
+/// A fill drops them all, because its response is stored for everyone under a key that
+/// does not contain them (unkeyed input is how a cache is poisoned). levee sets
+/// `X-Forwarded-For`, `-Proto` and `-Host` itself.
+///
+/// Sources: James Kettle, "Practical Web Cache Poisoning" (2018) and Param Miner's header
+/// list; the headers Symfony (`Request::setTrustedProxies`), Laravel (`TrustProxies`),
+/// Django (`USE_X_FORWARDED_HOST`), Rails, WordPress plugins and Zend/IIS URL rewriting
+/// (`X-Original-URL`, `X-Rewrite-URL`) honour; method-override middlewares (Express,
+/// Laravel, Symfony's `_method` header form).
+pub const FILL_DROPPED: [&str; 25] = [
+    // host
+    "x-host",
+    "x-forwarded-host",
+    "x-forwarded-server",
+    "x-original-host",
+    "x-http-host-override",
+    "forwarded",
+    // scheme and port
+    "x-forwarded-proto",
+    "x-forwarded-protocol",
+    "x-forwarded-scheme",
+    "x-forwarded-ssl",
+    "x-forwarded-port",
+    "x-url-scheme",
+    "front-end-https",
+    // path
+    "x-original-url",
+    "x-rewrite-url",
+    "x-override-url",
+    "x-forwarded-prefix",
+    "x-forwarded-uri",
+    "x-forwarded-path",
+    "x-original-uri",
+    "x-proxy-url",
+    "x-http-destinationurl",
+    // method
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// Body and framing fields: a fill is a GET without a body, whatever the client sent
+/// (a GET with `Content-Length` and no body makes the backend wait for one).
+pub const FILL_DROPPED_BODY: [HeaderName; 6] = [
+    header::CONTENT_LENGTH,
+    header::CONTENT_TYPE,
+    header::CONTENT_ENCODING,
+    header::CONTENT_RANGE,
+    header::EXPECT,
+    header::TRANSFER_ENCODING,
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, response, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
@@ -24,7 +24,7 @@ use super::respond::{self, XCache};
 use super::shared::{FillHead, Shared, StreamHead};
 use super::{pass, Resp};
 use crate::encoding::Encoder;
-use crate::headers::{prepare_forward, strip_hop_by_hop};
+use crate::headers::{prepare_forward, strip_hop_by_hop, FILL_DROPPED, FILL_DROPPED_BODY};
 use crate::upstream::{BackendBody, ConnInfo, UpBody, UpstreamError};
 
 /// Gets the response from the backend through the fill for `key`, shared with
@@ -44,7 +44,7 @@ pub(crate) async fn fetch(
     let mut reader = None;
     if let Some(guard) = guard {
         reader = fill.join();
-        let req = backend_request(&parts, conn, stale.as_deref());
+        let req = backend_request(&parts, &key, conn, stale.as_deref());
         let ctx = FillCtx {
             conn,
             req_cc: CacheControl::from_request_headers(&parts.headers),
@@ -126,7 +126,7 @@ pub(crate) fn revalidate_in_background(
     let (_, Some(guard)) = shared.fills.get_or_create(key, max) else {
         return;
     };
-    let req = backend_request(parts, conn, Some(entry));
+    let req = backend_request(parts, key, conn, Some(entry));
     let ctx = FillCtx {
         conn,
         req_cc: CacheControl::default(),
@@ -476,16 +476,35 @@ fn refresh(
     entry
 }
 
-/// The request a fill sends: always a plain GET with no cookies and no client
-/// preconditions, because its response may be shared with everyone; and no
-/// Accept-Encoding, because levee negotiates codings with each client itself.
+/// The request a fill sends. Its response is stored under `key` for everyone, so the
+/// backend sees of the request only what the key covers, plus what cannot make a
+/// different page (or is named by the response's `Vary`, which becomes the secondary
+/// key): a plain GET without a body or its framing, the key's normalized `Host`, no
+/// cookies, no client preconditions, none of the host/scheme/path/method overrides in
+/// [`FILL_DROPPED`], and no Accept-Encoding, because levee negotiates codings with each
+/// client itself.
 fn backend_request(
     parts: &request::Parts,
+    key: &CacheKey,
     conn: ConnInfo,
     stale: Option<&Entry>,
 ) -> Request<UpBody> {
     let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
+    for h in FILL_DROPPED {
+        headers.remove(h);
+    }
+    for h in &FILL_DROPPED_BODY {
+        headers.remove(h);
+    }
+    match HeaderValue::from_str(key.host()) {
+        Ok(host) if !key.host().is_empty() => {
+            headers.insert(header::HOST, host);
+        }
+        _ => {
+            headers.remove(header::HOST);
+        }
+    }
     for h in [
         header::COOKIE,
         header::ACCEPT_ENCODING,

@@ -49,6 +49,9 @@ pub(crate) async fn handle(
     conn: ConnInfo,
 ) -> Result<Resp, Infallible> {
     let (mut parts, body) = req.into_parts();
+    if let Some(resp) = classify::refuse_malformed(&parts) {
+        return Ok(resp);
+    }
     if let Some(resp) = classify::answer_here(&shared, &mut parts) {
         return Ok(resp);
     }
