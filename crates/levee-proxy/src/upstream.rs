@@ -430,6 +430,18 @@ impl Upstream {
 
     fn classify(&self, e: hyper_util::client::legacy::Error) -> UpstreamError {
         let detail = error_chain(&e);
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(err) = source {
+            if err.is::<ClientBodyError>() {
+                // The client's body broke off or was malformed (bad chunk sizes): its
+                // fault, not the backend's; the connection to the backend is dropped.
+                return UpstreamError::BadRequest {
+                    status: http::StatusCode::BAD_REQUEST,
+                    detail: err.to_string(),
+                };
+            }
+            source = err.source();
+        }
         if e.is_connect() {
             UpstreamError::Connect {
                 backend: self.backend_name.clone(),
@@ -443,6 +455,12 @@ impl Upstream {
         }
     }
 }
+
+/// An error reading the client's request body while it was forwarded, so that it is
+/// answered as the client's fault (400), not the backend's (502).
+#[derive(Debug, thiserror::Error)]
+#[error("the request body is malformed or broke off: {0}")]
+pub struct ClientBodyError(#[source] pub hyper::Error);
 
 /// A response levee makes itself in the backend's place.
 fn local_response(status: StatusCode, text: &'static str) -> Response<BackendBody> {

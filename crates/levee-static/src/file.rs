@@ -147,7 +147,7 @@ pub(crate) fn resolve(
     match locate(&root, &path) {
         Located::Other(r) => (r, None),
         Located::File(_) if req.trailing_slash => (Resolved::NotFound, None),
-        Located::File(file) => open(settings, file, prev),
+        Located::File(file) => open(settings, &root, file, prev),
         Located::Dir(_) if !req.trailing_slash => (Resolved::Directory, None),
         Located::Dir(dir) => {
             for name in &settings.index {
@@ -159,7 +159,7 @@ pub(crate) fn resolve(
                     continue;
                 }
                 match locate(&root, &candidate) {
-                    Located::File(file) => return open(settings, file, prev),
+                    Located::File(file) => return open(settings, &root, file, prev),
                     Located::Other(Resolved::Failed) => return (Resolved::Failed, None),
                     _ => {}
                 }
@@ -215,21 +215,55 @@ fn locate(root: &Path, path: &Path) -> Located {
 
 fn open(
     settings: &Settings,
+    root: &Path,
     path: PathBuf,
     prev: Option<&Arc<FileEntry>>,
 ) -> (Resolved, Option<File>) {
-    match open_inner(settings, &path, prev) {
+    match open_inner(settings, root, &path, prev) {
         Ok(found) => found,
         Err(e) => (from_io(e, &path), None),
     }
 }
 
+/// Opens `path` (a real path inside `root`, as `locate` found it) so that the open
+/// itself cannot leave the root: between `locate`'s check and this open, someone who can
+/// write in the document root (an upload directory) could swap a directory for a
+/// symlink to `/etc`. `openat2(RESOLVE_BENEATH)` resolves every component beneath the
+/// root's descriptor (in-root symlinks still work), and `O_NONBLOCK` keeps a FIFO swapped
+/// in from blocking the thread. Kernels before 5.6 have no openat2: plain open, after
+/// the check, as before.
+fn open_beneath(root: &Path, path: &Path) -> io::Result<File> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let Ok(relative) = path.strip_prefix(root) else {
+        return Err(io::Error::from(io::ErrorKind::PermissionDenied));
+    };
+    let dir = rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    match rustix::fs::openat2(
+        &dir,
+        relative,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => Ok(File::from(fd)),
+        Err(rustix::io::Errno::NOSYS) => File::open(path),
+        // EXDEV: the path tried to leave the root.
+        Err(rustix::io::Errno::XDEV) => Err(io::Error::from(io::ErrorKind::PermissionDenied)),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn open_inner(
     settings: &Settings,
+    root: &Path,
     path: &Path,
     prev: Option<&Arc<FileEntry>>,
 ) -> io::Result<(Resolved, Option<File>)> {
-    let mut file = File::open(path)?;
+    let mut file = open_beneath(root, path)?;
     // Validators and length come from the open file, not from the earlier stat, so they
     // describe what will be read even if the name was just replaced.
     let meta = file.metadata()?;
@@ -410,6 +444,35 @@ pub(crate) fn header_value(s: String) -> Option<HeaderValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The open that follows `locate`'s check cannot be led out of the root, even when a
+    /// directory was swapped for a symlink in between; links inside the root still work.
+    #[test]
+    fn the_open_stays_beneath_the_root() {
+        let tmp = std::env::temp_dir().join(format!("levee-beneath-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let (root, outside) = (tmp.join("root"), tmp.join("outside"));
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(root.join("real/page.txt"), "public").unwrap();
+        std::fs::write(outside.join("page.txt"), "secret").unwrap();
+        std::os::unix::fs::symlink("real", root.join("inside")).unwrap();
+        // The race, frozen: `uploads` was a directory when checked, a link out when opened.
+        std::os::unix::fs::symlink(&outside, root.join("uploads")).unwrap();
+        let read = |p: &str| {
+            open_beneath(&root, &root.join(p)).map(|mut f| {
+                let mut s = String::new();
+                std::io::Read::read_to_string(&mut f, &mut s).unwrap();
+                s
+            })
+        };
+        assert_eq!(read("real/page.txt").unwrap(), "public");
+        assert_eq!(read("inside/page.txt").unwrap(), "public");
+        let e = read("uploads/page.txt").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(open_beneath(&root, &outside.join("page.txt")).is_err());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
 
     fn ct(ext: &str) -> String {
         content_type(Some(ext)).to_str().unwrap().to_string()

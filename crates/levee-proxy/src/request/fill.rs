@@ -53,7 +53,22 @@ pub(crate) async fn fetch(
         };
         spawn_filler(shared, guard, req, ctx);
     }
-    let head = fill.head().await;
+    // The filler is bounded by the queue, connect and first-byte timeouts and its guard
+    // publishes any failure; this is the backstop should a filler ever be lost anyway:
+    // no request waits on another's fill without a limit.
+    let head = match tokio::time::timeout(head_wait_limit(shared), fill.head()).await {
+        Ok(head) => head,
+        Err(_) => {
+            let now = Instant::now();
+            if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
+                return respond::entry(shared, &stale, &parts, XCache::Stale, now).await;
+            }
+            return respond::error(
+                StatusCode::GATEWAY_TIMEOUT,
+                "the backend response this request waited for did not start in time",
+            );
+        }
+    };
     let now = Instant::now();
     match &*head {
         FillHead::Stream(h) => {
@@ -104,6 +119,16 @@ pub(crate) async fn fetch(
             pass::pass(shared, parts, body, conn, NotStored::Status.as_str()).await
         }
     }
+}
+
+/// How long a request waits for the head of a fill: everything the filler may
+/// legitimately take (a queue slot, a connection, the first byte), and a second more.
+fn head_wait_limit(shared: &Shared) -> std::time::Duration {
+    let l = &shared.settings.limits;
+    l.backend_queue_timeout
+        + l.backend_connect_timeout
+        + l.backend_first_byte_timeout
+        + std::time::Duration::from_secs(1)
 }
 
 /// May `stale` stand in for a backend failure for a request with these headers?

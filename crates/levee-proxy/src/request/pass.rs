@@ -15,7 +15,7 @@ use super::respond;
 use super::shared::Shared;
 use super::{Reason, Resp};
 use crate::headers::{prepare_forward, strip_hop_by_hop};
-use crate::upstream::{BoxError, ConnInfo};
+use crate::upstream::{BoxError, ClientBodyError, ConnInfo};
 
 /// Sends the request to the backend as it is; the response is never stored.
 pub(crate) async fn pass(
@@ -42,7 +42,10 @@ pub(crate) async fn pass(
     let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
     prepare_forward(&mut headers, &parts, conn.peer.ip());
-    let mut req = Request::new(body.map_err(|e| Box::new(e) as BoxError).boxed_unsync());
+    let mut req = Request::new(
+        body.map_err(|e| Box::new(ClientBodyError(e)) as BoxError)
+            .boxed_unsync(),
+    );
     *req.method_mut() = parts.method.clone();
     *req.uri_mut() = parts.uri.clone();
     *req.headers_mut() = headers;

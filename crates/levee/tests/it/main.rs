@@ -14,6 +14,7 @@ mod conformance_freshness;
 mod conformance_validation;
 mod demo;
 mod edits;
+mod hostile;
 mod limits;
 mod php;
 mod proxy;
