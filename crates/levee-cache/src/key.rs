@@ -197,8 +197,12 @@ pub fn normalize_host(raw: &str, scheme: Scheme) -> Option<String> {
         return None;
     }
     let host = host.strip_suffix('.').unwrap_or(host);
-    // ".", ":80", ":": a port or a dot without a host.
-    if host.is_empty() && !raw.is_empty() {
+    // ".", ":80", ":": a port or a dot without a host. Empty labels ("a..b", ".a", "a..")
+    // name no host either, and would break "one spelling per host" (found by fuzz/host).
+    if (host.is_empty() && !raw.is_empty())
+        || (!host.starts_with('[')
+            && (host.starts_with('.') || host.ends_with('.') || host.contains("..")))
+    {
         return None;
     }
     let mut out = String::with_capacity(host.len() + port.len());
@@ -376,6 +380,11 @@ mod tests {
             ":80",
             ".",
             "a\"b",
+            // Empty labels; ".." was the fuzzer's first find (it normalized to ".").
+            "..",
+            "a..b",
+            ".a",
+            "example.com..",
         ] {
             assert_eq!(normalize_host(bad, Scheme::Http), None, "{bad}");
         }

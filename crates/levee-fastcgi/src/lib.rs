@@ -65,3 +65,23 @@ mod tests {
         send(&fut);
     }
 }
+
+/// Entry points for the fuzz targets in `fuzz/` (not an API): what php-fpm sends back,
+/// parsed by code private to this crate.
+#[doc(hidden)]
+pub mod __fuzz {
+    /// A stream of FastCGI records, decoded as the connection does.
+    pub fn records(data: &[u8]) {
+        let mut buf = bytes::BytesMut::from(data);
+        while let Ok(Some(record)) = crate::record::decode(&mut buf) {
+            let _ = crate::record::EndRequest::parse(&record.content);
+        }
+    }
+
+    /// A CGI response head.
+    pub fn cgi_head(data: &[u8]) {
+        if let Ok(Some(head)) = crate::head::parse(data) {
+            assert!(head.len <= data.len());
+        }
+    }
+}

@@ -17,3 +17,25 @@ mod worker;
 mod zerocopy;
 
 pub use server::{serve_workers, BindError, Bound, ServeError, Server};
+
+/// Entry points for the fuzz targets in `fuzz/` (not an API).
+#[doc(hidden)]
+pub mod __fuzz {
+    use http::HeaderMap;
+
+    /// Cookie fields as classification reads them, after `set_cookies` taught their names.
+    pub fn cookies(set_cookies: &HeaderMap, request: &HeaderMap) {
+        let matcher = levee_config::CookieMatcher::new(
+            &levee_config::DEFAULT_SESSION_COOKIES
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
+        );
+        let Ok(matcher) = matcher else { return };
+        let sessions = crate::request::fuzz_sessions(matcher);
+        sessions.learn(set_cookies);
+        if let Ok(Some(name)) = sessions.session_cookie(request) {
+            assert!(!name.is_empty());
+        }
+    }
+}

@@ -493,3 +493,28 @@ fn empty(status: StatusCode) -> Response<FileBody> {
         .insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
     response
 }
+
+/// Entry points for the fuzz targets in `fuzz/` (not an API): the parsers fed from the
+/// network, which are private to this crate.
+#[doc(hidden)]
+pub mod __fuzz {
+    /// The request-path rules (decoding, traversal, dotfiles).
+    pub fn path(raw: &str) {
+        let _ = crate::path::parse(raw);
+    }
+
+    /// `Range` and `If-Range` against a file of `len` bytes; a partial answer must lie
+    /// inside the file.
+    pub fn range(headers: &http::HeaderMap, len: u64) {
+        let v = crate::conditional::Validators {
+            etag: Some("\"abc\""),
+            modified: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000)),
+        };
+        if let crate::range::Decision::Partial { start, end } =
+            crate::range::decide(headers, len, v)
+        {
+            assert!(start <= end && end < len, "{start}-{end} of {len}");
+        }
+        let _ = crate::conditional::if_range_matches("", v);
+    }
+}

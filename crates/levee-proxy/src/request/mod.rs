@@ -25,6 +25,11 @@ mod shared;
 
 pub(crate) use shared::Shared;
 
+/// The session-cookie rules on their own, for the fuzz target (`crate::__fuzz`).
+pub(crate) fn fuzz_sessions(configured: levee_config::CookieMatcher) -> sessions::Sessions {
+    sessions::Sessions::new(configured)
+}
+
 use std::convert::Infallible;
 use std::sync::Arc;
 
