@@ -17,8 +17,14 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TRANSFER_ENCODING,
 ];
 
-/// Removes hop-by-hop fields, including those the `Connection` field names.
+/// Removes hop-by-hop fields, including those the `Connection` field names. A message
+/// that came with both `Transfer-Encoding` and `Content-Length` was read by its transfer
+/// coding, so its `Content-Length` is wrong and goes too (RFC 9112 §6.3: an intermediary
+/// MUST remove it before forwarding).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        headers.remove(header::CONTENT_LENGTH);
+    }
     // Every Connection field line counts (RFC 9110 §5.3: lines combine into one list).
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)

@@ -368,3 +368,65 @@ async fn garbage_and_oversized_requests_get_errors_and_levee_carries_on() {
     let r = levee.get("/still-up").await;
     assert_eq!(r.status, 200);
 }
+
+/// A backend that answers `/split` with a response framed both ways (Content-Length and
+/// chunked) followed by a second response: a proxy that trusted the wrong length or
+/// reused the connection would hand the hidden response to the next request.
+async fn splitting_backend() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end + 4);
+                        let reply: &[u8] = if head.starts_with("GET /split") {
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 120\r\nTransfer-Encoding: chunked\r\n\
+                              Cache-Control: max-age=60\r\n\r\n5\r\nfirst\r\n0\r\n\r\n\
+                              HTTP/1.1 200 OK\r\nContent-Length: 6\r\nCache-Control: max-age=60\r\n\r\npoison"
+                        } else {
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nCache-Control: max-age=60\r\n\r\nclean"
+                        };
+                        if s.write_all(reply).await.is_err() {
+                            return;
+                        }
+                    }
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_framed_two_ways_never_leaks_into_the_next_one() {
+    let (addr, task) = splitting_backend().await;
+    let levee = levee!()
+        .backend(&format!("http://{addr}"))
+        .args(&["--workers", "1"])
+        .start();
+    let first = levee.get("/split").await;
+    assert!(!first.text().contains("poison"), "{}", first.summary());
+    for i in 0..5 {
+        let r = levee.get(&format!("/next{i}")).await;
+        assert_eq!(
+            r.text(),
+            "clean",
+            "/next{i} got the hidden response: {}",
+            r.summary()
+        );
+    }
+    task.abort();
+}
