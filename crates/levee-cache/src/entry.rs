@@ -1,6 +1,6 @@
 //! One stored response: status, packed headers, body, coding, Vary key and freshness.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -141,13 +141,25 @@ pub struct Entry {
     pub initial_age: Duration,
     /// When the response (or the 304 that refreshed it) arrived.
     pub response_time: Instant,
-    /// Marked stale before its time (a soft purge: an edit elsewhere on the site): the
-    /// next request validates it, behind coalescing, and it still stands in for a failed
-    /// backend within grace. Set through [`Entry::mark_stale`]; `false` when stored.
-    pub soft_purged: AtomicBool,
+    /// Marked stale before its time (a soft purge), as one of the `PURGED_*` values:
+    /// the next request validates it (an edit elsewhere on the site: behind coalescing,
+    /// readers wait for the new page), or is served it once while one revalidation runs
+    /// (an operator's soft purge, as Fastly's). Either way it still stands in for a failed
+    /// backend within grace. Set through [`Entry::mark_stale`] and
+    /// [`Entry::mark_stale_serving`]; 0 when stored.
+    pub soft_purged: AtomicU8,
+    /// Surrogate keys the backend gave it (tags.rs), for purges by tag.
+    pub tags: Box<[Box<str>]>,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// `Entry::soft_purged`: not purged.
+pub const PURGED_NOT: u8 = 0;
+/// Stale now; the next request validates it before it is served.
+pub const PURGED_VALIDATE: u8 = 1;
+/// Stale now; served (once the request allows stale) while one revalidation runs.
+pub const PURGED_SERVE_STALE: u8 = 2;
 
 impl Entry {
     /// A fresh id for a new body.
@@ -163,7 +175,7 @@ impl Entry {
     /// Time left until stale, or how stale it is (a soft-purged entry is stale now).
     pub fn staleness(&self, now: Instant) -> Result<Duration, Duration> {
         let age = self.age(now);
-        if self.soft_purged.load(Ordering::Relaxed) {
+        if self.soft_purged.load(Ordering::Relaxed) != PURGED_NOT {
             return Err(age.saturating_sub(self.freshness.lifetime));
         }
         if age < self.freshness.lifetime {
@@ -199,9 +211,26 @@ impl Entry {
         }
     }
 
-    /// Makes the entry stale now (see `soft_purged`).
+    /// Makes the entry stale now; the next request validates it (see `soft_purged`).
     pub fn mark_stale(&self) {
-        self.soft_purged.store(true, Ordering::Relaxed);
+        self.soft_purged.store(PURGED_VALIDATE, Ordering::Relaxed);
+    }
+
+    /// Makes the entry stale now; the next request is served it while it is
+    /// revalidated in the background (see `soft_purged`). Never weakens an earlier
+    /// [`Entry::mark_stale`].
+    pub fn mark_stale_serving(&self) {
+        let _ = self.soft_purged.compare_exchange(
+            PURGED_NOT,
+            PURGED_SERVE_STALE,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Whether an operator's soft purge asked for this entry to be served once more.
+    pub fn serve_stale_after_purge(&self) -> bool {
+        self.soft_purged.load(Ordering::Relaxed) == PURGED_SERVE_STALE
     }
 
     /// Whether the stored response is an HTML page.

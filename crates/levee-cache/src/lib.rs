@@ -11,6 +11,7 @@ pub mod key;
 pub mod lookup;
 pub mod policy;
 pub mod store;
+pub mod tags;
 
 pub use cache_control::CacheControl;
 pub use entry::{Entry, LeveeCoded, StoredHeaders};

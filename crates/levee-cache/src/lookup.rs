@@ -81,6 +81,15 @@ pub fn lookup(req_cc: &CacheControl, stored: Option<&Entry>, now: Instant) -> Lo
             if client_allows_stale && f.allows_stale_while_revalidate(stale_by) {
                 return Lookup::StaleWhileRevalidate;
             }
+            // An operator's soft purge: the old copy once more while the new one is
+            // fetched, unless the response forbids serving it stale.
+            if client_allows_stale
+                && entry.serve_stale_after_purge()
+                && !f.must_revalidate
+                && !f.no_cache
+            {
+                return Lookup::StaleWhileRevalidate;
+            }
         }
     }
     if req_cc.only_if_cached {
@@ -152,6 +161,7 @@ mod tests {
             initial_age: Duration::from_secs(initial_age),
             response_time: clock.0,
             soft_purged: Default::default(),
+            tags: Default::default(),
         }
     }
 
@@ -488,5 +498,31 @@ mod tests {
             Lookup::StaleAccepted
         );
         assert!(stale_on_error(&e, c.at(10)));
+    }
+
+    // An operator's soft purge: served once more while one revalidation runs, unless
+    // the response must not be served stale; an edit's mark is never weakened by it.
+    #[test]
+    fn an_operators_soft_purge_serves_the_old_copy_while_revalidating() {
+        let c = clock();
+        let e = stored(&c, freshness(3600));
+        let none = CacheControl::default();
+        e.mark_stale_serving();
+        assert_eq!(
+            lookup(&none, Some(&e), c.at(10)),
+            Lookup::StaleWhileRevalidate
+        );
+        assert_eq!(
+            lookup(&cc("no-cache"), Some(&e), c.at(10)),
+            Lookup::Validate
+        );
+        e.mark_stale();
+        e.mark_stale_serving();
+        assert_eq!(lookup(&none, Some(&e), c.at(10)), Lookup::Validate);
+        let mut f = freshness(3600);
+        f.must_revalidate = true;
+        let strict = stored(&c, f);
+        strict.mark_stale_serving();
+        assert_eq!(lookup(&none, Some(&strict), c.at(10)), Lookup::Validate);
     }
 }

@@ -143,6 +143,50 @@ impl Store {
         n
     }
 
+    /// Removes (or, `soft`, marks stale) every variant of one URL; how many.
+    pub fn purge_key(&self, key: &CacheKey, soft: bool) -> usize {
+        let Some(variants) = self.entries.get(key) else {
+            return 0;
+        };
+        if soft {
+            variants.0.iter().for_each(|e| e.mark_stale_serving());
+        } else {
+            self.entries.invalidate(key);
+        }
+        variants.0.len()
+    }
+
+    /// Removes (or, `soft`, marks stale) every stored response `pick` chooses, and
+    /// returns how many. A URL whose variants are all removed leaves the store. Walks
+    /// the whole store: for purges, not per request.
+    pub fn purge(&self, soft: bool, pick: impl Fn(&CacheKey, &Entry) -> bool) -> usize {
+        let mut n = 0;
+        if soft {
+            for (key, variants) in self.entries.iter() {
+                for e in variants.0.iter().filter(|e| pick(&key, e)) {
+                    e.mark_stale_serving();
+                    n += 1;
+                }
+            }
+            return n;
+        }
+        for (key, variants) in self.entries.iter() {
+            let (gone, kept): (Vec<_>, Vec<_>) =
+                variants.0.iter().cloned().partition(|e| pick(&key, e));
+            if gone.is_empty() {
+                continue;
+            }
+            n += gone.len();
+            if kept.is_empty() {
+                self.entries.invalidate(&*key);
+            } else {
+                self.entries
+                    .insert((*key).clone(), Arc::new(Variants(kept)));
+            }
+        }
+        n
+    }
+
     /// Number of URLs stored (approximate while eviction runs).
     pub fn len(&self) -> u64 {
         self.entries.entry_count()
@@ -196,6 +240,7 @@ mod tests {
             initial_age: Duration::ZERO,
             response_time: Instant::now(),
             soft_purged: Default::default(),
+            tags: Default::default(),
         })
     }
 

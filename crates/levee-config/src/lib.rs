@@ -18,12 +18,12 @@ use std::path::PathBuf;
 pub use matcher::{CookieMatcher, PathMatcher};
 pub use options::{
     AdminOptions, AnonymousOptions, CacheOptions, Combine, CompressionOptions, FastCgiOptions,
-    LimitsOptions, OneOrMany, Options, StaticOptions, Workers, DEFAULTS,
+    LimitsOptions, OneOrMany, Options, PurgeOptions, StaticOptions, Workers, DEFAULTS,
 };
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES};
 pub use settings::{
     AdminSettings, AnonymousSettings, CacheSettings, CompressionSettings, EditInvalidation,
-    FastCgiSettings, Limits, Settings, StaticSettings,
+    FastCgiSettings, Limits, PurgeSettings, Settings, StaticSettings,
 };
 
 /// An error in the configuration: always says what to change.

@@ -73,6 +73,9 @@ enabled = true
 min_size = "1KiB"
 store = "gzip"
 transcode_memory = "32MiB"
+
+[purge]
+allow = ["127.0.0.1/32", "::1/128"]
 "#;
 
 /// Merging two sets of options: `self` wins where it has a value, `other` fills in.
@@ -130,6 +133,8 @@ options_table! {
         pub compression: CompressionOptions,
         #[serde(default)]
         pub admin: AdminOptions,
+        #[serde(default)]
+        pub purge: PurgeOptions,
     }
 }
 
@@ -211,6 +216,14 @@ options_table! {
     /// `[admin]`
     pub struct AdminOptions {
         pub listen: Option<String>,
+        pub token: Option<String>,
+    }
+}
+
+options_table! {
+    /// `[purge]`
+    pub struct PurgeOptions {
+        pub allow: Option<Vec<String>>,
     }
 }
 

@@ -146,13 +146,34 @@ pub struct Settings {
     /// by default.
     pub workers: usize,
     pub admin: AdminSettings,
+    pub purge: PurgeSettings,
 }
 
-/// The admin listener: levee's own state (metrics), apart from the traffic.
+/// The admin listener: levee's own state (metrics) and purges, apart from the traffic.
 #[derive(Debug, Clone, Default)]
 pub struct AdminSettings {
     /// Off when unset.
     pub listen: Option<SocketAddr>,
+    /// When set, every admin request needs `Authorization: Bearer TOKEN`.
+    pub token: Option<String>,
+}
+
+/// The `PURGE` method on the traffic port (Varnish's convention, MediaWiki's
+/// `$wgCdnServers`): only from these networks.
+#[derive(Debug, Clone, Default)]
+pub struct PurgeSettings {
+    pub allow: Vec<ipnet::IpNet>,
+}
+
+impl PurgeSettings {
+    pub fn allows(&self, ip: std::net::IpAddr) -> bool {
+        // An IPv4 client on a dual-stack socket arrives as ::ffff:a.b.c.d.
+        let ip = match ip {
+            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+            v4 => v4,
+        };
+        self.allow.iter().any(|net| net.contains(&ip))
+    }
 }
 
 /// More worker threads than this is a typo, not a machine.
@@ -413,7 +434,30 @@ impl Settings {
                 Some(l) => Some(address("admin.listen", &l, "127.0.0.1:9091 or [::1]:9091")?),
                 None => None,
             },
+            token: match o.admin.token {
+                Some(t) if t.trim().is_empty() => {
+                    return Err(ConfigError::invalid(
+                        "admin.token",
+                        "the token is empty; remove the line to run without one",
+                    ))
+                }
+                t => t,
+            },
         };
+        let mut allow = Vec::new();
+        for a in need(o.purge.allow, "purge.allow")? {
+            let net = a
+                .parse::<ipnet::IpNet>()
+                .or_else(|_| a.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| {
+                    ConfigError::invalid(
+                        "purge.allow",
+                        format!("`{a}` is not an address or network; write it like 127.0.0.1, 10.0.0.0/8 or ::1/128"),
+                    )
+                })?;
+            allow.push(net);
+        }
+        let purge = PurgeSettings { allow };
 
         Ok(Settings {
             listen,
@@ -428,6 +472,7 @@ impl Settings {
             debug_headers: need(o.debug_headers, "debug_headers")?,
             workers,
             admin,
+            purge,
         })
     }
 }

@@ -114,6 +114,7 @@ fn bad_values_name_the_option() {
             Options {
                 admin: AdminOptions {
                     listen: Some("9091".into()),
+                    ..AdminOptions::default()
                 },
                 ..with_backend()
             },
@@ -126,12 +127,39 @@ fn bad_values_name_the_option() {
 }
 
 #[test]
+fn purge_allow_list_and_admin_token() {
+    let s = resolve("", with_backend()).unwrap();
+    assert!(s.purge.allows("127.0.0.1".parse().unwrap()));
+    assert!(s.purge.allows("::1".parse().unwrap()));
+    assert!(s.purge.allows("::ffff:127.0.0.1".parse().unwrap()));
+    assert!(!s.purge.allows("10.0.0.1".parse().unwrap()));
+    assert!(s.admin.token.is_none());
+    let s = resolve(
+        "[purge]\nallow = [\"10.0.0.0/8\", \"192.0.2.7\"]\n[admin]\ntoken = \"s3cret\"",
+        with_backend(),
+    )
+    .unwrap();
+    assert!(s.purge.allows("10.1.2.3".parse().unwrap()));
+    assert!(s.purge.allows("192.0.2.7".parse().unwrap()));
+    assert!(!s.purge.allows("127.0.0.1".parse().unwrap()));
+    assert_eq!(s.admin.token.as_deref(), Some("s3cret"));
+    for (file, needle) in [
+        ("[purge]\nallow = [\"10.0.0.0/33\"]", "purge.allow"),
+        ("[admin]\ntoken = \" \"", "admin.token"),
+    ] {
+        let err = resolve(file, with_backend()).unwrap_err();
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+}
+
+#[test]
 fn admin_listener_from_file_or_flag() {
     let s = resolve("[admin]\nlisten = \"127.0.0.1:9091\"", with_backend()).unwrap();
     assert_eq!(s.admin.listen, Some("127.0.0.1:9091".parse().unwrap()));
     let flags = Options {
         admin: AdminOptions {
             listen: Some("[::1]:9092".into()),
+            ..AdminOptions::default()
         },
         ..with_backend()
     };

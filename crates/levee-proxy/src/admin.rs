@@ -1,6 +1,8 @@
 //! The admin listener (`--admin-listen`, off unless set): levee's own state for
 //! operators and tests, on a port apart from the traffic. `GET /metrics` is
-//! the OpenMetrics text format (Prometheus reads it); anything else is 404.
+//! the OpenMetrics text format (Prometheus reads it); `POST /purge` drops stored
+//! responses (purge.rs); anything else is 404. With `[admin] token`, every request needs
+//! `Authorization: Bearer TOKEN` (401 otherwise).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::purge::Purge;
 use crate::request::Shared;
 use crate::stats;
 
@@ -40,7 +43,7 @@ pub(crate) async fn serve(
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let shared = shared.clone();
-                async move { Ok::<_, Infallible>(answer(&shared, &req)) }
+                async move { Ok::<_, Infallible>(answer(&shared, &req).await) }
             });
             let mut b = hyper::server::conn::http1::Builder::new();
             b.timer(TokioTimer::new()).header_read_timeout(timeout);
@@ -51,19 +54,79 @@ pub(crate) async fn serve(
     }
 }
 
-fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    if let Some(token) = &shared.settings.admin.token {
+        if !bearer_matches(req, token) {
+            let mut r = reply(
+                StatusCode::UNAUTHORIZED,
+                TEXT,
+                "this admin listener needs `Authorization: Bearer TOKEN` ([admin] token)\n".into(),
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
     let (status, content_type, body) = match (req.method(), req.uri().path()) {
         (&Method::GET | &Method::HEAD, "/metrics") => (
             StatusCode::OK,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
             stats::encode(&shared.stats, &shared.store, &shared.upstream.limiter),
         ),
+        (&Method::POST, "/purge") => match Purge::from_query(req.uri().query().unwrap_or("")) {
+            Err(e) => (StatusCode::BAD_REQUEST, TEXT, format!("{e}\n")),
+            Ok(purge) => {
+                let shared2 = shared.clone();
+                let soft = purge.soft;
+                // A prefix or a tag walks the whole store.
+                match tokio::task::spawn_blocking(move || purge.run(&shared2.store)).await {
+                    Ok(n) => {
+                        shared.stats.purged.inc_by(n as u64);
+                        (
+                            StatusCode::OK,
+                            "application/json",
+                            format!("{{\"purged\":{n},\"soft\":{soft}}}\n"),
+                        )
+                    }
+                    Err(e) => (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        TEXT,
+                        format!("the purge failed: {e}\n"),
+                    ),
+                }
+            }
+        },
+        (_, "/purge") => (
+            StatusCode::METHOD_NOT_ALLOWED,
+            TEXT,
+            "a purge is a POST: POST /purge?url=URL | ?prefix=URL | ?tag=TAG [&soft=1]\n".into(),
+        ),
         _ => (
             StatusCode::NOT_FOUND,
-            "text/plain; charset=utf-8",
-            "not found: the admin listener serves GET /metrics\n".to_string(),
+            TEXT,
+            "not found: the admin listener serves GET /metrics and POST /purge\n".to_string(),
         ),
     };
+    reply(status, content_type, body)
+}
+
+/// `Authorization: Bearer TOKEN`, compared in time that does not depend on where the
+/// two first differ.
+fn bearer_matches(req: &Request<Incoming>, token: &str) -> bool {
+    let Some(given) = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    let (a, b) = (given.trim().as_bytes(), token.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn reply(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
     resp.headers_mut()

@@ -9,6 +9,7 @@ mod admin;
 mod body;
 mod encoding;
 mod headers;
+mod purge;
 mod request;
 mod server;
 mod stats;

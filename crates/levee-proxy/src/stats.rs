@@ -20,6 +20,8 @@ pub(crate) struct Stats {
     pub fills: Counter,
     /// Responses stored (new entries and entries refreshed by a 304).
     pub stored: Counter,
+    /// Stored responses removed or marked stale by purges.
+    pub purged: Counter,
     /// Scrape-time copies of state kept elsewhere.
     cache_objects: Gauge,
     cache_bytes: Gauge,
@@ -71,6 +73,11 @@ pub(crate) fn encode(s: &Stats, store: &Store, limiter: &Limiter) -> String {
         "cache_stores",
         "Responses stored or refreshed in the cache",
         s.stored.clone(),
+    );
+    r.register(
+        "purged_objects",
+        "Stored responses removed or marked stale by purges (admin API and PURGE)",
+        s.purged.clone(),
     );
     r.register(
         "cache_objects",

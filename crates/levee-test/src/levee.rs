@@ -18,6 +18,7 @@ pub struct LeveeBuilder {
     bin: PathBuf,
     args: Vec<String>,
     config: Option<String>,
+    admin_token: Option<String>,
 }
 
 impl LeveeBuilder {
@@ -28,6 +29,7 @@ impl LeveeBuilder {
             bin: bin.into(),
             args: vec!["serve".into(), "--listen".into(), "127.0.0.1:0".into()],
             config: None,
+            admin_token: None,
         }
     }
 
@@ -43,6 +45,12 @@ impl LeveeBuilder {
     pub fn args(mut self, args: &[&str]) -> LeveeBuilder {
         self.args.extend(args.iter().map(|s| s.to_string()));
         self
+    }
+
+    /// `--admin-token TOKEN`; the helpers that read the admin listener send it.
+    pub fn admin_token(mut self, token: &str) -> LeveeBuilder {
+        self.admin_token = Some(token.to_string());
+        self.arg("--admin-token").arg(token)
     }
 
     /// `--debug-headers`: adds `X-Cache-Reason`.
@@ -113,6 +121,7 @@ impl LeveeBuilder {
             admin,
             config_file,
             args: self.args,
+            admin_token: self.admin_token,
         };
         match addr_rx.recv_timeout(START_TIMEOUT) {
             Ok(addr) => levee.addr = addr,
@@ -152,6 +161,7 @@ pub struct Levee {
     admin: Arc<Mutex<Option<SocketAddr>>>,
     config_file: Option<PathBuf>,
     args: Vec<String>,
+    admin_token: Option<String>,
 }
 
 impl Levee {
@@ -222,7 +232,7 @@ impl Levee {
     /// One value of levee's `/metrics` (a counter by its `_total` name). Panics if it is
     /// not there.
     pub async fn metric(&self, name: &str) -> f64 {
-        let r = Req::get("/metrics").send_to(self.admin_addr().await).await;
+        let r = self.admin(Req::get("/metrics")).await;
         assert_eq!(r.status, 200, "GET /metrics: {}", r.summary());
         let text = String::from_utf8_lossy(&r.body).into_owned();
         text.lines()
@@ -231,6 +241,29 @@ impl Levee {
                 (n == name).then(|| v.trim().parse().ok()).flatten()
             })
             .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+    }
+
+    /// `req` to the admin listener, with the admin token if levee has one.
+    pub async fn admin(&self, mut req: Req) -> Resp {
+        if let Some(t) = &self.admin_token {
+            req = req.header("authorization", &format!("Bearer {t}"));
+        }
+        req.send_to(self.admin_addr().await).await
+    }
+
+    /// `POST /purge?QUERY` on the admin listener; the number of responses it says it
+    /// purged (panics on anything but 200).
+    pub async fn purge(&self, query: &str) -> u64 {
+        let r = self
+            .admin(Req::new("POST", &format!("/purge?{query}")))
+            .await;
+        assert_eq!(r.status, 200, "POST /purge?{query}: {}", r.summary());
+        let text = r.text();
+        text.split("\"purged\":")
+            .nth(1)
+            .and_then(|s| s.split([',', '}']).next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count in {text}"))
     }
 
     /// Waits until `cond` holds for the metric `name` (5 s at most, then panics).

@@ -40,6 +40,8 @@ enum Command {
     Bench(Box<levee_bench::BenchCommand>),
     /// Run a slow demo origin that starts a PHP session on every page.
     Origin(cmd::origin::OriginArgs),
+    /// Drop stored responses by URL, prefix or tag (through levee serve's admin listener).
+    Purge(cmd::purge::PurgeArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Bench(cmd) => levee_bench::main(*cmd),
         Command::Origin(args) => cmd::origin::run(args),
+        Command::Purge(args) => cmd::purge::run(args),
     };
     match result {
         Ok(code) => code,
@@ -68,9 +71,11 @@ fn main() -> ExitCode {
 /// 2 for what the user must change (the configuration, the command line), 1 for work
 /// that failed (a port in use, a server that stopped answering).
 fn exit_code(err: &anyhow::Error) -> u8 {
-    let usage = err
-        .chain()
-        .any(|e| e.is::<levee_config::ConfigError>() || e.is::<levee_bench::UsageError>());
+    let usage = err.chain().any(|e| {
+        e.is::<levee_config::ConfigError>()
+            || e.is::<levee_bench::UsageError>()
+            || e.is::<cmd::purge::PurgeUsage>()
+    });
     if usage {
         2
     } else {

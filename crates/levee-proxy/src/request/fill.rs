@@ -256,6 +256,9 @@ async fn run_fill(
         }
     }
     let vary = VaryKey::new(&head.headers, &ctx.req_headers);
+    // Surrogate keys are for purges, not for clients.
+    let tags = levee_cache::tags::tags(&head.headers);
+    levee_cache::tags::strip(&mut head.headers);
     let stored_headers = decision.is_ok().then(|| head.headers.clone());
     fill.set_head(FillHead::Stream(StreamHead {
         status: head.status,
@@ -293,6 +296,7 @@ async fn run_fill(
         initial_age,
         response_time: received.at,
         soft_purged: Default::default(),
+        tags,
     };
     shared.store.insert(key.clone(), Arc::new(entry));
     shared.stats.stored.inc();
@@ -472,6 +476,7 @@ fn refresh(
         Encoder::after_refresh(&mut headers, coded);
     }
     headers.remove(header::AGE);
+    levee_cache::tags::strip(&mut headers);
     let decision = decide(shared, &ctx.req_cc, stale.status, &headers, received);
     let freshness = match &decision {
         Ok(s) => s.freshness,
@@ -489,6 +494,7 @@ fn refresh(
         initial_age,
         response_time: received.at,
         soft_purged: Default::default(),
+        tags: stale.tags.clone(),
     });
     if decision.is_ok() {
         shared.store.insert(key.clone(), entry.clone());

@@ -57,6 +57,9 @@ pub(crate) async fn handle(
     if let Some(resp) = classify::refuse_malformed(&parts) {
         return Ok(resp);
     }
+    if parts.method.as_str() == "PURGE" {
+        return Ok(purge_from_client(&shared, &parts, conn));
+    }
     if let Some(resp) = classify::answer_here(&shared, &mut parts) {
         return Ok(resp);
     }
@@ -83,4 +86,38 @@ pub(crate) async fn handle(
         Class::Pass(reason) => Box::pin(pass::pass(&shared, parts, body, conn, reason)).await,
     };
     Ok(resp)
+}
+
+/// The `PURGE` method (Varnish's convention; MediaWiki sends it to `$wgCdnServers`):
+/// removes every variant of the URL, for clients on the `[purge] allow` list; 403 for
+/// anyone else, who learns nothing about what is stored.
+fn purge_from_client(shared: &Shared, parts: &http::request::Parts, conn: ConnInfo) -> Resp {
+    if !crate::purge::allowed(&shared.settings, conn.peer.ip()) {
+        return respond::error(
+            http::StatusCode::FORBIDDEN,
+            "PURGE is allowed only from the addresses in [purge] allow",
+        );
+    }
+    let key = crate::purge::key_of_request(parts);
+    let n = shared.store.purge_key(&key, false);
+    shared.stats.purged.inc_by(n as u64);
+    let mut resp = http::Response::new(crate::body::ProxyBody::full(bytes::Bytes::from(format!(
+        "{{\"purged\":{n}}}\n"
+    ))));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    respond::mark(
+        shared,
+        resp.headers_mut(),
+        respond::XCache::Answered,
+        None,
+        None,
+    );
+    resp
 }

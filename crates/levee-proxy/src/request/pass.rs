@@ -64,6 +64,7 @@ pub(crate) async fn pass(
         }
     }
     strip_hop_by_hop(&mut head.headers);
+    levee_cache::tags::strip(&mut head.headers);
     respond::passed(shared, &parts, head, body, permit, &reason.into())
 }
 

@@ -2,4 +2,5 @@
 
 pub mod demo;
 pub mod origin;
+pub mod purge;
 pub mod serve;

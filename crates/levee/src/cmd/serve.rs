@@ -56,6 +56,14 @@ pub struct ServeArgs {
     /// Serve levee's metrics (GET /metrics) on this separate address, like 127.0.0.1:9091.
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<String>,
+    /// Require `Authorization: Bearer TOKEN` on the admin listener.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "LEVEE_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
     /// Add X-Cache-Reason: why a response was or was not stored.
     #[arg(long)]
     pub debug_headers: bool,
@@ -93,6 +101,7 @@ impl ServeArgs {
             },
             admin: AdminOptions {
                 listen: self.admin_listen.clone(),
+                token: self.admin_token.clone(),
             },
             ..Options::default()
         }
@@ -120,7 +129,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("levee: listening on http://{addr}, backend {backend}");
             }
             if let Some(addr) = bound.admin {
-                eprintln!("levee: admin listening on http://{addr} (GET /metrics)");
+                eprintln!("levee: admin listening on http://{addr} (GET /metrics, POST /purge)");
             }
         },
         shutdown_signal(),

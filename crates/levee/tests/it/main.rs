@@ -18,6 +18,7 @@ mod hostile;
 mod limits;
 mod php;
 mod proxy;
+mod purge;
 mod rfc9111;
 mod sendfile;
 mod sessions;

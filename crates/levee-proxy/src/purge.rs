@@ -1,0 +1,130 @@
+//! Purges: dropping stored responses before their time, when the site changed. From the
+//! admin listener (`POST /purge?url=|prefix=|tag=`, `&soft=1`) and from allowed clients
+//! on the traffic port (the `PURGE` method, as Varnish and MediaWiki's `$wgCdnServers`
+//! expect). A soft purge marks stale instead of removing: the next request revalidates
+//! behind coalescing and the old copy still stands in if the backend fails.
+
+use std::net::IpAddr;
+
+use http::request;
+use levee_cache::{CacheKey, Scheme, Store};
+
+/// What a purge removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Every variant of one URL.
+    Url(CacheKey),
+    /// Every URL whose key starts with this one (`http://host/path` bans below it).
+    Prefix(CacheKey),
+    /// Every response the backend tagged with this surrogate key.
+    Tag(String),
+}
+
+/// A purge request from the admin API's query string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Purge {
+    pub target: Target,
+    pub soft: bool,
+}
+
+impl Purge {
+    /// Parses `url=URL`, `prefix=URL` or `tag=TAG`, and `soft=1`. The error says what to
+    /// send instead.
+    pub fn from_query(query: &str) -> Result<Purge, String> {
+        let mut target = None;
+        let mut soft = false;
+        for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+            let t = match &*k {
+                "url" => Target::Url(key_of(&v).map_err(|e| format!("{e}; {USAGE}"))?),
+                "prefix" => Target::Prefix(key_of(&v).map_err(|e| format!("{e}; {USAGE}"))?),
+                "tag" if !v.trim().is_empty() => Target::Tag(v.trim().to_string()),
+                "soft" => {
+                    soft = matches!(&*v, "1" | "true" | "yes" | "");
+                    continue;
+                }
+                _ => return Err(format!("unknown parameter `{k}`; {USAGE}")),
+            };
+            if target.replace(t).is_some() {
+                return Err(format!("one of url, prefix or tag per purge; {USAGE}"));
+            }
+        }
+        let target = target.ok_or_else(|| USAGE.to_string())?;
+        Ok(Purge { target, soft })
+    }
+
+    /// Carries it out; how many stored responses it removed or marked. Walks the whole
+    /// store for a prefix or a tag: run it off the serving threads.
+    pub fn run(&self, store: &Store) -> usize {
+        match &self.target {
+            Target::Url(key) => store.purge_key(key, self.soft),
+            Target::Prefix(prefix) => {
+                store.purge(self.soft, |k, _| k.as_str().starts_with(prefix.as_str()))
+            }
+            Target::Tag(tag) => store.purge(self.soft, |_, e| e.tags.iter().any(|t| **t == **tag)),
+        }
+    }
+}
+
+const USAGE: &str = "send POST /purge?url=http://host/path, ?prefix=http://host/path or ?tag=TAG, \
+                     with &soft=1 to mark stale instead of removing";
+
+/// The key of an absolute URL (`http://host/path?query`), as a request for it has.
+fn key_of(url: &str) -> Result<CacheKey, String> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|_| format!("`{url}` is not a URL; write it like http://example.com/page"))?;
+    match (uri.scheme_str(), uri.authority()) {
+        (Some(s), Some(_)) if s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https") => {
+        }
+        _ => {
+            return Err(format!(
+                "`{url}` needs a scheme and a host, like http://example.com/page"
+            ))
+        }
+    }
+    Ok(CacheKey::for_request(
+        Scheme::Http,
+        &uri,
+        &http::HeaderMap::new(),
+    ))
+}
+
+/// Whether `peer` may send `PURGE` on the traffic port.
+pub(crate) fn allowed(settings: &levee_config::Settings, peer: IpAddr) -> bool {
+    settings.purge.allows(peer)
+}
+
+/// The key a `PURGE` request names (its target and Host, as a GET of it would have).
+pub(crate) fn key_of_request(parts: &request::Parts) -> CacheKey {
+    CacheKey::for_request(Scheme::Http, &parts.uri, &parts.headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries() {
+        let p = Purge::from_query("url=http%3A%2F%2FExample.com%2Fa%3Fb%3D1").unwrap();
+        assert_eq!(
+            p.target,
+            Target::Url(key_of("http://example.com/a?b=1").unwrap())
+        );
+        assert!(!p.soft);
+        let p = Purge::from_query("tag=post-57&soft=1").unwrap();
+        assert_eq!(p.target, Target::Tag("post-57".into()));
+        assert!(p.soft);
+        let p = Purge::from_query("prefix=http://example.com/wiki/").unwrap();
+        assert!(matches!(p.target, Target::Prefix(k) if k.as_str() == "http://example.com/wiki/"));
+        for bad in [
+            "",
+            "url=/relative",
+            "url=http://a/&tag=x",
+            "what=1",
+            "tag=",
+            "url=ftp://a/b",
+        ] {
+            assert!(Purge::from_query(bad).is_err(), "{bad}");
+        }
+    }
+}
