@@ -5,6 +5,7 @@
 //! responses that `Vary` are kept as a short list of variants under it, selected by
 //! their [`VaryKey`](crate::VaryKey).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,17 +67,31 @@ impl Expiry<CacheKey, Arc<Variants>> for KeepUntilUseless {
 #[derive(Clone)]
 pub struct Store {
     entries: Cache<CacheKey, Arc<Variants>>,
+    /// Entries evicted for room (metrics).
+    evictions: Arc<AtomicU64>,
 }
 
 impl Store {
     /// A store holding at most `capacity` bytes.
     pub fn new(capacity: u64) -> Store {
+        let evictions = Arc::new(AtomicU64::new(0));
+        let counted = evictions.clone();
         let entries = Cache::builder()
             .max_capacity(capacity)
             .weigher(|_k: &CacheKey, v: &Arc<Variants>| v.weight())
             .expire_after(KeepUntilUseless)
+            .eviction_listener(move |_k, _v, cause| {
+                if cause == moka::notification::RemovalCause::Size {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                }
+            })
             .build();
-        Store { entries }
+        Store { entries, evictions }
+    }
+
+    /// URLs evicted to make room so far.
+    pub fn evictions(&self) -> u64 {
+        self.evictions.load(Ordering::Relaxed)
     }
 
     /// The stored response for `key` that `request` selects, fresh or not.

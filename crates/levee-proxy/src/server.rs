@@ -494,6 +494,7 @@ async fn serve_connection(
         },
         _ = stop.changed() => return,
     };
+    let _open = shared.stats.connection_opened();
     let svc_shared = shared.clone();
     let conn = ConnInfo {
         peer,

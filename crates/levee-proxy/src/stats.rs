@@ -2,10 +2,18 @@
 //! by the admin listener's `/metrics` (Prometheus text format) and by tests, which wait
 //! on them instead of sleeping.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
 use levee_cache::Store;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+
+use crate::headers::X_CACHE;
+use crate::request::Resp;
+use crate::upstream::UpstreamError;
 
 use crate::upstream::Limiter;
 
@@ -22,6 +30,20 @@ pub(crate) struct Stats {
     pub stored: Counter,
     /// Stored responses removed or marked stale by purges.
     pub purged: Counter,
+    /// Responses by `X-Cache` result (`CACHE_RESULTS`) and status class (1xx..5xx):
+    /// plain atomics, so that counting costs the hit path one increment and no lock;
+    /// turned into a labelled family when scraped.
+    requests: [[AtomicU64; 5]; CACHE_RESULTS.len()],
+    /// Body bytes of responses whose length was known when they started.
+    response_bytes: Counter,
+    /// Time from the request's head to the response's head.
+    latency: Latency,
+    /// Backend requests by outcome (`BACKEND_RESULTS`).
+    backend: [AtomicU64; BACKEND_RESULTS.len()],
+    /// Requests that joined a fill another request started (coalesced).
+    pub coalesced: Counter,
+    /// Client connections open now.
+    pub connections_open: Gauge,
     /// Scrape-time copies of state kept elsewhere.
     cache_objects: Gauge,
     cache_bytes: Gauge,
@@ -29,7 +51,66 @@ pub(crate) struct Stats {
     backend_waiting: Gauge,
 }
 
+/// The values of `X-Cache`, in the order of `Stats::requests`.
+const CACHE_RESULTS: [&str; 7] = [
+    "hit",
+    "miss",
+    "stale",
+    "pass",
+    "revalidated",
+    "static",
+    "error",
+];
+const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+/// What a backend request came to, in the order of `Stats::backend`.
+const BACKEND_RESULTS: [&str; 6] = [
+    "ok",
+    "connect_error",
+    "timeout",
+    "overloaded",
+    "protocol_error",
+    "bad_request",
+];
+
 impl Stats {
+    /// Counts a response on its way out (handle, request/mod.rs).
+    pub fn response(&self, resp: &Resp, took: Duration) {
+        let result = match resp.headers().get(&X_CACHE).map(|v| v.as_bytes()) {
+            Some(b"HIT") => 0,
+            Some(b"MISS") => 1,
+            Some(b"STALE") => 2,
+            Some(b"REVALIDATED") => 4,
+            Some(b"STATIC") => 5,
+            Some(b"ERROR") => 6,
+            _ => 3,
+        };
+        let class = usize::from(resp.status().as_u16() / 100).clamp(1, 5) - 1;
+        self.requests[result][class].fetch_add(1, Ordering::Relaxed);
+        if let Some(len) = http_body::Body::size_hint(resp.body()).exact() {
+            self.response_bytes.inc_by(len);
+        }
+        self.latency.observe(took);
+    }
+
+    /// Counts what a backend request came to.
+    pub fn backend<T>(&self, result: &Result<T, UpstreamError>) {
+        let i = match result {
+            Ok(_) => 0,
+            Err(UpstreamError::Connect { .. }) => 1,
+            Err(UpstreamError::Timeout { .. }) => 2,
+            Err(UpstreamError::Overloaded { .. }) => 3,
+            Err(UpstreamError::Protocol { .. }) => 4,
+            Err(UpstreamError::BadRequest { .. }) => 5,
+        };
+        self.backend[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a client connection until the returned guard drops.
+    pub fn connection_opened(&self) -> InFlight {
+        self.connections_open.inc();
+        InFlight(self.connections_open.clone())
+    }
+
     /// Counts a filler task until the returned guard drops.
     pub fn fill_started(&self) -> InFlight {
         self.fills.inc();
@@ -46,6 +127,59 @@ impl Drop for InFlight {
         self.0.dec();
     }
 }
+
+/// Upper bounds (seconds) of the latency buckets: 100 us to ~26 s, doubling.
+const LATENCY_BOUNDS: [f64; 19] = [
+    0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128, 0.0256, 0.0512, 0.1024, 0.2048,
+    0.4096, 0.8192, 1.6384, 3.2768, 6.5536, 13.1072, 26.2144,
+];
+
+/// A histogram of atomics: prometheus-client's takes a lock per observation, which every
+/// request would contend for. Written out by hand at scrape time.
+#[derive(Default)]
+struct Latency {
+    buckets: [AtomicU64; LATENCY_BOUNDS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Latency {
+    fn observe(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        if let Some(i) = LATENCY_BOUNDS.iter().position(|b| secs <= *b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros.fetch_add(
+            u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// OpenMetrics text of the histogram, cumulative buckets.
+    fn encode(&self, out: &mut String) {
+        use std::fmt::Write;
+        let name = "levee_request_duration_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time from a request's head to its response's head."
+        );
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let _ = writeln!(out, "# UNIT {name} seconds");
+        let mut cumulative = 0;
+        for (bound, n) in LATENCY_BOUNDS.iter().zip(&self.buckets) {
+            cumulative += n.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}");
+        let _ = writeln!(out, "{name}_count {count}");
+    }
+}
+
+type Labels = Vec<(&'static str, &'static str)>;
 
 /// The metrics in Prometheus' text format, read now.
 pub(crate) fn encode(s: &Stats, store: &Store, limiter: &Limiter) -> String {
@@ -99,8 +233,65 @@ pub(crate) fn encode(s: &Stats, store: &Store, limiter: &Limiter) -> String {
         "Requests waiting in the queue for a backend slot",
         s.backend_waiting.clone(),
     );
+    let requests = Family::<Labels, Counter>::default();
+    for (result, by_class) in CACHE_RESULTS.iter().zip(&s.requests) {
+        for (class, n) in STATUS_CLASSES.iter().zip(by_class) {
+            let n = n.load(Ordering::Relaxed);
+            if n > 0 {
+                requests
+                    .get_or_create(&vec![("cache", *result), ("status", *class)])
+                    .inc_by(n);
+            }
+        }
+    }
+    r.register(
+        "requests",
+        "Responses sent, by X-Cache result and status class",
+        requests,
+    );
+    let backend = Family::<Labels, Counter>::default();
+    for (result, n) in BACKEND_RESULTS.iter().zip(&s.backend) {
+        backend
+            .get_or_create(&vec![("result", *result)])
+            .inc_by(n.load(Ordering::Relaxed));
+    }
+    r.register(
+        "backend_requests",
+        "Backend requests by outcome (overloaded: shed, no slot within the queue)",
+        backend,
+    );
+    r.register(
+        "response_bytes",
+        "Body bytes of responses whose length was known when they started",
+        s.response_bytes.clone(),
+    );
+    r.register(
+        "coalesced",
+        "Requests that waited for another request's backend fetch instead of making their own",
+        s.coalesced.clone(),
+    );
+    r.register(
+        "connections_open",
+        "Client connections open now",
+        s.connections_open.clone(),
+    );
+    let evictions = Counter::<u64>::default();
+    evictions.inc_by(store.evictions());
+    r.register(
+        "cache_evictions",
+        "Stored responses evicted to make room (not expiries or purges)",
+        evictions,
+    );
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+    // The hand-made histogram goes before the end marker.
+    let end = out.rfind("# EOF").unwrap_or(out.len());
+    let mut tail = out.split_off(end);
+    s.latency.encode(&mut out);
+    if tail.is_empty() {
+        tail.push_str("# EOF\n");
+    }
+    out.push_str(&tail);
     out
 }

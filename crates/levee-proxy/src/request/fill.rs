@@ -84,6 +84,9 @@ pub(crate) async fn fetch(
             if !leader {
                 let usable = h.storable.is_ok() && h.vary.matches(&parts.headers);
                 reader = if usable { fill.join() } else { None };
+                if reader.is_some() {
+                    shared.stats.coalesced.inc();
+                }
                 if reader.is_none() {
                     // Not shareable: this request goes to the backend on its own, in parallel.
                     let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
@@ -204,7 +207,10 @@ async fn run_fill(
     let key = guard.key().clone();
     let _permit = match shared.upstream.slot().await {
         Ok(p) => p,
-        Err(e) => return fill.set_head(FillHead::Failed(e)),
+        Err(e) => {
+            shared.stats.backend::<()>(&Err(e.clone()));
+            return fill.set_head(FillHead::Failed(e));
+        }
     };
     let (mut head, body, received, validation) = match send(shared, req, &ctx, &key).await {
         Ok(r) => r,
@@ -327,7 +333,9 @@ async fn send(
     let mut req = Request::from_parts(req_parts, req_body);
     loop {
         let request_time = SystemTime::now();
-        let resp = shared.upstream.send(req, ctx.conn).await?;
+        let resp = shared.upstream.send(req, ctx.conn).await;
+        shared.stats.backend(&resp);
+        let resp = resp?;
         let received = Received {
             request_time,
             response_time: SystemTime::now(),

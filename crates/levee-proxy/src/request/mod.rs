@@ -47,21 +47,29 @@ pub(crate) type Resp = Response<ProxyBody>;
 /// Why a response was not stored or a request passed, for `X-Cache-Reason`.
 pub(crate) type Reason = std::borrow::Cow<'static, str>;
 
-/// Entry point for every request.
+/// Entry point for every request: [`route`], then the response is counted (stats.rs).
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
     conn: ConnInfo,
 ) -> Result<Resp, Infallible> {
+    let started = std::time::Instant::now();
+    let resp = route(&shared, req, conn).await;
+    shared.stats.response(&resp, started.elapsed());
+    Ok(resp)
+}
+
+/// The phases, in order; the first that answers ends the request.
+async fn route(shared: &Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> Resp {
     let (mut parts, body) = req.into_parts();
     if let Some(resp) = classify::refuse_malformed(&parts) {
-        return Ok(resp);
+        return resp;
     }
     if parts.method.as_str() == "PURGE" {
-        return Ok(purge_from_client(&shared, &parts, conn));
+        return purge_from_client(&shared, &parts, conn);
     }
     if let Some(resp) = classify::answer_here(&shared, &mut parts) {
-        return Ok(resp);
+        return resp;
     }
     let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
     if let (Some(files), true) = (&shared.files, read_only) {
@@ -69,23 +77,22 @@ pub(crate) async fn handle(
         // are public, and their own memory cache and validators make them cheap.
         match Box::pin(files.serve(&parts)).await {
             Outcome::Response(r) => {
-                return Ok(Box::pin(respond::static_file(&shared, &parts, r)).await)
+                return Box::pin(respond::static_file(&shared, &parts, r)).await
             }
             Outcome::Forbidden if matches!(shared.settings.backend, Backend::FastCgi(_)) => {
-                return Ok(respond::error(
+                return respond::error(
                     http::StatusCode::FORBIDDEN,
                     "this file is not served (hidden, outside the document root, or PHP source)",
-                ));
+                );
             }
             // An HTTP backend decides for itself what a refused path means.
             Outcome::Forbidden | Outcome::NotFound | Outcome::Php { .. } => {}
         }
     }
-    let resp = match classify::classify(&shared, &parts) {
-        Class::Cache(key) => lookup::cached(&shared, parts, body, key, conn).await,
-        Class::Pass(reason) => Box::pin(pass::pass(&shared, parts, body, conn, reason)).await,
-    };
-    Ok(resp)
+    match classify::classify(shared, &parts) {
+        Class::Cache(key) => lookup::cached(shared, parts, body, key, conn).await,
+        Class::Pass(reason) => Box::pin(pass::pass(shared, parts, body, conn, reason)).await,
+    }
 }
 
 /// The `PURGE` method (Varnish's convention; MediaWiki sends it to `$wgCdnServers`):

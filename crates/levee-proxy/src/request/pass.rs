@@ -27,7 +27,10 @@ pub(crate) async fn pass(
 ) -> Resp {
     let permit = match shared.upstream.slot().await {
         Ok(p) => p,
-        Err(e) => return respond::upstream_error(&e),
+        Err(e) => {
+            shared.stats.backend::<()>(&Err(e.clone()));
+            return respond::upstream_error(&e);
+        }
     };
     let unsafe_method = !matches!(
         parts.method,
@@ -49,7 +52,9 @@ pub(crate) async fn pass(
     *req.method_mut() = parts.method.clone();
     *req.uri_mut() = parts.uri.clone();
     *req.headers_mut() = headers;
-    let resp = match shared.upstream.send(req, conn).await {
+    let resp = shared.upstream.send(req, conn).await;
+    shared.stats.backend(&resp);
+    let resp = match resp {
         Ok(r) => r,
         Err(e) => return respond::upstream_error(&e),
     };

@@ -16,6 +16,7 @@ mod demo;
 mod edits;
 mod hostile;
 mod limits;
+mod metrics;
 mod php;
 mod proxy;
 mod purge;
