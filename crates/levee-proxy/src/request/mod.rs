@@ -66,9 +66,9 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> 
         return resp;
     }
     if parts.method.as_str() == "PURGE" {
-        return purge_from_client(&shared, &parts, conn);
+        return purge_from_client(shared, &parts, conn);
     }
-    if let Some(resp) = classify::answer_here(&shared, &mut parts) {
+    if let Some(resp) = classify::answer_here(shared, &mut parts) {
         return resp;
     }
     let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
@@ -77,7 +77,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> 
         // are public, and their own memory cache and validators make them cheap.
         match Box::pin(files.serve(&parts)).await {
             Outcome::Response(r) => {
-                return Box::pin(respond::static_file(&shared, &parts, r)).await
+                return Box::pin(respond::static_file(shared, &parts, r)).await
             }
             Outcome::Forbidden if matches!(shared.settings.backend, Backend::FastCgi(_)) => {
                 return respond::error(
