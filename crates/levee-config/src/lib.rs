@@ -18,12 +18,13 @@ use std::path::PathBuf;
 pub use matcher::{CookieMatcher, PathMatcher};
 pub use options::{
     AdminOptions, AnonymousOptions, CacheOptions, Combine, CompressionOptions, FastCgiOptions,
-    LimitsOptions, OneOrMany, Options, PurgeOptions, StaticOptions, Workers, DEFAULTS,
+    LimitsOptions, LogOptions, OneOrMany, Options, PurgeOptions, StaticOptions, Workers, DEFAULTS,
 };
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES};
 pub use settings::{
-    AdminSettings, AnonymousSettings, CacheSettings, CompressionSettings, EditInvalidation,
-    FastCgiSettings, Limits, PurgeSettings, Settings, StaticSettings,
+    AccessLog, AccessLogFormat, AdminSettings, AnonymousSettings, CacheSettings,
+    CompressionSettings, EditInvalidation, FastCgiSettings, Limits, PurgeSettings, Settings,
+    StaticSettings,
 };
 
 /// An error in the configuration: always says what to change.

@@ -76,6 +76,10 @@ transcode_memory = "32MiB"
 
 [purge]
 allow = ["127.0.0.1/32", "::1/128"]
+
+[log]
+access = "off"
+access_file = "-"
 "#;
 
 /// Merging two sets of options: `self` wins where it has a value, `other` fills in.
@@ -135,6 +139,8 @@ options_table! {
         pub admin: AdminOptions,
         #[serde(default)]
         pub purge: PurgeOptions,
+        #[serde(default)]
+        pub log: LogOptions,
     }
 }
 
@@ -217,6 +223,14 @@ options_table! {
     pub struct AdminOptions {
         pub listen: Option<String>,
         pub token: Option<String>,
+    }
+}
+
+options_table! {
+    /// `[log]`
+    pub struct LogOptions {
+        pub access: Option<String>,
+        pub access_file: Option<String>,
     }
 }
 

@@ -147,6 +147,24 @@ pub struct Settings {
     pub workers: usize,
     pub admin: AdminSettings,
     pub purge: PurgeSettings,
+    /// One line per request, when on.
+    pub access_log: Option<AccessLog>,
+}
+
+/// `[log] access` and `access_file`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessLog {
+    pub format: AccessLogFormat,
+    /// `None`: standard output.
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessLogFormat {
+    /// NCSA combined, then `cache=… backend=… total=…`.
+    Combined,
+    /// One JSON object per line.
+    Json,
 }
 
 /// The admin listener: levee's own state (metrics) and purges, apart from the traffic.
@@ -458,6 +476,27 @@ impl Settings {
             allow.push(net);
         }
         let purge = PurgeSettings { allow };
+        let format = match need(o.log.access, "log.access")?.as_str() {
+            "off" => None,
+            "combined" => Some(AccessLogFormat::Combined),
+            "json" => Some(AccessLogFormat::Json),
+            other => {
+                return Err(ConfigError::invalid(
+                    "log.access",
+                    format!(
+                        "`{other}` is not a log format; write \"combined\", \"json\" or \"off\""
+                    ),
+                ))
+            }
+        };
+        let access_log = format.map(|format| AccessLog {
+            format,
+            file: o
+                .log
+                .access_file
+                .filter(|f| f != "-" && !f.is_empty())
+                .map(PathBuf::from),
+        });
 
         Ok(Settings {
             listen,
@@ -473,6 +512,7 @@ impl Settings {
             workers,
             admin,
             purge,
+            access_log,
         })
     }
 }

@@ -72,7 +72,12 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
         (&Method::GET | &Method::HEAD, "/metrics") => (
             StatusCode::OK,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            stats::encode(&shared.stats, &shared.store, &shared.upstream.limiter),
+            stats::encode(
+                &shared.stats,
+                &shared.store,
+                &shared.upstream.limiter,
+                shared.access_log.as_ref().map(|l| &l.dropped),
+            ),
         ),
         (&Method::POST, "/purge") => match Purge::from_query(req.uri().query().unwrap_or("")) {
             Err(e) => (StatusCode::BAD_REQUEST, TEXT, format!("{e}\n")),

@@ -5,6 +5,7 @@
 //! respond); `upstream` talks to the backend under the overload limit; `encoding` makes
 //! each response's content coding; `stats` counts what the admin listener exports.
 
+mod access_log;
 mod admin;
 mod body;
 mod encoding;

@@ -42,6 +42,11 @@ pub enum ServeError {
     Root(levee_static::Error),
     #[error("cannot start levee's threads: {0}")]
     Runtime(std::io::Error),
+    #[error("cannot open the access log {file}: {source}; check that its directory exists and levee may write there ([log] access_file)")]
+    AccessLog {
+        file: String,
+        source: std::io::Error,
+    },
 }
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -60,7 +65,7 @@ impl Server {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let shared = Shared::new(settings).map_err(ServeError::Root)?;
+        let shared = Shared::new(settings)?;
         Ok(Server {
             listeners,
             shared: Arc::new(shared),
@@ -325,7 +330,7 @@ pub fn serve_workers(
         None => None,
     };
     let limits = settings.limits.clone();
-    let shared = Arc::new(Shared::new(settings).map_err(ServeError::Root)?);
+    let shared = Arc::new(Shared::new(settings)?);
     let conns = Arc::new(Semaphore::new(limits.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     // Workers keep driving their connections until told to exit, after the drain.
@@ -437,6 +442,23 @@ pub fn serve_workers(
                 hint: "",
             })?;
             tokio::spawn(crate::admin::serve(l, shared.clone(), stop_rx.clone()));
+        }
+        // SIGUSR1: reopen the access log (logrotate moved it), as nginx does.
+        if shared.access_log.is_some() {
+            use tokio::signal::unix::{signal, SignalKind};
+            match signal(SignalKind::user_defined1()) {
+                Ok(mut usr1) => {
+                    let shared = shared.clone();
+                    tokio::spawn(async move {
+                        while usr1.recv().await.is_some() {
+                            if let Some(log) = &shared.access_log {
+                                log.reopen();
+                            }
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "no SIGUSR1 handler: the access log cannot be reopened"),
+            }
         }
         shutdown.await;
         stop_and_drain(&stop_tx, accepting, &conns, &limits).await;

@@ -86,7 +86,7 @@ impl Stats {
         };
         let class = usize::from(resp.status().as_u16() / 100).clamp(1, 5) - 1;
         self.requests[result][class].fetch_add(1, Ordering::Relaxed);
-        if let Some(len) = http_body::Body::size_hint(resp.body()).exact() {
+        if let Some(len) = crate::request::body_len(resp) {
             self.response_bytes.inc_by(len);
         }
         self.latency.observe(took);
@@ -182,7 +182,12 @@ impl Latency {
 type Labels = Vec<(&'static str, &'static str)>;
 
 /// The metrics in Prometheus' text format, read now.
-pub(crate) fn encode(s: &Stats, store: &Store, limiter: &Limiter) -> String {
+pub(crate) fn encode(
+    s: &Stats,
+    store: &Store,
+    limiter: &Limiter,
+    log_dropped: Option<&Counter>,
+) -> String {
     store.run_pending_tasks();
     s.cache_objects
         .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
@@ -282,6 +287,13 @@ pub(crate) fn encode(s: &Stats, store: &Store, limiter: &Limiter) -> String {
         "Stored responses evicted to make room (not expiries or purges)",
         evictions,
     );
+    if let Some(dropped) = log_dropped {
+        r.register(
+            "access_log_dropped",
+            "Access log lines dropped because the writer could not keep up",
+            dropped.clone(),
+        );
+    }
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &r);

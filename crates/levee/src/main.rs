@@ -33,7 +33,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the caching reverse proxy in front of a backend.
-    Serve(cmd::serve::ServeArgs),
+    Serve(Box<cmd::serve::ServeArgs>),
     /// See levee work: a slow session-starting origin, direct vs through levee.
     Demo(cmd::demo::DemoArgs),
     /// Measure how a server behaves under load.
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::Serve(args) => cmd::serve::run(args),
+        Command::Serve(args) => cmd::serve::run(*args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Bench(cmd) => levee_bench::main(*cmd),
         Command::Origin(args) => cmd::origin::run(args),

@@ -56,6 +56,7 @@ pub(crate) async fn fetch(
     // The filler is bounded by the queue, connect and first-byte timeouts and its guard
     // publishes any failure; this is the backstop should a filler ever be lost anyway:
     // no request waits on another's fill without a limit.
+    let asked = Instant::now();
     let head = match tokio::time::timeout(head_wait_limit(shared), fill.head()).await {
         Ok(head) => head,
         Err(_) => {
@@ -99,7 +100,10 @@ pub(crate) async fn fetch(
                     "levee lost track of a backend response",
                 );
             };
-            respond::streaming(shared, h, reader, &parts, now)
+            let mut resp = respond::streaming(shared, h, reader, &parts, now);
+            resp.extensions_mut()
+                .insert(super::BackendWait(now.saturating_duration_since(asked)));
+            resp
         }
         FillHead::Refreshed(entry) => {
             if entry.vary.matches(&parts.headers) {

@@ -54,10 +54,66 @@ pub(crate) async fn handle(
     conn: ConnInfo,
 ) -> Result<Resp, Infallible> {
     let started = std::time::Instant::now();
+    // What the access log needs of the request, before the phases consume it (cheap
+    // clones: the URI and header values share their bytes).
+    let logged = shared.access_log.is_some().then(|| {
+        let h = req.headers();
+        (
+            std::time::SystemTime::now(),
+            req.method().clone(),
+            req.uri().clone(),
+            req.version(),
+            h.get(http::header::REFERER).cloned(),
+            h.get(http::header::USER_AGENT).cloned(),
+        )
+    });
     let resp = route(&shared, req, conn).await;
-    shared.stats.response(&resp, started.elapsed());
+    let total = started.elapsed();
+    shared.stats.response(&resp, total);
+    if let (Some(log), Some((time, method, uri, version, referer, user_agent))) =
+        (&shared.access_log, logged)
+    {
+        let bytes = if method == http::Method::HEAD {
+            Some(0)
+        } else {
+            body_len(&resp)
+        };
+        log.log(crate::access_log::Record {
+            time,
+            peer: conn.peer.ip(),
+            method,
+            uri,
+            version,
+            referer,
+            user_agent,
+            status: resp.status().as_u16(),
+            bytes,
+            cache: resp
+                .headers()
+                .get(&crate::headers::X_CACHE)
+                .cloned()
+                .unwrap_or_else(|| http::HeaderValue::from_static("-")),
+            backend: resp.extensions().get::<BackendWait>().map(|b| b.0),
+            total,
+        });
+    }
     Ok(resp)
 }
+
+/// The body's length when known at the head: the body's own, or its `Content-Length`.
+pub(crate) fn body_len(resp: &Resp) -> Option<u64> {
+    http_body::Body::size_hint(resp.body()).exact().or_else(|| {
+        resp.headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+    })
+}
+
+/// How long a request waited for the backend's response head (for the access log), put
+/// in the response's extensions by the fill and pass phases.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BackendWait(pub std::time::Duration);
 
 /// The phases, in order; the first that answers ends the request.
 async fn route(shared: &Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> Resp {
@@ -76,9 +132,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> 
         // Files first, never through the cache nor the backend (nginx's try_files): they
         // are public, and their own memory cache and validators make them cheap.
         match Box::pin(files.serve(&parts)).await {
-            Outcome::Response(r) => {
-                return Box::pin(respond::static_file(shared, &parts, r)).await
-            }
+            Outcome::Response(r) => return Box::pin(respond::static_file(shared, &parts, r)).await,
             Outcome::Forbidden if matches!(shared.settings.backend, Backend::FastCgi(_)) => {
                 return respond::error(
                     http::StatusCode::FORBIDDEN,

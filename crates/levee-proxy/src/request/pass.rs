@@ -52,7 +52,9 @@ pub(crate) async fn pass(
     *req.method_mut() = parts.method.clone();
     *req.uri_mut() = parts.uri.clone();
     *req.headers_mut() = headers;
+    let asked = std::time::Instant::now();
     let resp = shared.upstream.send(req, conn).await;
+    let waited = super::BackendWait(asked.elapsed());
     shared.stats.backend(&resp);
     let resp = match resp {
         Ok(r) => r,
@@ -70,7 +72,9 @@ pub(crate) async fn pass(
     }
     strip_hop_by_hop(&mut head.headers);
     levee_cache::tags::strip(&mut head.headers);
-    respond::passed(shared, &parts, head, body, permit, &reason.into())
+    let mut resp = respond::passed(shared, &parts, head, body, permit, &reason.into());
+    resp.extensions_mut().insert(waited);
+    resp
 }
 
 /// RFC 9111 §4.4: a successful unsafe request invalidates the target URI and the URIs in

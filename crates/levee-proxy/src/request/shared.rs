@@ -11,7 +11,9 @@ use levee_config::{CacheSettings, Settings};
 use levee_static::{StaticConfig, StaticFiles};
 
 use super::sessions::Sessions;
+use crate::access_log::AccessLogger;
 use crate::encoding::Encoder;
+use crate::server::ServeError;
 use crate::stats::Stats;
 use crate::upstream::{Upstream, UpstreamError};
 use crate::zerocopy;
@@ -33,11 +35,13 @@ pub(crate) struct Shared {
     pub stats: Stats,
     /// Which cookies mean a session: configured and learned.
     pub sessions: Sessions,
+    /// One line per request, when `[log] access` is on.
+    pub access_log: Option<AccessLogger>,
 }
 
 impl Shared {
-    /// Fails when the document root cannot be used.
-    pub fn new(settings: Settings) -> Result<Shared, levee_static::Error> {
+    /// Fails when the document root cannot be used or the access log cannot be opened.
+    pub fn new(settings: Settings) -> Result<Shared, ServeError> {
         let files = match &settings.root {
             Some(root) => {
                 let s = &settings.static_files;
@@ -47,12 +51,25 @@ impl Shared {
                 config.asset_max_age = s.asset_max_age;
                 config.memory_cache = s.memory;
                 config.memory_max_file = s.memory_max_file;
-                Some(StaticFiles::new(config)?)
+                Some(StaticFiles::new(config).map_err(ServeError::Root)?)
             }
+            None => None,
+        };
+        let access_log = match &settings.access_log {
+            Some(config) => Some(AccessLogger::start(config).map_err(|source| {
+                ServeError::AccessLog {
+                    file: config
+                        .file
+                        .as_ref()
+                        .map_or("standard output".into(), |f| f.display().to_string()),
+                    source,
+                }
+            })?),
             None => None,
         };
         let c = &settings.cache;
         Ok(Shared {
+            access_log,
             files,
             encoder: Encoder::new(&settings.compression),
             // Hot large bodies only: a bounded extra copy of what the cache holds.

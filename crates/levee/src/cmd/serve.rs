@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use levee_config::{
-    AdminOptions, CacheOptions, CompressionOptions, LimitsOptions, OneOrMany, Options, Settings,
-    Workers,
+    AccessLogFormat, AdminOptions, CacheOptions, CompressionOptions, LimitsOptions, LogOptions,
+    OneOrMany, Options, Settings, Workers,
 };
 
 /// Arguments of `levee serve`. Every flag overrides the same option in the config file.
@@ -64,6 +64,13 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub admin_token: Option<String>,
+    /// One line per request: combined (NCSA, as nginx writes it, plus cache result and
+    /// times), json, or off.
+    #[arg(long, value_name = "FORMAT")]
+    pub access_log: Option<String>,
+    /// Where the access log goes: a file (reopened on SIGUSR1) or - for standard output.
+    #[arg(long, value_name = "PATH")]
+    pub access_log_file: Option<String>,
     /// Add X-Cache-Reason: why a response was or was not stored.
     #[arg(long)]
     pub debug_headers: bool,
@@ -102,6 +109,10 @@ impl ServeArgs {
             admin: AdminOptions {
                 listen: self.admin_listen.clone(),
                 token: self.admin_token.clone(),
+            },
+            log: LogOptions {
+                access: self.access_log.clone(),
+                access_file: self.access_log_file.clone(),
             },
             ..Options::default()
         }
@@ -174,9 +185,36 @@ fn print_settings(s: &Settings) {
     println!("workers           {}", s.workers);
     println!(
         "admin             {}",
-        s.admin
-            .listen
-            .map_or("off".to_string(), |a| format!("http://{a}/metrics"))
+        s.admin.listen.map_or("off".to_string(), |a| format!(
+            "http://{a} (GET /metrics, POST /purge){}",
+            if s.admin.token.is_some() {
+                ", token required"
+            } else {
+                ""
+            }
+        ))
+    );
+    println!(
+        "PURGE allowed     {}",
+        s.purge
+            .allow
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "access log        {}",
+        s.access_log.as_ref().map_or("off".to_string(), |l| format!(
+            "{} to {}",
+            match l.format {
+                AccessLogFormat::Combined => "combined",
+                AccessLogFormat::Json => "json",
+            },
+            l.file
+                .as_ref()
+                .map_or("standard output".to_string(), |f| f.display().to_string())
+        ))
     );
     println!(
         "document root     {}",

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod access_log;
 mod anonymous;
 mod anonymous_ttl;
 mod apps;

@@ -1,0 +1,271 @@
+//! The access log (`[log] access = "combined" | "json"`): one line per request, written
+//! by a thread of its own so that a slow disk never holds a request. The serving threads
+//! hand over a [`Record`] through a bounded channel and never wait: when the writer
+//! cannot keep up, lines are dropped and counted (`levee_access_log_dropped_total`).
+//! SIGUSR1 reopens the file, after logrotate moved it.
+
+use std::fs::OpenOptions;
+use std::io::{self, BufWriter, Write};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::time::{Duration, SystemTime};
+
+use http::{HeaderValue, Method, Uri, Version};
+use levee_config::{AccessLog, AccessLogFormat};
+use prometheus_client::metrics::counter::Counter;
+
+/// Lines waiting for the writer at most; beyond, new ones are dropped.
+const QUEUE: usize = 16_384;
+
+/// What one line says. Built after the response head, moved to the writer thread.
+pub(crate) struct Record {
+    pub time: SystemTime,
+    pub peer: IpAddr,
+    pub method: Method,
+    pub uri: Uri,
+    pub version: Version,
+    pub referer: Option<HeaderValue>,
+    pub user_agent: Option<HeaderValue>,
+    pub status: u16,
+    /// Body length, when known at the head.
+    pub bytes: Option<u64>,
+    /// `X-Cache` (HIT, MISS, PASS, STATIC, ERROR...).
+    pub cache: HeaderValue,
+    /// How long this request waited for the backend's response head, if it did.
+    pub backend: Option<Duration>,
+    pub total: Duration,
+}
+
+enum Msg {
+    Line(Box<Record>),
+    Reopen,
+}
+
+/// The serving side of the log.
+pub(crate) struct AccessLogger {
+    tx: SyncSender<Msg>,
+    pub dropped: Counter,
+}
+
+impl AccessLogger {
+    /// Opens the file (or standard output) and starts the writer thread.
+    pub fn start(config: &AccessLog) -> io::Result<AccessLogger> {
+        let out = open(config.file.as_deref())?;
+        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        let format = config.format;
+        let file = config.file.clone();
+        std::thread::Builder::new()
+            .name("levee-access-log".into())
+            .spawn(move || write_lines(rx, out, format, file))?;
+        Ok(AccessLogger {
+            tx,
+            dropped: Counter::default(),
+        })
+    }
+
+    /// Queues one line; never waits.
+    pub fn log(&self, record: Record) {
+        match self.tx.try_send(Msg::Line(Box::new(record))) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.dropped.inc();
+            }
+        }
+    }
+
+    /// Reopens the file (SIGUSR1). Waits for room in the queue: called off the workers.
+    pub fn reopen(&self) {
+        let _ = self.tx.send(Msg::Reopen);
+    }
+}
+
+fn open(file: Option<&Path>) -> io::Result<Box<dyn Write + Send>> {
+    Ok(match file {
+        Some(path) => Box::new(OpenOptions::new().create(true).append(true).open(path)?),
+        None => Box::new(io::stdout()),
+    })
+}
+
+fn write_lines(
+    rx: Receiver<Msg>,
+    out: Box<dyn Write + Send>,
+    format: AccessLogFormat,
+    file: Option<PathBuf>,
+) {
+    let mut out = BufWriter::with_capacity(64 * 1024, out);
+    let mut line = String::with_capacity(512);
+    loop {
+        let first = match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(m) => m,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        // Everything queued goes out in one write; flushed when the queue runs dry.
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            match msg {
+                Msg::Line(r) => {
+                    line.clear();
+                    match format {
+                        AccessLogFormat::Combined => combined(&r, &mut line),
+                        AccessLogFormat::Json => json(&r, &mut line),
+                    }
+                    let _ = out.write_all(line.as_bytes());
+                }
+                Msg::Reopen => {
+                    let _ = out.flush();
+                    match open(file.as_deref()) {
+                        Ok(new) => out = BufWriter::with_capacity(64 * 1024, new),
+                        Err(e) => tracing::error!(
+                            file = ?file,
+                            error = %e,
+                            "cannot reopen the access log; still writing to the old file"
+                        ),
+                    }
+                }
+            }
+            next = rx.try_recv().ok();
+        }
+        let _ = out.flush();
+    }
+    let _ = out.flush();
+}
+
+/// `[10/Oct/2000:13:55:36 +0000]`, in UTC.
+fn clf_time(t: SystemTime, out: &mut String) {
+    use std::fmt::Write as _;
+    // "Tue, 10 Oct 2000 13:55:36 GMT"
+    let d = httpdate::fmt_http_date(t);
+    let parts: Vec<&str> = d.split(' ').collect();
+    if let [_, day, month, year, time, _] = parts[..] {
+        let _ = write!(out, "[{day}/{month}/{year}:{time} +0000]");
+    } else {
+        let _ = write!(out, "[{d}]");
+    }
+}
+
+fn text(v: &Option<HeaderValue>) -> String {
+    v.as_ref()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default()
+}
+
+/// A field inside double quotes: quotes, backslashes and control bytes escaped, so a
+/// client cannot forge a line or a field (as nginx escapes them).
+fn quoted(s: &str, out: &mut String) {
+    use std::fmt::Write as _;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\x22"),
+            '\\' => out.push_str("\\x5C"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\x{:02X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn target(r: &Record) -> String {
+    r.uri
+        .path_and_query()
+        .map_or_else(|| r.uri.to_string(), |p| p.as_str().to_string())
+}
+
+/// NCSA combined, then levee's fields:
+/// `host - - [time] "GET /p HTTP/1.1" 200 1234 "referer" "agent" cache=HIT backend=0.012 total=0.013`
+fn combined(r: &Record, out: &mut String) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "{} - - ", r.peer);
+    clf_time(r.time, out);
+    out.push(' ');
+    quoted(&format!("{} {} {:?}", r.method, target(r), r.version), out);
+    let _ = write!(out, " {} ", r.status);
+    match r.bytes {
+        Some(b) => {
+            let _ = write!(out, "{b}");
+        }
+        None => out.push('-'),
+    }
+    out.push(' ');
+    quoted(&text(&r.referer), out);
+    out.push(' ');
+    quoted(&text(&r.user_agent), out);
+    let _ = writeln!(
+        out,
+        " cache={} backend={} total={:.6}",
+        String::from_utf8_lossy(r.cache.as_bytes()),
+        r.backend
+            .map_or("-".to_string(), |b| format!("{:.6}", b.as_secs_f64())),
+        r.total.as_secs_f64()
+    );
+}
+
+fn json(r: &Record, out: &mut String) {
+    let v = serde_json::json!({
+        "time": httpdate::fmt_http_date(r.time),
+        "client": r.peer.to_string(),
+        "method": r.method.as_str(),
+        "uri": target(r),
+        "protocol": format!("{:?}", r.version),
+        "status": r.status,
+        "bytes": r.bytes,
+        "referer": r.referer.as_ref().map(|_| text(&r.referer)),
+        "user_agent": r.user_agent.as_ref().map(|_| text(&r.user_agent)),
+        "cache": String::from_utf8_lossy(r.cache.as_bytes()),
+        "backend_seconds": r.backend.map(|b| b.as_secs_f64()),
+        "total_seconds": r.total.as_secs_f64(),
+    });
+    out.push_str(&v.to_string());
+    out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        Record {
+            time: SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136),
+            peer: "192.0.2.7".parse().unwrap(),
+            method: Method::GET,
+            uri: "/a?b=1".parse().unwrap(),
+            version: Version::HTTP_11,
+            referer: Some(HeaderValue::from_static(
+                "http://x/\"evil\"\t1.2.3.4 - - fake",
+            )),
+            user_agent: Some(HeaderValue::from_static("curl/8")),
+            status: 200,
+            bytes: Some(1234),
+            cache: HeaderValue::from_static("HIT"),
+            backend: None,
+            total: Duration::from_micros(1500),
+        }
+    }
+
+    #[test]
+    fn combined_lines_cannot_be_forged() {
+        let mut s = String::new();
+        combined(&record(), &mut s);
+        assert_eq!(
+            s,
+            "192.0.2.7 - - [10/Oct/2000:13:55:36 +0000] \"GET /a?b=1 HTTP/1.1\" 200 1234 \
+             \"http://x/\\x22evil\\x22\\x091.2.3.4 - - fake\" \"curl/8\" cache=HIT backend=- total=0.001500\n"
+        );
+        assert_eq!(s.matches('\n').count(), 1);
+    }
+
+    #[test]
+    fn json_lines_are_objects() {
+        let mut s = String::new();
+        json(&record(), &mut s);
+        let v: serde_json::Value = serde_json::from_str(s.trim()).unwrap();
+        assert_eq!(v["status"], 200);
+        assert_eq!(v["cache"], "HIT");
+        assert_eq!(v["uri"], "/a?b=1");
+        assert!(v["backend_seconds"].is_null());
+    }
+}
