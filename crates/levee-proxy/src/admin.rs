@@ -39,7 +39,7 @@ pub(crate) async fn serve(
             },
         };
         let shared = shared.clone();
-        let timeout = shared.settings.limits.header_timeout;
+        let timeout = shared.conf().settings.limits.header_timeout;
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let shared = shared.clone();
@@ -56,7 +56,7 @@ pub(crate) async fn serve(
 
 async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     const TEXT: &str = "text/plain; charset=utf-8";
-    if let Some(token) = &shared.settings.admin.token {
+    if let Some(token) = &shared.conf().settings.admin.token {
         if !bearer_matches(req, token) {
             let mut r = reply(
                 StatusCode::UNAUTHORIZED,
@@ -102,6 +102,28 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                 }
             }
         },
+        (&Method::POST, "/reload") => {
+            let s = shared.clone();
+            match tokio::task::spawn_blocking(move || crate::server::report_reload(&s)).await {
+                Ok(Ok(kept)) if kept.is_empty() => {
+                    (StatusCode::OK, TEXT, "configuration reloaded\n".to_string())
+                }
+                Ok(Ok(kept)) => (
+                    StatusCode::OK,
+                    TEXT,
+                    format!(
+                        "configuration reloaded; these changes need a restart and were not applied: {}\n",
+                        kept.join(", ")
+                    ),
+                ),
+                Ok(Err(e)) => (
+                    StatusCode::BAD_REQUEST,
+                    TEXT,
+                    format!("reload refused, the previous configuration keeps running: {e}\n"),
+                ),
+                Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, TEXT, format!("the reload failed: {e}\n")),
+            }
+        }
         (_, "/purge") => (
             StatusCode::METHOD_NOT_ALLOWED,
             TEXT,
@@ -110,7 +132,8 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
         _ => (
             StatusCode::NOT_FOUND,
             TEXT,
-            "not found: the admin listener serves GET /metrics and POST /purge\n".to_string(),
+            "not found: the admin listener serves GET /metrics, POST /purge and POST /reload\n"
+                .to_string(),
         ),
     };
     reply(status, content_type, body)

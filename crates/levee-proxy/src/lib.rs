@@ -18,7 +18,7 @@ mod upstream;
 mod worker;
 mod zerocopy;
 
-pub use server::{serve_workers, BindError, Bound, ServeError, Server};
+pub use server::{serve_workers, BindError, Bound, Reloader, ServeError, Server};
 
 /// Entry points for the fuzz targets in `fuzz/` (not an API).
 #[doc(hidden)]

@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::request::handle;
+pub use crate::request::Reloader;
 use crate::request::Shared;
 use crate::upstream::ConnInfo;
 use crate::zerocopy::{SendQueue, ZcStream};
@@ -84,7 +85,7 @@ impl Server {
     /// configured shutdown timeout. Runs on the caller's runtime (`levee demo`, tests);
     /// `levee serve` uses [`serve_workers`] instead.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let limits = self.shared.settings.limits.clone();
+        let limits = self.shared.conf().settings.limits.clone();
         // Every open connection holds one permit, so "all permits back" means drained.
         let conns = Arc::new(Semaphore::new(limits.max_connections));
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -306,11 +307,15 @@ pub struct Bound {
 /// next connection whichever it is, and a connection waiting for `max_connections` is
 /// taken as soon as any permit is back. `on_listening` gets the bound addresses before
 /// anything is served; returns once drained after `shutdown`.
+///
+/// `reloader`, when given, re-reads the configuration on SIGHUP and `POST /reload` (see
+/// `Shared::reload` for what changes while serving).
 pub fn serve_workers(
     settings: Settings,
     workers: usize,
     on_listening: impl FnOnce(&Bound),
     shutdown: impl Future<Output = ()>,
+    reloader: Option<Reloader>,
 ) -> Result<(), ServeError> {
     let workers = workers.max(1);
     let listeners = bind_std(&settings.listen)?;
@@ -331,6 +336,9 @@ pub fn serve_workers(
     };
     let limits = settings.limits.clone();
     let shared = Arc::new(Shared::new(settings)?);
+    if let Some(r) = reloader {
+        let _ = shared.reloader.set(r);
+    }
     let conns = Arc::new(Semaphore::new(limits.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     // Workers keep driving their connections until told to exit, after the drain.
@@ -443,6 +451,22 @@ pub fn serve_workers(
             })?;
             tokio::spawn(crate::admin::serve(l, shared.clone(), stop_rx.clone()));
         }
+        // SIGHUP: re-read the configuration, as nginx and Varnish users expect.
+        if shared.reloader.get().is_some() {
+            use tokio::signal::unix::{signal, SignalKind};
+            match signal(SignalKind::hangup()) {
+                Ok(mut hup) => {
+                    let shared = shared.clone();
+                    tokio::spawn(async move {
+                        while hup.recv().await.is_some() {
+                            let s = shared.clone();
+                            let _ = tokio::task::spawn_blocking(move || report_reload(&s)).await;
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "no SIGHUP handler: reload with POST /reload"),
+            }
+        }
         // SIGUSR1: reopen the access log (logrotate moved it), as nginx does.
         if shared.access_log.is_some() {
             use tokio::signal::unix::{signal, SignalKind};
@@ -469,6 +493,20 @@ pub fn serve_workers(
         let _ = t.join();
     }
     Ok(())
+}
+
+/// Reloads and says how it went on standard error (the operator's terminal or journal).
+pub(crate) fn report_reload(shared: &Shared) -> Result<Vec<&'static str>, String> {
+    let r = shared.reload();
+    match &r {
+        Ok(kept) if kept.is_empty() => eprintln!("levee: configuration reloaded"),
+        Ok(kept) => eprintln!(
+            "levee: configuration reloaded; these changes need a restart and were not applied: {}",
+            kept.join(", ")
+        ),
+        Err(e) => eprintln!("levee: reload refused, the previous configuration keeps running: {e}"),
+    }
+    r
 }
 
 /// One non-blocking listening socket per address (backlog 1024, like tokio's).
@@ -506,7 +544,7 @@ async fn serve_connection(
     mut stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let limits = &shared.settings.limits;
+    let limits = &shared.conf().settings.limits;
     // hyper's auto-detection has no timer while it waits for the first bytes, so an idle
     // connection could be held forever; detect the HTTP/2 preface ourselves, with one.
     let is_h2 = tokio::select! {

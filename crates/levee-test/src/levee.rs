@@ -165,6 +165,21 @@ pub struct Levee {
 }
 
 impl Levee {
+    /// The config file written from [`LeveeBuilder::config`], if any: a test may rewrite
+    /// it and send SIGHUP.
+    pub fn config_path(&self) -> Option<&std::path::Path> {
+        self.config_file.as_deref()
+    }
+
+    /// Sends `signal` (`"HUP"`, `"USR1"`...) to levee.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// The address levee listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr

@@ -42,6 +42,8 @@ enum Command {
     Origin(cmd::origin::OriginArgs),
     /// Drop stored responses by URL, prefix or tag (through levee serve's admin listener).
     Purge(cmd::purge::PurgeArgs),
+    /// Make a running levee serve re-read its configuration (like SIGHUP).
+    Reload(cmd::reload::ReloadArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => levee_bench::main(*cmd),
         Command::Origin(args) => cmd::origin::run(args),
         Command::Purge(args) => cmd::purge::run(args),
+        Command::Reload(args) => cmd::reload::run(args),
     };
     match result {
         Ok(code) => code,

@@ -37,7 +37,7 @@ pub(crate) fn classify(shared: &Shared, parts: &request::Parts) -> Class {
         Err(()) => return Class::Pass(NotStored::Session.as_str().into()),
     }
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    if shared.settings.anonymous.pass_paths.is_match(pq) {
+    if shared.conf().settings.anonymous.pass_paths.is_match(pq) {
         return Class::Pass(NotStored::PassPath.as_str().into());
     }
     Class::Cache(CacheKey::for_request(Scheme::Http, &parts.uri, h))

@@ -38,7 +38,7 @@ pub(crate) async fn fetch(
     stale: Option<Arc<Entry>>,
     conn: ConnInfo,
 ) -> Resp {
-    let max = usize::try_from(shared.policy.max_object_size).unwrap_or(usize::MAX);
+    let max = usize::try_from(shared.conf().policy.max_object_size).unwrap_or(usize::MAX);
     let (fill, guard) = shared.fills.get_or_create(&key, max);
     let leader = guard.is_some();
     let mut reader = None;
@@ -131,7 +131,7 @@ pub(crate) async fn fetch(
 /// How long a request waits for the head of a fill: everything the filler may
 /// legitimately take (a queue slot, a connection, the first byte), and a second more.
 fn head_wait_limit(shared: &Shared) -> std::time::Duration {
-    let l = &shared.settings.limits;
+    let l = &shared.conf().settings.limits;
     l.backend_queue_timeout
         + l.backend_connect_timeout
         + l.backend_first_byte_timeout
@@ -154,7 +154,7 @@ pub(crate) fn revalidate_in_background(
     if shared.fills.get(key).is_some() {
         return;
     }
-    let max = usize::try_from(shared.policy.max_object_size).unwrap_or(usize::MAX);
+    let max = usize::try_from(shared.conf().policy.max_object_size).unwrap_or(usize::MAX);
     let (_, Some(guard)) = shared.fills.get_or_create(key, max) else {
         return;
     };
@@ -389,7 +389,7 @@ fn decide(
         headers,
         now: received.response_time,
     };
-    policy::decide(&candidate, &shared.policy, &session)
+    policy::decide(&candidate, &shared.conf().policy, &session)
 }
 
 /// Streams the backend's body to the fill's readers. False when the fill ended early:
@@ -401,7 +401,7 @@ async fn stream_body(
     mut body: BackendBody,
     key: &CacheKey,
 ) -> bool {
-    let read_timeout = shared.settings.limits.backend_read_timeout;
+    let read_timeout = shared.conf().settings.limits.backend_read_timeout;
     loop {
         match tokio::time::timeout(read_timeout, body.frame()).await {
             Ok(Some(Ok(frame))) => {

@@ -23,6 +23,7 @@ pub(crate) mod respond;
 mod sessions;
 mod shared;
 
+pub use shared::Reloader;
 pub(crate) use shared::Shared;
 
 /// The session-cookie rules on their own, for the fuzz target (`crate::__fuzz`).
@@ -133,7 +134,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> 
         // are public, and their own memory cache and validators make them cheap.
         match Box::pin(files.serve(&parts)).await {
             Outcome::Response(r) => return Box::pin(respond::static_file(shared, &parts, r)).await,
-            Outcome::Forbidden if matches!(shared.settings.backend, Backend::FastCgi(_)) => {
+            Outcome::Forbidden if matches!(shared.conf().settings.backend, Backend::FastCgi(_)) => {
                 return respond::error(
                     http::StatusCode::FORBIDDEN,
                     "this file is not served (hidden, outside the document root, or PHP source)",
@@ -153,7 +154,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> 
 /// removes every variant of the URL, for clients on the `[purge] allow` list; 403 for
 /// anyone else, who learns nothing about what is stored.
 fn purge_from_client(shared: &Shared, parts: &http::request::Parts, conn: ConnInfo) -> Resp {
-    if !crate::purge::allowed(&shared.settings, conn.peer.ip()) {
+    if !crate::purge::allowed(&shared.conf().settings, conn.peer.ip()) {
         return respond::error(
             http::StatusCode::FORBIDDEN,
             "PURGE is allowed only from the addresses in [purge] allow",

@@ -65,7 +65,8 @@ pub(crate) async fn pass(
     if let Some(key) = invalidates {
         if head.status.is_success() || head.status.is_redirection() {
             invalidate_after_unsafe(shared, &key, &head.headers);
-            if edit && shared.settings.anonymous.edit_invalidation == EditInvalidation::Host {
+            if edit && shared.conf().settings.anonymous.edit_invalidation == EditInvalidation::Host
+            {
                 soft_purge_host(shared, key);
             }
         }

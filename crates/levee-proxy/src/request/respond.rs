@@ -80,7 +80,7 @@ pub(crate) fn mark(
         headers,
         x,
         age,
-        reason.filter(|_| shared.settings.debug_headers),
+        reason.filter(|_| shared.conf().settings.debug_headers),
     );
 }
 
@@ -230,7 +230,7 @@ pub(crate) fn passed(
         ProxyBody::pass(
             body,
             Some(permit),
-            shared.settings.limits.backend_read_timeout,
+            shared.conf().settings.limits.backend_read_timeout,
         )
     };
     let body = shared.encoder.stream(

@@ -20,7 +20,8 @@ use levee_config::CookieMatcher;
 const MAX_LEARNED: usize = 1024;
 
 pub(crate) struct Sessions {
-    configured: CookieMatcher,
+    /// Replaced by a reload.
+    configured: ArcSwap<CookieMatcher>,
     /// Copy-on-write: read on every request with cookies, written when the backend sets
     /// a name not seen before, which stops happening soon after start.
     learned: ArcSwap<HashSet<Box<str>>>,
@@ -29,21 +30,27 @@ pub(crate) struct Sessions {
 impl Sessions {
     pub fn new(configured: CookieMatcher) -> Sessions {
         Sessions {
-            configured,
+            configured: ArcSwap::from_pointee(configured),
             learned: ArcSwap::from_pointee(HashSet::new()),
         }
+    }
+
+    /// The configured globs after a reload (the learned names are kept).
+    pub fn set_configured(&self, configured: CookieMatcher) {
+        self.configured.store(Arc::new(configured));
     }
 
     /// Whether `name` is configured as a session cookie (presets, globs). Only these
     /// may be dropped from a response that is shared (see `policy::decide`).
     pub fn is_configured(&self, name: &str) -> bool {
-        self.configured.is_session(name)
+        self.configured.load().is_session(name)
     }
 
     /// The cookie of this request that makes it personal, if any. `Err(())` for a
     /// `Cookie` field that cannot be read (it might hide a session: pass).
     pub fn session_cookie<'a>(&self, headers: &'a HeaderMap) -> Result<Option<&'a str>, ()> {
         let mut learned = None;
+        let configured = self.configured.load();
         for value in headers.get_all(COOKIE) {
             let s = value.to_str().map_err(|_| ())?;
             for pair in s.split(';') {
@@ -51,7 +58,7 @@ impl Sessions {
                 if name.is_empty() {
                     continue;
                 }
-                if self.configured.is_session(name) {
+                if configured.is_session(name) {
                     return Ok(Some(name));
                 }
                 let learned = learned.get_or_insert_with(|| self.learned.load());
@@ -75,7 +82,7 @@ impl Sessions {
             else {
                 continue;
             };
-            if self.configured.is_session(name) || self.learned.load().contains(name) {
+            if self.configured.load().is_session(name) || self.learned.load().contains(name) {
                 continue;
             }
             self.learned.rcu(|set| {

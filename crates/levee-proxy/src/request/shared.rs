@@ -2,7 +2,9 @@
 //! backend, the encoder and the counters; and what a fill tells the requests waiting
 //! for it ([`FillHead`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, StatusCode};
@@ -18,15 +20,26 @@ use crate::stats::Stats;
 use crate::upstream::{Upstream, UpstreamError};
 use crate::zerocopy;
 
+/// What a reload replaces (SIGHUP, `POST /reload`): the settings and what is derived
+/// from them alone. Read with [`Shared::conf`].
+pub(crate) struct Conf {
+    pub settings: Settings,
+    pub policy: PolicyConfig,
+}
+
+/// Re-reads the configuration (the binary's config file and flags).
+pub type Reloader = Box<dyn Fn() -> Result<Settings, String> + Send + Sync>;
+
 /// Everything the request phases share.
 pub(crate) struct Shared {
-    pub settings: Settings,
+    conf: ArcSwap<Conf>,
+    /// Set once serving starts, when there is a config to re-read.
+    pub reloader: OnceLock<Reloader>,
     pub store: Store,
     pub fills: Arc<Coalescer<FillHead>>,
     /// Keys whose last response was not cacheable: fetched without coalescing for a while.
     pub hit_for_miss: moka::sync::Cache<CacheKey, NotStored>,
     pub upstream: Upstream,
-    pub policy: PolicyConfig,
     /// Files of the document root, when there is one.
     pub files: Option<StaticFiles>,
     pub encoder: Encoder,
@@ -81,11 +94,61 @@ impl Shared {
                 .time_to_live(c.hit_for_miss.max(Duration::from_millis(1)))
                 .build(),
             upstream: Upstream::new(&settings),
-            policy: policy_config(c),
             stats: Stats::default(),
             sessions: Sessions::new(settings.anonymous.session_cookies.clone()),
-            settings,
+            reloader: OnceLock::new(),
+            conf: ArcSwap::from_pointee(Conf {
+                policy: policy_config(c),
+                settings,
+            }),
         })
+    }
+
+    /// The settings in force now (a reload may replace them between two calls).
+    pub fn conf(&self) -> arc_swap::Guard<Arc<Conf>> {
+        self.conf.load()
+    }
+
+    /// Re-reads the configuration and applies what can change while serving; the rest
+    /// keeps its running value and is named in the answer ("needs a restart"). An
+    /// invalid configuration changes nothing: its error is the answer.
+    pub fn reload(&self) -> Result<Vec<&'static str>, String> {
+        let Some(reloader) = self.reloader.get() else {
+            return Err("levee was started without a configuration to re-read".into());
+        };
+        let mut new = reloader()?;
+        let old = self.conf();
+        let mut restart = Vec::new();
+        // What the running structures were built from (sockets, threads, the backend
+        // pool, the cache's capacity, the file cache, codecs, the log writer) stays as
+        // it is. Compared by their Debug form: not every settings type is PartialEq.
+        macro_rules! keep {
+            ($name:literal, $($field:ident).+) => {
+                if format!("{:?}", new.$($field).+) != format!("{:?}", old.settings.$($field).+) {
+                    restart.push($name);
+                    new.$($field).+ = old.settings.$($field).+.clone();
+                }
+            };
+        }
+        keep!("listen", listen);
+        keep!("workers", workers);
+        keep!("backend", backend);
+        keep!("root", root);
+        keep!("static", static_files);
+        keep!("fastcgi", fastcgi);
+        keep!("compression", compression);
+        keep!("limits", limits);
+        keep!("cache.size", cache.size);
+        keep!("cache.hit_for_miss", cache.hit_for_miss);
+        keep!("admin.listen", admin.listen);
+        keep!("log", access_log);
+        self.sessions
+            .set_configured(new.anonymous.session_cookies.clone());
+        self.conf.store(Arc::new(Conf {
+            policy: policy_config(&new.cache),
+            settings: new,
+        }));
+        Ok(restart)
     }
 }
 

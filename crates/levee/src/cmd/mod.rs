@@ -3,4 +3,5 @@
 pub mod demo;
 pub mod origin;
 pub mod purge;
+pub mod reload;
 pub mod serve;

@@ -62,18 +62,44 @@ pub fn run(args: PurgeArgs) -> anyhow::Result<ExitCode> {
     if args.soft {
         query.append_pair("soft", "1");
     }
-    let admin = args
-        .admin
-        .trim_start_matches("http://")
-        .trim_end_matches('/');
-    let uri = format!("http://{admin}/purge?{}", query.finish());
+    let (status, body) = admin_post(
+        &args.admin,
+        &format!("/purge?{}", query.finish()),
+        args.token.as_deref(),
+    )?;
+    match status {
+        StatusCode::OK => {
+            let n = body
+                .split("\"purged\":")
+                .nth(1)
+                .and_then(|s| s.split([',', '}']).next())
+                .unwrap_or("?");
+            let what = if args.soft { "marked stale" } else { "removed" };
+            println!("levee: {n} stored response(s) {what}");
+            Ok(ExitCode::SUCCESS)
+        }
+        StatusCode::BAD_REQUEST => bail!(PurgeUsage(body)),
+        other => bail!("the admin listener answered {other}: {body}"),
+    }
+}
+
+/// `POST path` to the admin listener at `admin` (`127.0.0.1:9091`), with the token if
+/// given; the status and body. A missing listener or a refused token is an error that
+/// says what to do.
+pub fn admin_post(
+    admin: &str,
+    path: &str,
+    token: Option<&str>,
+) -> anyhow::Result<(StatusCode, String)> {
+    let admin = admin.trim_start_matches("http://").trim_end_matches('/');
+    let uri = format!("http://{admin}{path}");
     let mut req = Request::builder().method(Method::POST).uri(&uri);
-    if let Some(t) = &args.token {
+    if let Some(t) = token {
         req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
     }
     let req = req
         .body(Empty::<Bytes>::new())
-        .map_err(|e| PurgeUsage(format!("`{}` is not an address: {e}", args.admin)))?;
+        .map_err(|e| PurgeUsage(format!("`{admin}` is not an address: {e}")))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -90,21 +116,10 @@ pub fn run(args: PurgeArgs) -> anyhow::Result<ExitCode> {
         let body = resp.into_body().collect().await?.to_bytes();
         anyhow::Ok((status, String::from_utf8_lossy(&body).trim().to_string()))
     })?;
-    match status {
-        StatusCode::OK => {
-            let n = body
-                .split("\"purged\":")
-                .nth(1)
-                .and_then(|s| s.split([',', '}']).next())
-                .unwrap_or("?");
-            let what = if args.soft { "marked stale" } else { "removed" };
-            println!("levee: {n} stored response(s) {what}");
-            Ok(ExitCode::SUCCESS)
-        }
-        StatusCode::UNAUTHORIZED => bail!(PurgeUsage(
+    if status == StatusCode::UNAUTHORIZED {
+        bail!(PurgeUsage(
             "the admin listener needs its token: --token TOKEN or LEVEE_ADMIN_TOKEN".into()
-        )),
-        StatusCode::BAD_REQUEST => bail!(PurgeUsage(body)),
-        other => bail!("the admin listener answered {other}: {body}"),
+        ));
     }
+    Ok((status, body))
 }

@@ -131,6 +131,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let backend = settings.backend.to_string();
     let workers = settings.workers;
+    // A reload re-reads the same file under the same flags.
+    let config = args.config.clone();
+    let flags = args.options();
+    let reloader: levee_proxy::Reloader = Box::new(move || {
+        Settings::load(config.as_deref(), flags.clone()).map_err(|e| e.to_string())
+    });
     levee_proxy::serve_workers(
         settings,
         workers,
@@ -140,10 +146,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("levee: listening on http://{addr}, backend {backend}");
             }
             if let Some(addr) = bound.admin {
-                eprintln!("levee: admin listening on http://{addr} (GET /metrics, POST /purge)");
+                eprintln!("levee: admin listening on http://{addr} (GET /metrics, POST /purge, POST /reload)");
             }
         },
         shutdown_signal(),
+        Some(reloader),
     )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -21,6 +21,7 @@ mod metrics;
 mod php;
 mod proxy;
 mod purge;
+mod reload;
 mod rfc9111;
 mod sendfile;
 mod sessions;
