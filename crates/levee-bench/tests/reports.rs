@@ -6,8 +6,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::ExitCode;
 
 use common::{bench, parse, server, temp_dir};
 use levee_bench::Report;
@@ -179,48 +178,6 @@ fn compare_two_reports() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// Runs headless Chromium with a hard time limit; returns (stdout, stderr).
-fn run_chromium(bin: &Path, profile: &Path, extra: &[&str], url: &str) -> (String, String) {
-    let mut child = Command::new(bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1200,1600",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(extra)
-        .arg(url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start chromium");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("chromium did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn html_report_renders_in_headless_chromium() {
     // Fails without Chromium unless LEVEE_TEST_SKIP_MISSING says otherwise.
@@ -229,7 +186,8 @@ fn html_report_renders_in_headless_chromium() {
     sweep_with_reports(&dir);
     let url = format!("file://{}", dir.join("run.html").display());
 
-    let (dom, stderr) = run_chromium(&bin, &dir.join("profile1"), &["--dump-dom"], &url);
+    let (dom, stderr) =
+        levee_test::tools::run_chromium(&bin, &dir.join("profile1"), &["--dump-dom"], &url);
     assert!(
         dom.contains("data-rendered=\"charts=4;reports=1\""),
         "the page script did not run to the end; stderr:\n{stderr}"
@@ -239,7 +197,7 @@ fn html_report_renders_in_headless_chromium() {
     }
 
     let shot = dir.join("shot.png");
-    let (_, stderr) = run_chromium(
+    let (_, stderr) = levee_test::tools::run_chromium(
         &bin,
         &dir.join("profile2"),
         &[&format!("--screenshot={}", shot.display())],

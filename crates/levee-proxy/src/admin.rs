@@ -18,6 +18,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::purge::Purge;
+
+/// The live dashboard (`GET /`): one self-contained page that polls `/metrics` and
+/// `/top.json` of the listener that served it.
+const DASHBOARD: &str = include_str!("dashboard.html");
 use crate::request::Shared;
 use crate::stats;
 
@@ -69,6 +73,14 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
         }
     }
     let (status, content_type, body) = match (req.method(), req.uri().path()) {
+        (&Method::GET | &Method::HEAD, "/") => (
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            DASHBOARD.to_string(),
+        ),
+        (&Method::GET | &Method::HEAD, "/top.json") => {
+            (StatusCode::OK, "application/json", shared.stats.top.json(50))
+        }
         (&Method::GET | &Method::HEAD, "/metrics") => (
             StatusCode::OK,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
@@ -132,21 +144,34 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
         _ => (
             StatusCode::NOT_FOUND,
             TEXT,
-            "not found: the admin listener serves GET /metrics, POST /purge and POST /reload\n"
+            "not found: the admin listener serves GET / (dashboard), GET /metrics, GET /top.json, POST /purge and POST /reload\n"
                 .to_string(),
         ),
     };
     reply(status, content_type, body)
 }
 
-/// `Authorization: Bearer TOKEN`, compared in time that does not depend on where the
+/// `Authorization: Bearer TOKEN` (or, for a GET, `?token=TOKEN`: a browser opening the
+/// dashboard cannot send a header), compared in time that does not depend on where the
 /// two first differ.
 fn bearer_matches(req: &Request<Incoming>, token: &str) -> bool {
+    let from_query = || {
+        (req.method() == Method::GET)
+            .then(|| req.uri().query())
+            .flatten()
+            .and_then(|q| {
+                form_urlencoded::parse(q.as_bytes())
+                    .find(|(k, _)| k == "token")
+                    .map(|(_, v)| v.into_owned())
+            })
+    };
     let Some(given) = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string)
+        .or_else(from_query)
     else {
         return false;
     };

@@ -44,6 +44,8 @@ pub(crate) struct Stats {
     pub coalesced: Counter,
     /// Client connections open now.
     pub connections_open: Gauge,
+    /// The URLs most often missed or passed, and why (the dashboard's table).
+    pub top: TopUrls,
     /// Scrape-time copies of state kept elsewhere.
     cache_objects: Gauge,
     cache_bytes: Gauge,
@@ -126,6 +128,77 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.dec();
     }
+}
+
+/// The most requested URLs that were not served from the cache (MISS that was not
+/// stored, PASS), with the reason. Noted only for those, which go to the backend anyway,
+/// so the lock is never on the hit path. Bounded: when full, the URLs seen once go.
+#[derive(Default)]
+pub(crate) struct TopUrls(std::sync::Mutex<std::collections::HashMap<String, Noted>>);
+
+struct Noted {
+    count: u64,
+    cache: &'static str,
+    reason: String,
+}
+
+const MAX_TRACKED: usize = 2048;
+
+impl TopUrls {
+    pub fn note(&self, url: &str, cache: &'static str, reason: &str) {
+        let Ok(mut map) = self.0.lock() else { return };
+        if let Some(n) = map.get_mut(url) {
+            n.count += 1;
+            n.cache = cache;
+            if n.reason != reason {
+                n.reason = reason.to_string();
+            }
+            return;
+        }
+        if map.len() >= MAX_TRACKED {
+            let least = map.values().map(|n| n.count).min().unwrap_or(0);
+            map.retain(|_, n| n.count > least);
+        }
+        map.insert(
+            url.to_string(),
+            Noted {
+                count: 1,
+                cache,
+                reason: reason.to_string(),
+            },
+        );
+    }
+
+    /// The `n` most frequent, as JSON for the dashboard.
+    pub fn json(&self, n: usize) -> String {
+        let Ok(map) = self.0.lock() else {
+            return "[]".into();
+        };
+        let mut rows: Vec<(&String, &Noted)> = map.iter().collect();
+        rows.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
+        let rows: Vec<serde_json::Value> = rows
+            .into_iter()
+            .take(n)
+            .map(|(url, n)| {
+                serde_json::json!({
+                    "url": url, "requests": n.count, "cache": n.cache, "reason": n.reason,
+                })
+            })
+            .collect();
+        serde_json::Value::Array(rows).to_string()
+    }
+}
+
+/// Resident memory of this process, from /proc (0 where there is none).
+fn resident_bytes() -> i64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// Upper bounds (seconds) of the latency buckets: 100 us to ~26 s, doubling.
@@ -279,6 +352,13 @@ pub(crate) fn encode(
         "connections_open",
         "Client connections open now",
         s.connections_open.clone(),
+    );
+    let rss = Gauge::<i64>::default();
+    rss.set(resident_bytes());
+    r.register(
+        "process_resident_bytes",
+        "Resident memory of the levee process",
+        rss,
     );
     let evictions = Counter::<u64>::default();
     evictions.inc_by(store.evictions());

@@ -68,9 +68,11 @@ pub(crate) async fn handle(
             h.get(http::header::USER_AGENT).cloned(),
         )
     });
-    let resp = route(&shared, req, conn).await;
+    let path = req.uri().clone();
+    let mut resp = route(&shared, req, conn).await;
     let total = started.elapsed();
     shared.stats.response(&resp, total);
+    note_not_cached(&shared, &path, &mut resp);
     if let (Some(log), Some((time, method, uri, version, referer, user_agent))) =
         (&shared.access_log, logged)
     {
@@ -99,6 +101,32 @@ pub(crate) async fn handle(
         });
     }
     Ok(resp)
+}
+
+/// A MISS or PASS with a reason goes to the dashboard's table of URLs not served from
+/// the cache; the reason header stays only with `--debug-headers`.
+fn note_not_cached(shared: &Shared, uri: &http::Uri, resp: &mut Resp) {
+    let Some(reason) = resp.headers().get(&crate::headers::X_CACHE_REASON) else {
+        return;
+    };
+    let cache = match resp
+        .headers()
+        .get(&crate::headers::X_CACHE)
+        .map(|v| v.as_bytes())
+    {
+        Some(b"MISS") => "MISS",
+        Some(b"PASS") => "PASS",
+        _ => return,
+    };
+    let reason = reason.to_str().unwrap_or("?");
+    // A MISS that was stored is the cache working: the table is for what it cannot keep.
+    if reason != "stored" {
+        let url = uri.path_and_query().map_or("/", |p| p.as_str());
+        shared.stats.top.note(url, cache, reason);
+    }
+    if !shared.conf().settings.debug_headers {
+        resp.headers_mut().remove(&crate::headers::X_CACHE_REASON);
+    }
 }
 
 /// The body's length when known at the head: the body's own, or its `Content-Length`.

@@ -67,8 +67,9 @@ impl XCache {
     }
 }
 
-/// Adds levee's headers to a response (see [`set`]); the reason only with
-/// `--debug-headers`.
+/// Adds levee's headers to a response (see [`set`]). The reason is kept for a MISS or
+/// PASS, where `handle` notes it for the dashboard and removes it unless
+/// `--debug-headers` asked for it; for the others only with `--debug-headers`.
 pub(crate) fn mark(
     shared: &Shared,
     headers: &mut HeaderMap,
@@ -76,12 +77,8 @@ pub(crate) fn mark(
     age: Option<HeaderValue>,
     reason: Option<&str>,
 ) {
-    set(
-        headers,
-        x,
-        age,
-        reason.filter(|_| shared.conf().settings.debug_headers),
-    );
+    let keep = matches!(x, XCache::Miss | XCache::Pass) || shared.conf().settings.debug_headers;
+    set(headers, x, age, reason.filter(|_| keep));
 }
 
 /// The only place `X-Cache`, `Via`, `Age` and `X-Cache-Reason` are written. `age` is the

@@ -13,6 +13,7 @@ mod coalescing;
 mod compression;
 mod conformance_freshness;
 mod conformance_validation;
+mod dashboard;
 mod demo;
 mod edits;
 mod hostile;
