@@ -151,31 +151,6 @@ fn find_php_fpm() -> Option<PathBuf> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::skipped;
-
-    #[test]
-    fn the_variable_names_tools_or_all() {
-        assert!(!skipped("chromium", None));
-        assert!(!skipped("chromium", Some("")));
-        assert!(!skipped("chromium", Some("php-fpm")));
-        assert!(skipped("chromium", Some("php-fpm, chromium")));
-        assert!(skipped("php-fpm", Some("ALL")));
-    }
-
-    #[test]
-    #[should_panic(expected = "apt-get install -y nothing")]
-    fn a_missing_tool_fails_with_its_install_command() {
-        let t = super::Tool {
-            name: "levee-test-no-such-tool",
-            find: || None,
-            install: "apt-get install -y nothing",
-        };
-        super::require(&t);
-    }
-}
-
 /// Runs headless Chromium with a hard time limit; returns (stdout, stderr).
 pub fn run_chromium(bin: &Path, profile: &Path, extra: &[&str], url: &str) -> (String, String) {
     let mut child = Command::new(bin)
@@ -216,4 +191,29 @@ pub fn run_chromium(bin: &Path, profile: &Path, extra: &[&str], url: &str) -> (S
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::skipped;
+
+    #[test]
+    fn the_variable_names_tools_or_all() {
+        assert!(!skipped("chromium", None));
+        assert!(!skipped("chromium", Some("")));
+        assert!(!skipped("chromium", Some("php-fpm")));
+        assert!(skipped("chromium", Some("php-fpm, chromium")));
+        assert!(skipped("php-fpm", Some("ALL")));
+    }
+
+    #[test]
+    #[should_panic(expected = "apt-get install -y nothing")]
+    fn a_missing_tool_fails_with_its_install_command() {
+        let t = super::Tool {
+            name: "levee-test-no-such-tool",
+            find: || None,
+            install: "apt-get install -y nothing",
+        };
+        super::require(&t);
+    }
 }
