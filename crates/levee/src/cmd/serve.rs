@@ -178,9 +178,15 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// The resolved settings, written at once; a closed standard output (`| head`) is not
+/// an error worth a panic.
 fn print_settings(s: &Settings) {
-    println!("configuration is valid");
-    println!(
+    use std::fmt::Write as _;
+    use std::io::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "configuration is valid");
+    let _ = writeln!(
+        out,
         "listen            {}",
         s.listen
             .iter()
@@ -188,9 +194,10 @@ fn print_settings(s: &Settings) {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    println!("backend           {}", s.backend);
-    println!("workers           {}", s.workers);
-    println!(
+    let _ = writeln!(out, "backend           {}", s.backend);
+    let _ = writeln!(out, "workers           {}", s.workers);
+    let _ = writeln!(
+        out,
         "admin             {}",
         s.admin.listen.map_or("off".to_string(), |a| format!(
             "http://{a} (GET /metrics, POST /purge){}",
@@ -201,7 +208,8 @@ fn print_settings(s: &Settings) {
             }
         ))
     );
-    println!(
+    let _ = writeln!(
+        out,
         "PURGE allowed     {}",
         s.purge
             .allow
@@ -210,7 +218,8 @@ fn print_settings(s: &Settings) {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    println!(
+    let _ = writeln!(
+        out,
         "access log        {}",
         s.access_log.as_ref().map_or("off".to_string(), |l| format!(
             "{} to {}",
@@ -223,14 +232,16 @@ fn print_settings(s: &Settings) {
                 .map_or("standard output".to_string(), |f| f.display().to_string())
         ))
     );
-    println!(
+    let _ = writeln!(
+        out,
         "document root     {}",
         s.root.as_ref().map_or(
             "none (every request goes to the backend)".to_string(),
             |r| r.display().to_string()
         )
     );
-    println!(
+    let _ = writeln!(
+        out,
         "compression       {}",
         if s.compression.enabled {
             format!(
@@ -241,24 +252,28 @@ fn print_settings(s: &Settings) {
             "off".to_string()
         }
     );
-    println!(
+    let _ = writeln!(
+        out,
         "cache size        {} bytes (objects up to {} bytes)",
         s.cache.size, s.cache.max_object_size
     );
-    println!(
+    let _ = writeln!(
+        out,
         "micro-cache       {}",
         s.cache
             .micro_cache
             .map_or("off".to_string(), |d| format!("{d:?}"))
     );
-    println!(
+    let _ = writeln!(
+        out,
         "anonymous TTL     {}",
         s.cache
             .anonymous_ttl
             .map_or("off".to_string(), |d| format!("{d:?}"))
     );
-    println!("grace             {:?}", s.cache.grace);
-    println!(
+    let _ = writeln!(out, "grace             {:?}", s.cache.grace);
+    let _ = writeln!(
+        out,
         "presets           {}",
         if s.anonymous.presets.is_empty() {
             "none".to_string()
@@ -271,16 +286,20 @@ fn print_settings(s: &Settings) {
                 .join(", ")
         }
     );
-    println!(
+    let _ = writeln!(
+        out,
         "session cookies   {}",
         s.anonymous.session_cookies.patterns().join(" ")
     );
-    println!(
+    let _ = writeln!(
+        out,
         "pass paths        {}",
         s.anonymous.pass_paths.patterns().join(" ")
     );
-    println!(
+    let _ = writeln!(
+        out,
         "backend limit     {} concurrent, queue {}, wait {:?}",
         s.limits.backend_max_concurrency, s.limits.backend_queue, s.limits.backend_queue_timeout
     );
+    let _ = std::io::stdout().write_all(out.as_bytes());
 }
