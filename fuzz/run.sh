@@ -24,12 +24,19 @@ TARGETS=("$@")
 echo "building ${#TARGETS[@]} targets (cargo fuzz build -O)" >&2
 RUSTC_BOOTSTRAP=1 cargo fuzz build -O >&2
 LOGS=$(mktemp -d /tmp/levee-fuzz.XXXXXX)
+# The binaries are copied and run as they are: `cargo fuzz run` would rebuild from
+# whatever the working tree holds by then, and an edit during a long run would break it.
+BIN="$LOGS/bin"
+mkdir -p "$BIN"
+for t in "${TARGETS[@]}"; do
+    cp "target/x86_64-unknown-linux-gnu/release/$t" "$BIN/$t"
+done
 
 run_one() {
     local t=$1
     mkdir -p "corpus/$t" "artifacts/$t"
     # -max_total_time ends the run; -print_final_stats gives the executions.
-    RUSTC_BOOTSTRAP=1 cargo fuzz run -O "$t" "corpus/$t" -- \
+    "$BIN/$t" "corpus/$t" -artifact_prefix="artifacts/$t/" \
         -max_total_time="$SECONDS_EACH" -print_final_stats=1 -rss_limit_mb=2048 \
         -timeout=10 >"$LOGS/$t.log" 2>&1 || true
     echo "$t done" >&2
@@ -59,11 +66,13 @@ wait
         log="$LOGS/$t.log"
         execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
         rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-        cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+        cov=$( (grep -o 'cov: [0-9]*' "$log" || true) | tail -1 | awk '{print $2}')
         files=$(find "corpus/$t" -type f | wc -l)
         crashes=$(find "artifacts/$t" -type f | wc -l)
         verdict=none
-        if [ "$crashes" -gt 0 ] || grep -q 'ERROR: libFuzzer\|panicked at' "$log"; then
+        if [ -z "$execs" ]; then
+            verdict="**did not run** (see $log)"
+        elif [ "$crashes" -gt 0 ] || grep -q 'ERROR: libFuzzer\|panicked at' "$log"; then
             verdict="**$crashes in artifacts/$t** (see $log)"
         fi
         echo "| $t | ${execs:-?} | ${rate:-?} | $files | ${cov:-?} | $verdict |"

@@ -27,13 +27,21 @@ pub mod __fuzz {
 
     /// Cookie fields as classification reads them, after `set_cookies` taught their names.
     pub fn cookies(set_cookies: &HeaderMap, request: &HeaderMap) {
-        let matcher = levee_config::CookieMatcher::new(
-            &levee_config::DEFAULT_SESSION_COOKIES
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>(),
-        );
-        let Ok(matcher) = matcher else { return };
+        // Compiling the globs costs more than the rest: once per process.
+        static MATCHER: std::sync::OnceLock<Option<levee_config::CookieMatcher>> =
+            std::sync::OnceLock::new();
+        let matcher = MATCHER.get_or_init(|| {
+            levee_config::CookieMatcher::new(
+                &levee_config::DEFAULT_SESSION_COOKIES
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .ok()
+        });
+        let Some(matcher) = matcher.clone() else {
+            return;
+        };
         let sessions = crate::request::fuzz_sessions(matcher);
         sessions.learn(set_cookies);
         if let Ok(Some(name)) = sessions.session_cookie(request) {
