@@ -20,7 +20,7 @@ pub use options::{
     AdminOptions, AnonymousOptions, CacheOptions, Combine, CompressionOptions, FastCgiOptions,
     LimitsOptions, LogOptions, OneOrMany, Options, PurgeOptions, StaticOptions, Workers, DEFAULTS,
 };
-pub use presets::{Preset, DEFAULT_SESSION_COOKIES};
+pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
 pub use settings::{
     AccessLog, AccessLogFormat, AdminSettings, AnonymousSettings, CacheSettings,
     CompressionSettings, EditInvalidation, FastCgiSettings, Limits, PurgeSettings, Settings,

@@ -34,6 +34,12 @@ pub const DEFAULT_SESSION_COOKIES: &[&str] = &[
     "connect.sid",
 ];
 
+/// Cookies applications set for everyone with the same value, which carry no identity:
+/// learning them as session cookies (levee-proxy's sessions.rs) would make every visitor
+/// who once got one bypass the cache. WordPress's login form sets `wordpress_test_cookie`
+/// (`WP Cookie check`) for anyone who opens it, and `wp_lang` for the form's language.
+pub const NEVER_SESSION_COOKIES: &[&str] = &["wordpress_test_cookie", "wp_lang"];
+
 /// A bundle of pass rules and session cookies for one application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {

@@ -82,7 +82,10 @@ impl Sessions {
             else {
                 continue;
             };
-            if self.configured.load().is_session(name) || self.learned.load().contains(name) {
+            if self.configured.load().is_session(name)
+                || self.learned.load().contains(name)
+                || levee_config::NEVER_SESSION_COOKIES.contains(&name)
+            {
                 continue;
             }
             self.learned.rcu(|set| {
@@ -149,6 +152,21 @@ mod tests {
         assert!(
             !s.is_configured("DokuWiki"),
             "learned names are not dropped from responses"
+        );
+    }
+
+    #[test]
+    fn cookies_everyone_gets_alike_are_never_learned() {
+        let s = sessions();
+        let mut resp = HeaderMap::new();
+        resp.insert(
+            SET_COOKIE,
+            HeaderValue::from_static("wordpress_test_cookie=WP%20Cookie%20check; path=/"),
+        );
+        s.learn(&resp);
+        assert_eq!(
+            s.session_cookie(&cookies("wordpress_test_cookie=WP%20Cookie%20check")),
+            Ok(None)
         );
     }
 

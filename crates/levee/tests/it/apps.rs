@@ -285,6 +285,14 @@ async fn wordpress_with_its_preset_caches_readers_and_keeps_the_admin_logged_in(
     )
     .await;
 
+    // A visitor who opened the login form and left: its test cookie is the same for
+    // everyone, so the front page is still the shared one.
+    let mut visitor = Browser::new(&levee);
+    visitor.get("/wp-login.php").await;
+    assert!(visitor.cookies.contains_key("wordpress_test_cookie"));
+    let r = visitor.get("/").await;
+    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
+
     WordPress::edit(&mut admin, site.hello_id, "Edited through levee.").await;
     anonymous_sees_within_2s(&levee, "/hello-world/", "Edited through levee.").await;
     anonymous_sees_within_2s(&levee, "/", "Edited through levee.").await;
