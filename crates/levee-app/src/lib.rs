@@ -43,6 +43,8 @@ pub enum AppError {
     NoPortPlaceholder(String),
     #[error("no app process became ready within {0:?}; see the app's output in levee's log")]
     NotReady(Duration),
+    #[error("cannot start the app pool's thread: {0}")]
+    Thread(std::io::Error),
 }
 
 /// The longest wait between two restarts of a process that keeps exiting.
@@ -83,8 +85,9 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Starts the processes (on the current tokio runtime) and returns at once; use
-    /// [`Pool::lease`], which waits for readiness.
+    /// Starts the processes, supervised by a thread of their own (so that their
+    /// readiness checks and restarts never run on a serving thread), and returns at once;
+    /// use [`Pool::lease`], which waits for readiness.
     pub fn start(config: AppConfig) -> Result<Pool, AppError> {
         if !config.command.contains("{port}") {
             return Err(AppError::NoPortPlaceholder(config.command));
@@ -105,14 +108,32 @@ impl Pool {
                 })
             })
             .collect();
-        for slot in &slots {
-            tokio::spawn(supervise(
-                slot.clone(),
-                config.clone(),
-                changed.clone(),
-                stop_rx.clone(),
-            ));
-        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(AppError::Thread)?;
+        let tasks: Vec<_> = slots
+            .iter()
+            .map(|slot| {
+                supervise(
+                    slot.clone(),
+                    config.clone(),
+                    changed.clone(),
+                    stop_rx.clone(),
+                )
+            })
+            .collect();
+        std::thread::Builder::new()
+            .name("levee-app".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let handles: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
+                    for h in handles {
+                        let _ = h.await;
+                    }
+                });
+            })
+            .map_err(AppError::Thread)?;
         Ok(Pool {
             slots,
             concurrency: config.concurrency.max(1),

@@ -37,9 +37,12 @@ fn config(dir: &std::path::Path, processes: usize) -> AppConfig {
     }
 }
 
-/// `GET path` to the process a lease names; the body, or "" if it closed first.
+/// `GET path` to the process a lease names; the body, or "" if it is gone or closed
+/// first (a process that just exited may still be leased until its supervisor sees it).
 async fn get(addr: std::net::SocketAddr, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return String::new();
+    };
     s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
         .await
         .unwrap();
