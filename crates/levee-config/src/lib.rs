@@ -17,8 +17,9 @@ use std::path::PathBuf;
 
 pub use matcher::{CookieMatcher, PathMatcher};
 pub use options::{
-    AdminOptions, AnonymousOptions, CacheOptions, Combine, CompressionOptions, FastCgiOptions,
-    LimitsOptions, LogOptions, OneOrMany, Options, PurgeOptions, StaticOptions, Workers, DEFAULTS,
+    AdminOptions, AnonymousOptions, AppOptions, CacheOptions, Combine, CompressionOptions,
+    FastCgiOptions, LimitsOptions, LogOptions, OneOrMany, Options, PurgeOptions, StaticOptions,
+    Workers, DEFAULTS,
 };
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
 pub use settings::{
@@ -68,6 +69,19 @@ pub enum Backend {
     /// A FastCGI responder such as php-fpm: `fastcgi://host:port` or
     /// `fastcgi+unix:/run/php/php8.2-fpm.sock`.
     FastCgi(FastCgiAddress),
+    /// levee's own pool of application processes speaking HTTP (`[app]`, `--app`).
+    App(AppSettings),
+}
+
+/// `[app]`: long-running application processes levee starts and balances.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppSettings {
+    /// A shell command with `{port}`: `php worker.php {port}`.
+    pub command: String,
+    pub processes: usize,
+    /// Requests one process serves at once.
+    pub concurrency: usize,
+    pub ready_timeout: std::time::Duration,
 }
 
 /// Where a FastCGI application listens.
@@ -151,6 +165,11 @@ impl std::fmt::Display for Backend {
             Backend::Http { authority } => write!(f, "http://{authority}"),
             Backend::FastCgi(FastCgiAddress::Tcp(a)) => write!(f, "fastcgi://{a}"),
             Backend::FastCgi(FastCgiAddress::Unix(p)) => write!(f, "fastcgi+unix:{}", p.display()),
+            Backend::App(a) => write!(
+                f,
+                "app pool: {} process(es) of `{}`, {} request(s) each",
+                a.processes, a.command, a.concurrency
+            ),
         }
     }
 }

@@ -80,6 +80,11 @@ allow = ["127.0.0.1/32", "::1/128"]
 [log]
 access = "off"
 access_file = "-"
+
+[app]
+processes = 4
+concurrency = 1
+ready_timeout = "10s"
 "#;
 
 /// Merging two sets of options: `self` wins where it has a value, `other` fills in.
@@ -141,6 +146,8 @@ options_table! {
         pub purge: PurgeOptions,
         #[serde(default)]
         pub log: LogOptions,
+        #[serde(default)]
+        pub app: AppOptions,
     }
 }
 
@@ -223,6 +230,16 @@ options_table! {
     pub struct AdminOptions {
         pub listen: Option<String>,
         pub token: Option<String>,
+    }
+}
+
+options_table! {
+    /// `[app]`
+    pub struct AppOptions {
+        pub command: Option<String>,
+        pub processes: Option<usize>,
+        pub concurrency: Option<usize>,
+        pub ready_timeout: Option<String>,
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::duration::{parse_duration, parse_size};
 use crate::options::{Combine, OneOrMany, Options, Workers};
-use crate::{Backend, ConfigError, CookieMatcher, PathMatcher, Preset};
+use crate::{AppSettings, Backend, ConfigError, CookieMatcher, PathMatcher, Preset};
 
 /// The cache: size, freshness rules and stale serving.
 #[derive(Debug, Clone)]
@@ -271,7 +271,38 @@ impl Settings {
             ));
         }
 
-        let backend = Backend::parse(&o.backend.ok_or(ConfigError::NoBackend)?)?;
+        let backend = match (o.backend, o.app.command) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::invalid(
+                    "app.command",
+                    "give either a backend (--backend) or an app command (--app), not both",
+                ))
+            }
+            (Some(b), None) => Backend::parse(&b)?,
+            (None, Some(command)) => {
+                if !command.contains("{port}") {
+                    return Err(ConfigError::invalid(
+                        "app.command",
+                        format!("`{command}` has no {{port}} placeholder: levee gives each process its own port; write it like `php worker.php {{port}}`"),
+                    ));
+                }
+                let processes = need(o.app.processes, "app.processes")?;
+                let concurrency = need(o.app.concurrency, "app.concurrency")?;
+                if processes == 0 || processes > MAX_WORKERS || concurrency == 0 {
+                    return Err(ConfigError::invalid(
+                        "app.processes",
+                        format!("{processes} process(es) of {concurrency} request(s) each: both must be at least 1 (and processes at most {MAX_WORKERS})"),
+                    ));
+                }
+                Backend::App(AppSettings {
+                    command,
+                    processes,
+                    concurrency,
+                    ready_timeout: duration("app.ready_timeout", o.app.ready_timeout)?,
+                })
+            }
+            (None, None) => return Err(ConfigError::NoBackend),
+        };
         let root = o.root;
         if let Some(r) = &root {
             if !r.is_dir() {

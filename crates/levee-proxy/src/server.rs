@@ -43,6 +43,8 @@ pub enum ServeError {
     Root(levee_static::Error),
     #[error("cannot start levee's threads: {0}")]
     Runtime(std::io::Error),
+    #[error(transparent)]
+    App(levee_app::AppError),
     #[error("cannot open the access log {file}: {source}; check that its directory exists and levee may write there ([log] access_file)")]
     AccessLog {
         file: String,

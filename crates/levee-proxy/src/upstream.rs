@@ -41,6 +41,12 @@ pub struct ConnInfo {
 /// request never reached the application (404 for a missing script, 403, 405).
 pub enum BackendBody {
     Http(Incoming),
+    /// From a process of the app pool, which stays leased to this request until the body
+    /// has ended (or is dropped).
+    App {
+        body: Incoming,
+        lease: Option<levee_app::Lease>,
+    },
     FastCgi(levee_fastcgi::ResponseBody),
     Local(Option<Bytes>),
 }
@@ -57,6 +63,16 @@ impl Body for BackendBody {
             BackendBody::Http(b) => Pin::new(b)
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
+            BackendBody::App { body, lease } => {
+                let frame = Pin::new(body)
+                    .poll_frame(cx)
+                    .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError)));
+                if matches!(frame, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+                    // The process is free for the next request.
+                    lease.take();
+                }
+                frame
+            }
             BackendBody::FastCgi(b) => Pin::new(b)
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
@@ -67,6 +83,7 @@ impl Body for BackendBody {
     fn is_end_stream(&self) -> bool {
         match self {
             BackendBody::Http(b) => b.is_end_stream(),
+            BackendBody::App { body, .. } => body.is_end_stream(),
             BackendBody::FastCgi(b) => b.is_end_stream(),
             BackendBody::Local(b) => b.is_none(),
         }
@@ -75,6 +92,7 @@ impl Body for BackendBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             BackendBody::Http(b) => b.size_hint(),
+            BackendBody::App { body, .. } => body.size_hint(),
             BackendBody::FastCgi(b) => b.size_hint(),
             BackendBody::Local(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
         }
@@ -178,6 +196,11 @@ enum Transport {
         /// the blocking pool, two thread switches per request.
         routes: moka::sync::Cache<String, Route>,
     },
+    /// levee's own application processes (levee-app), spoken to over HTTP.
+    App {
+        pool: levee_app::Pool,
+        clients: Vec<Client<HttpConnector, UpBody>>,
+    },
 }
 
 /// How long a routing decision is trusted: a new or deleted script shows up within it.
@@ -192,23 +215,44 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    pub fn new(settings: &Settings) -> Upstream {
+    /// Fails when the app pool's thread cannot start.
+    pub fn new(settings: &Settings) -> Result<Upstream, levee_app::AppError> {
         let l = &settings.limits;
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(l.backend_connect_timeout));
         connector.set_nodelay(true);
+        let http_clients = || -> Vec<Client<HttpConnector, UpBody>> {
+            (0..settings.workers.max(1))
+                .map(|_| {
+                    Client::builder(TokioExecutor::new())
+                        .pool_idle_timeout(Duration::from_secs(30))
+                        .pool_max_idle_per_host(l.backend_max_concurrency)
+                        .build(connector.clone())
+                })
+                .collect()
+        };
+        let mut limit = l.backend_max_concurrency;
         let transport = match &settings.backend {
             Backend::Http { authority } => Transport::Http {
-                clients: (0..settings.workers.max(1))
-                    .map(|_| {
-                        Client::builder(TokioExecutor::new())
-                            .pool_idle_timeout(Duration::from_secs(30))
-                            .pool_max_idle_per_host(l.backend_max_concurrency)
-                            .build(connector.clone())
-                    })
-                    .collect(),
+                clients: http_clients(),
                 authority: authority.clone(),
             },
+            Backend::App(a) => {
+                // More requests than the processes can take at once wait in levee's
+                // bounded queue, where they can be shed, not in the pool.
+                limit = limit.min(a.processes.saturating_mul(a.concurrency)).max(1);
+                Transport::App {
+                    pool: levee_app::Pool::start(levee_app::AppConfig {
+                        command: a.command.clone(),
+                        processes: a.processes,
+                        concurrency: a.concurrency,
+                        ready_timeout: a.ready_timeout,
+                        cwd: None,
+                        env: Vec::new(),
+                    })?,
+                    clients: http_clients(),
+                }
+            }
             Backend::FastCgi(addr) => {
                 let address = match addr {
                     FastCgiAddress::Tcp(a) => levee_fastcgi::Address::Tcp(a.clone()),
@@ -234,16 +278,12 @@ impl Upstream {
                 }
             }
         };
-        Upstream {
+        Ok(Upstream {
             transport,
             backend_name: settings.backend.to_string(),
-            limiter: Limiter::new(
-                l.backend_max_concurrency,
-                l.backend_queue,
-                l.backend_queue_timeout,
-            ),
+            limiter: Limiter::new(limit, l.backend_queue, l.backend_queue_timeout),
             first_byte_timeout: l.backend_first_byte_timeout,
-        }
+        })
     }
 
     /// Waits for a backend slot.
@@ -268,6 +308,26 @@ impl Upstream {
                 Transport::Http { clients, authority } => {
                     let client = &clients[crate::worker::id() % clients.len()];
                     self.send_http(client, authority, req).await
+                }
+                Transport::App { pool, clients } => {
+                    let lease = pool.lease().await.map_err(|e| UpstreamError::Connect {
+                        backend: self.backend_name.clone(),
+                        detail: e.to_string(),
+                    })?;
+                    let authority = http::uri::Authority::try_from(lease.addr().to_string())
+                        .map_err(|e| UpstreamError::Protocol {
+                            backend: self.backend_name.clone(),
+                            detail: format!("app process address: {e}"),
+                        })?;
+                    let client = &clients[crate::worker::id() % clients.len()];
+                    let resp = self.send_http(client, &authority, req).await?;
+                    Ok(resp.map(|b| match b {
+                        BackendBody::Http(body) => BackendBody::App {
+                            body,
+                            lease: Some(lease),
+                        },
+                        other => other,
+                    }))
                 }
                 Transport::FastCgi {
                     client,

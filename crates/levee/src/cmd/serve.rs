@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use levee_config::{
-    AccessLogFormat, AdminOptions, CacheOptions, CompressionOptions, LimitsOptions, LogOptions,
-    OneOrMany, Options, Settings, Workers,
+    AccessLogFormat, AdminOptions, AppOptions, CacheOptions, CompressionOptions, LimitsOptions,
+    LogOptions, OneOrMany, Options, Settings, Workers,
 };
 
 /// Arguments of `levee serve`. Every flag overrides the same option in the config file.
@@ -71,6 +71,13 @@ pub struct ServeArgs {
     /// Where the access log goes: a file (reopened on SIGUSR1) or - for standard output.
     #[arg(long, value_name = "PATH")]
     pub access_log_file: Option<String>,
+    /// Run the application itself, kept warm: a command with {port}, like
+    /// "php worker.php {port}" (instead of --backend).
+    #[arg(long, value_name = "COMMAND", conflicts_with = "backend")]
+    pub app: Option<String>,
+    /// How many processes of --app to run [default: 4].
+    #[arg(long, value_name = "N")]
+    pub app_processes: Option<usize>,
     /// Add X-Cache-Reason: why a response was or was not stored.
     #[arg(long)]
     pub debug_headers: bool,
@@ -109,6 +116,11 @@ impl ServeArgs {
             admin: AdminOptions {
                 listen: self.admin_listen.clone(),
                 token: self.admin_token.clone(),
+            },
+            app: AppOptions {
+                command: self.app.clone(),
+                processes: self.app_processes,
+                ..AppOptions::default()
             },
             log: LogOptions {
                 access: self.access_log.clone(),

@@ -8,6 +8,7 @@
 mod access_log;
 mod anonymous;
 mod anonymous_ttl;
+mod app_pool;
 mod apps;
 mod coalescing;
 mod compression;

@@ -1,0 +1,113 @@
+//! levee running the application itself (issue 12, first part): `--app` processes,
+//! balanced and restarted, with the cache in front of them unchanged.
+
+use std::time::Duration;
+
+use levee_test::{levee, Levee, Req};
+
+/// A Python worker: `/pid` answers its pid uncached, `/slow` after 400 ms, `/page` is
+/// cacheable, `/exit` kills it in the middle of the request.
+const WORKER: &str = r#"
+import http.server, os, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        if self.path == "/exit":
+            os._exit(3)
+        if self.path.startswith("/slow"):
+            time.sleep(0.4)
+        body = ("%s pid=%d" % (self.path, os.getpid())).encode()
+        self.send_response(200)
+        cc = "max-age=60" if self.path == "/page" else "no-store"
+        self.send_header("Cache-Control", cc)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+fn start(dir: &std::path::Path, processes: &str) -> Levee {
+    std::fs::write(dir.join("worker.py"), WORKER).unwrap();
+    levee!()
+        .args(&[
+            "--app",
+            &format!("python3 {}/worker.py {{port}}", dir.display()),
+        ])
+        .args(&["--app-processes", processes])
+        .start()
+}
+
+fn pid(text: &str) -> String {
+    text.split("pid=").nth(1).unwrap_or("").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_processes_serve_behind_the_cache_one_request_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let levee = start(dir.path(), "2");
+    // The first request waits for a process to be ready.
+    let r = levee.get("/page").await;
+    assert_eq!(r.status, 200, "{}", r.summary());
+    assert_eq!(r.x_cache(), "MISS");
+    levee.wait_stored("/page").await;
+    assert_eq!(levee.get("/page").await.x_cache(), "HIT");
+
+    // Two slow requests at once (two URLs: one URL would share one backend request) go
+    // to the two processes, one request per process.
+    let (a, b) = tokio::join!(levee.get("/slow?a"), levee.get("/slow?b"));
+    assert!(
+        a.status == 200 && b.status == 200,
+        "{} / {}",
+        a.summary(),
+        b.summary()
+    );
+    assert_ne!(
+        pid(&a.text()),
+        pid(&b.text()),
+        "{} / {}",
+        a.text(),
+        b.text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_dies_mid_request_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let levee = start(dir.path(), "1");
+    let first = pid(&levee.get("/pid").await.text());
+    assert!(!first.is_empty());
+    let r = levee.get("/exit").await;
+    assert_eq!(r.status, 502, "{}", r.summary());
+    // The replacement comes up on its own; requests succeed again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = Req::get("/pid").send(&levee).await;
+        if r.status == 200 {
+            assert_ne!(pid(&r.text()), first, "a new process");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no replacement: {}",
+            r.summary()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        levee.stderr().contains("levee: app process 0 (pid"),
+        "the exit is logged: {}",
+        levee.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_command_without_its_port_is_refused() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
+        .args(["serve", "--app", "php worker.php", "--check"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("{port}"));
+}
