@@ -53,6 +53,7 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> String {
 
 #[tokio::test]
 async fn requests_spread_over_ready_processes_one_at_a_time() {
+    levee_test::require!(levee_test::tools::PYTHON3);
     let dir = tempfile::tempdir().unwrap();
     let pool = Pool::start(config(dir.path(), 2)).unwrap();
     let a = pool.lease().await.unwrap();
@@ -77,6 +78,7 @@ async fn requests_spread_over_ready_processes_one_at_a_time() {
 
 #[tokio::test]
 async fn a_process_that_exits_is_started_again() {
+    levee_test::require!(levee_test::tools::PYTHON3);
     let dir = tempfile::tempdir().unwrap();
     let pool = Pool::start(config(dir.path(), 1)).unwrap();
     let lease = pool.lease().await.unwrap();

@@ -43,6 +43,18 @@ pub const DOKUWIKI: Tool = Tool {
     install: "apt-get install -y dokuwiki",
 };
 
+/// Python 3, for the app pool's test workers.
+pub const PYTHON3: Tool = Tool {
+    name: "python3",
+    find: || {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .map(|d| d.join("python3"))
+            .find(|p| p.is_file())
+    },
+    install: "apt-get install -y python3",
+};
+
 /// The MariaDB server and its PHP driver, for the database-backed applications.
 pub const MARIADB: Tool = Tool {
     name: "mariadb",

@@ -45,6 +45,7 @@ fn pid(text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn app_processes_serve_behind_the_cache_one_request_each() {
+    levee_test::require!(levee_test::tools::PYTHON3);
     let dir = tempfile::tempdir().unwrap();
     let levee = start(dir.path(), "2");
     // The first request waits for a process to be ready.
@@ -74,6 +75,7 @@ async fn app_processes_serve_behind_the_cache_one_request_each() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_dies_mid_request_is_replaced() {
+    levee_test::require!(levee_test::tools::PYTHON3);
     let dir = tempfile::tempdir().unwrap();
     let levee = start(dir.path(), "1");
     let first = pid(&levee.get("/pid").await.text());
