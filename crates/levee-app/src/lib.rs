@@ -9,13 +9,19 @@
 //! the fewest requests in flight, never more than `concurrency` per process (1 for
 //! PHP-style workers), and the [`Lease`] gives the slot back when dropped.
 //!
-//! What is not here yet: recycling (max requests, memory, age), killing a hung request,
-//! reload on file changes, FastCGI workers.
+//! Recycling: after `max_requests` (with jitter, so that processes do not all recycle
+//! together), above `max_memory` of resident memory, or after `max_age`, a replacement is
+//! started and made ready first; then the old process gets no new requests, finishes
+//! the ones it has (up to `drain_timeout`) and is stopped, so capacity never drops. The
+//! same rolling replacement serves [`Pool::restart_all`] (a reload). A request that the
+//! caller gives up on can [`Lease::kill`] its process, which is replaced at once.
+//!
+//! What is not here yet: watching files for changes, FastCGI workers.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,6 +41,32 @@ pub struct AppConfig {
     pub ready_timeout: Duration,
     pub cwd: Option<PathBuf>,
     pub env: Vec<(String, String)>,
+    /// Replace a process after about this many requests (0: never).
+    pub max_requests: u64,
+    /// Replace a process whose resident memory exceeds this many bytes (0: never).
+    pub max_memory: u64,
+    /// Replace a process older than this.
+    pub max_age: Option<Duration>,
+    /// How long a replaced process may take to finish its requests.
+    pub drain_timeout: Duration,
+}
+
+impl AppConfig {
+    /// `command` run `processes` times, one request each, nothing recycled.
+    pub fn new(command: impl Into<String>, processes: usize) -> AppConfig {
+        AppConfig {
+            command: command.into(),
+            processes,
+            concurrency: 1,
+            ready_timeout: Duration::from_secs(10),
+            cwd: None,
+            env: Vec::new(),
+            max_requests: 0,
+            max_memory: 0,
+            max_age: None,
+            drain_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,17 +83,40 @@ pub enum AppError {
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A process that ran this long before exiting restarts at once (the backoff resets).
 const HEALTHY_AFTER: Duration = Duration::from_secs(30);
+/// How often a supervisor looks at its process's memory, age and requests served.
+const CHECK_EVERY: Duration = Duration::from_millis(250);
 
-/// One process slot.
+/// One running process.
+struct Instance {
+    addr: SocketAddr,
+    pid: u32,
+    in_flight: AtomicUsize,
+    served: AtomicU64,
+    /// Set by [`Lease::kill`]: the supervisor kills and replaces the process.
+    kill: Notify,
+}
+
+/// One place in the pool, and the process that holds it now.
 struct Slot {
     index: usize,
-    /// Where the current process listens, when it is ready.
-    addr: Mutex<Option<SocketAddr>>,
-    ready: AtomicBool,
-    in_flight: AtomicUsize,
-    pid: AtomicU32,
+    /// Takes new requests; `None` while (re)starting.
+    current: Mutex<Option<Arc<Instance>>>,
     restarts: AtomicU64,
+    recycled: AtomicU64,
     served: AtomicU64,
+    /// Asked to replace its process (a reload).
+    replace: AtomicBool,
+}
+
+impl Slot {
+    fn current(&self) -> Option<Arc<Instance>> {
+        self.current.lock().ok().and_then(|c| c.clone())
+    }
+    fn publish(&self, instance: Option<Arc<Instance>>) {
+        if let Ok(mut c) = self.current.lock() {
+            *c = instance;
+        }
+    }
 }
 
 /// Per-process state, for metrics and `levee status`.
@@ -71,8 +126,13 @@ pub struct ProcessState {
     pub pid: Option<u32>,
     pub ready: bool,
     pub in_flight: usize,
+    /// Requests served by this slot's processes, all of them.
     pub served: u64,
+    /// Unplanned: the process exited or was killed.
     pub restarts: u64,
+    /// Planned: replaced for its requests, memory, age or a reload.
+    pub recycled: u64,
+    pub rss_bytes: u64,
 }
 
 pub struct Pool {
@@ -99,12 +159,11 @@ impl Pool {
             .map(|index| {
                 Arc::new(Slot {
                     index,
-                    addr: Mutex::new(None),
-                    ready: AtomicBool::new(false),
-                    in_flight: AtomicUsize::new(0),
-                    pid: AtomicU32::new(0),
+                    current: Mutex::new(None),
                     restarts: AtomicU64::new(0),
+                    recycled: AtomicU64::new(0),
                     served: AtomicU64::new(0),
+                    replace: AtomicBool::new(false),
                 })
             })
             .collect();
@@ -160,27 +219,34 @@ impl Pool {
 
     fn try_lease(&self) -> Option<Lease> {
         loop {
-            let slot = self
+            let (slot, inst) = self
                 .slots
                 .iter()
-                .filter(|s| s.ready.load(Ordering::Acquire))
-                .filter(|s| s.in_flight.load(Ordering::Acquire) < self.concurrency)
-                .min_by_key(|s| s.in_flight.load(Ordering::Acquire))?;
-            let n = slot.in_flight.load(Ordering::Acquire);
+                .filter_map(|s| s.current().map(|i| (s, i)))
+                .filter(|(_, i)| i.in_flight.load(Ordering::Acquire) < self.concurrency)
+                .min_by_key(|(_, i)| i.in_flight.load(Ordering::Acquire))?;
+            let n = inst.in_flight.load(Ordering::Acquire);
             // Another request may have taken the room: claim it or look again.
             if n < self.concurrency
-                && slot
+                && inst
                     .in_flight
                     .compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
-                let addr = (*slot.addr.lock().ok()?)?;
                 return Some(Lease {
                     slot: slot.clone(),
-                    addr,
+                    inst,
                     changed: self.changed.clone(),
                 });
             }
+        }
+    }
+
+    /// Replaces every process, each one's replacement ready before it stops (a reload:
+    /// the application's code changed).
+    pub fn restart_all(&self) {
+        for s in &self.slots {
+            s.replace.store(true, Ordering::Release);
         }
     }
 
@@ -188,13 +254,20 @@ impl Pool {
     pub fn states(&self) -> Vec<ProcessState> {
         self.slots
             .iter()
-            .map(|s| ProcessState {
-                index: s.index,
-                pid: Some(s.pid.load(Ordering::Relaxed)).filter(|p| *p != 0),
-                ready: s.ready.load(Ordering::Relaxed),
-                in_flight: s.in_flight.load(Ordering::Relaxed),
-                served: s.served.load(Ordering::Relaxed),
-                restarts: s.restarts.load(Ordering::Relaxed),
+            .map(|s| {
+                let inst = s.current();
+                ProcessState {
+                    index: s.index,
+                    pid: inst.as_ref().map(|i| i.pid),
+                    ready: inst.is_some(),
+                    in_flight: inst
+                        .as_ref()
+                        .map_or(0, |i| i.in_flight.load(Ordering::Relaxed)),
+                    served: s.served.load(Ordering::Relaxed),
+                    restarts: s.restarts.load(Ordering::Relaxed),
+                    recycled: s.recycled.load(Ordering::Relaxed),
+                    rss_bytes: inst.as_ref().map_or(0, |i| rss_bytes(i.pid)),
+                }
             })
             .collect()
     }
@@ -209,19 +282,30 @@ impl Drop for Pool {
 /// One request's hold on a process: its address, given back when dropped.
 pub struct Lease {
     slot: Arc<Slot>,
-    addr: SocketAddr,
+    inst: Arc<Instance>,
     changed: Arc<Notify>,
 }
 
 impl Lease {
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.inst.addr
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.inst.pid
+    }
+
+    /// The request took too long: kill this process (and whatever it is doing) and
+    /// start another in its place.
+    pub fn kill(&self) {
+        self.inst.kill.notify_one();
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.slot.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.inst.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.inst.served.fetch_add(1, Ordering::Relaxed);
         self.slot.served.fetch_add(1, Ordering::Relaxed);
         self.changed.notify_waiters();
     }
@@ -235,6 +319,61 @@ fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
+/// Resident memory of a process and its children's group leader, from /proc.
+fn rss_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// `max_requests` give or take 10%, different for each process, so that processes
+/// started together are not all replaced together.
+fn jittered(max: u64, index: usize, generation: u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    let spread = (max / 10).max(1);
+    let h = (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ generation.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    max - spread / 2 + (h % (spread + 1))
+}
+
+/// Why a running process should be replaced now, if it should.
+fn recycle_reason(
+    config: &AppConfig,
+    slot: &Slot,
+    inst: &Instance,
+    started: Instant,
+    max_requests: u64,
+) -> Option<String> {
+    if slot.replace.swap(false, Ordering::AcqRel) {
+        return Some("a reload".into());
+    }
+    let served = inst.served.load(Ordering::Relaxed);
+    if max_requests > 0 && served >= max_requests {
+        return Some(format!("{served} requests (max_requests)"));
+    }
+    if config.max_memory > 0 {
+        let rss = rss_bytes(inst.pid);
+        if rss > config.max_memory {
+            return Some(format!(
+                "{} MiB resident, over max_memory {} MiB",
+                rss >> 20,
+                config.max_memory >> 20
+            ));
+        }
+    }
+    if config.max_age.is_some_and(|a| started.elapsed() >= a) {
+        return Some(format!("{:?} old (max_age)", started.elapsed()));
+    }
+    None
+}
+
 /// Keeps one slot's process running until the pool stops.
 async fn supervise(
     slot: Arc<Slot>,
@@ -243,37 +382,112 @@ async fn supervise(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(100);
+    let mut generation = 0u64;
     loop {
         if *stop.borrow() {
             return;
         }
-        let started = Instant::now();
-        match run_once(&slot, &config, &changed, &mut stop).await {
-            Exit::Stopped => return,
-            Exit::Failed(why) => {
-                slot.ready.store(false, Ordering::Release);
-                slot.pid.store(0, Ordering::Relaxed);
-                if started.elapsed() >= HEALTHY_AFTER {
-                    backoff = Duration::from_millis(100);
-                }
-                slot.restarts.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    process = slot.index,
-                    "app process {}: {why}; starting it again in {backoff:?}",
-                    slot.index
-                );
-                eprintln!(
-                    "levee: app process {} {why}; starting it again in {backoff:?}",
-                    slot.index
-                );
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = stop.changed() => return,
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+        let (mut child, mut inst) = match start_ready(&slot, &config, &mut stop).await {
+            Ok(x) => x,
+            Err(Exit::Stopped) => return,
+            Err(Exit::Failed(why)) => {
+                restart_later(&slot, &why, &mut backoff, &mut stop).await;
+                continue;
             }
+        };
+        let mut started = Instant::now();
+        generation += 1;
+        let mut max_requests = jittered(config.max_requests, slot.index, generation);
+        slot.publish(Some(inst.clone()));
+        changed.notify_waiters();
+        let why = loop {
+            tokio::select! {
+                status = child.wait() => {
+                    break match status {
+                        Ok(s) => format!("(pid {}) exited: {s}", inst.pid),
+                        Err(e) => format!("(pid {}) could not be waited for: {e}", inst.pid),
+                    };
+                }
+                _ = inst.kill.notified() => {
+                    slot.publish(None);
+                    kill_child(&mut child).await;
+                    backoff = Duration::from_millis(100);
+                    break format!("(pid {}) was killed: a request ran over its time limit", inst.pid);
+                }
+                _ = stop.changed() => {
+                    slot.publish(None);
+                    stop_child(&mut child).await;
+                    return;
+                }
+                _ = tokio::time::sleep(CHECK_EVERY) => {
+                    let Some(reason) = recycle_reason(&config, &slot, &inst, started, max_requests) else {
+                        continue;
+                    };
+                    // The replacement first, so that capacity never drops.
+                    match start_ready(&slot, &config, &mut stop).await {
+                        Ok((new_child, new_inst)) => {
+                            slot.publish(Some(new_inst.clone()));
+                            changed.notify_waiters();
+                            let old_pid = inst.pid;
+                            let (old_child, old_inst) = (std::mem::replace(&mut child, new_child), std::mem::replace(&mut inst, new_inst));
+                            slot.recycled.fetch_add(1, Ordering::Relaxed);
+                            started = Instant::now();
+                            generation += 1;
+                            max_requests = jittered(config.max_requests, slot.index, generation);
+                            tracing::info!(process = slot.index, old_pid, pid = inst.pid, "app process recycled: {reason}");
+                            eprintln!("levee: app process {} (pid {old_pid}) replaced by pid {} after {reason}", slot.index, inst.pid);
+                            tokio::spawn(drain(old_child, old_inst, config.drain_timeout));
+                        }
+                        Err(Exit::Stopped) => return,
+                        Err(Exit::Failed(why)) => {
+                            tracing::warn!(process = slot.index, "the replacement for a recycle failed ({why}); the old process keeps serving");
+                        }
+                    }
+                }
+            }
+        };
+        slot.publish(None);
+        if started.elapsed() >= HEALTHY_AFTER {
+            backoff = Duration::from_millis(100);
+        }
+        restart_later(&slot, &why, &mut backoff, &mut stop).await;
+    }
+}
+
+/// Logs an unplanned exit and waits before the next start, longer each time.
+async fn restart_later(
+    slot: &Slot,
+    why: &str,
+    backoff: &mut Duration,
+    stop: &mut watch::Receiver<bool>,
+) {
+    slot.restarts.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(
+        process = slot.index,
+        "app process {}: {why}; starting it again in {backoff:?}",
+        slot.index
+    );
+    eprintln!(
+        "levee: app process {} {why}; starting it again in {backoff:?}",
+        slot.index
+    );
+    tokio::select! {
+        _ = tokio::time::sleep(*backoff) => {}
+        _ = stop.changed() => {}
+    }
+    *backoff = (*backoff * 2).min(MAX_BACKOFF);
+}
+
+/// Lets a replaced process finish what it is doing, then stops it.
+async fn drain(mut child: Child, inst: Arc<Instance>, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while inst.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+            _ = child.wait() => return,
         }
     }
+    stop_child(&mut child).await;
 }
 
 enum Exit {
@@ -281,16 +495,13 @@ enum Exit {
     Failed(String),
 }
 
-async fn run_once(
+/// Starts a process and waits until its port accepts connections.
+async fn start_ready(
     slot: &Slot,
     config: &AppConfig,
-    changed: &Notify,
     stop: &mut watch::Receiver<bool>,
-) -> Exit {
-    let port = match free_port() {
-        Ok(p) => p,
-        Err(e) => return Exit::Failed(format!("found no free port ({e})")),
-    };
+) -> Result<(Child, Arc<Instance>), Exit> {
+    let port = free_port().map_err(|e| Exit::Failed(format!("found no free port ({e})")))?;
     let command = config.command.replace("{port}", &port.to_string());
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
@@ -307,58 +518,59 @@ async fn run_once(
     for (k, v) in &config.env {
         cmd.env(k, v);
     }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return Exit::Failed(format!("could not be started ({e}): `{command}`")),
-    };
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Exit::Failed(format!("could not be started ({e}): `{command}`")))?;
     let pid = child.id().unwrap_or(0);
-    slot.pid.store(pid, Ordering::Relaxed);
     forward_output(&mut child, slot.index, pid);
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    // Ready when the port accepts a connection.
     let deadline = Instant::now() + config.ready_timeout;
     loop {
         if tokio::net::TcpStream::connect(addr).await.is_ok() {
             break;
         }
         if let Ok(Some(status)) = child.try_wait() {
-            return Exit::Failed(format!("(pid {pid}) exited before it was ready: {status}"));
+            return Err(Exit::Failed(format!(
+                "(pid {pid}) exited before it was ready: {status}"
+            )));
         }
         if Instant::now() >= deadline {
             stop_child(&mut child).await;
-            return Exit::Failed(format!(
+            return Err(Exit::Failed(format!(
                 "(pid {pid}) did not accept connections on {addr} within {:?}",
                 config.ready_timeout
-            ));
+            )));
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
             _ = stop.changed() => {
                 stop_child(&mut child).await;
-                return Exit::Stopped;
+                return Err(Exit::Stopped);
             }
         }
     }
-    if let Ok(mut a) = slot.addr.lock() {
-        *a = Some(addr);
-    }
-    slot.ready.store(true, Ordering::Release);
-    changed.notify_waiters();
     tracing::info!(process = slot.index, pid, %addr, "app process ready");
-    tokio::select! {
-        status = child.wait() => {
-            slot.ready.store(false, Ordering::Release);
-            Exit::Failed(match status {
-                Ok(s) => format!("(pid {pid}) exited: {s}"),
-                Err(e) => format!("(pid {pid}) could not be waited for: {e}"),
-            })
-        }
-        _ = stop.changed() => {
-            slot.ready.store(false, Ordering::Release);
-            stop_child(&mut child).await;
-            Exit::Stopped
-        }
+    Ok((
+        child,
+        Arc::new(Instance {
+            addr,
+            pid,
+            in_flight: AtomicUsize::new(0),
+            served: AtomicU64::new(0),
+            kill: Notify::new(),
+        }),
+    ))
+}
+
+/// SIGKILL to the process group: a request ran over its time, nothing to wait for.
+async fn kill_child(child: &mut Child) {
+    if let Some(pid) = child
+        .id()
+        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
+    let _ = child.wait().await;
 }
 
 /// SIGTERM to the process group, then SIGKILL after two seconds.

@@ -8,13 +8,17 @@ use std::time::Duration;
 use levee_app::{AppConfig, AppError, Pool};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// A worker: `GET /` answers its pid, `GET /exit` makes it exit with status 3.
+/// A worker: `GET /` answers its pid, `GET /exit` makes it exit with status 3, `GET
+/// /grow` keeps 20 MB more for good (a leak).
 const WORKER: &str = r#"
 import http.server, os, sys
+leak = []
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/exit":
             os._exit(3)
+        if self.path == "/grow":
+            leak.append(bytearray(os.urandom(1024)) * 20480)
         body = str(os.getpid()).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -27,14 +31,10 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 
 fn config(dir: &std::path::Path, processes: usize) -> AppConfig {
     std::fs::write(dir.join("worker.py"), WORKER).unwrap();
-    AppConfig {
-        command: format!("python3 {}/worker.py {{port}}", dir.display()),
+    AppConfig::new(
+        format!("python3 {}/worker.py {{port}}", dir.display()),
         processes,
-        concurrency: 1,
-        ready_timeout: Duration::from_secs(10),
-        cwd: None,
-        env: Vec::new(),
-    }
+    )
 }
 
 /// `GET path` to the process a lease names; the body, or "" if it is gone or closed
@@ -103,12 +103,8 @@ async fn a_process_that_exits_is_started_again() {
 #[tokio::test]
 async fn a_command_that_never_gets_ready_is_an_error_with_backoff() {
     let pool = Pool::start(AppConfig {
-        command: "sh -c 'exit 7' {port}".into(),
-        processes: 1,
-        concurrency: 1,
         ready_timeout: Duration::from_millis(800),
-        cwd: None,
-        env: Vec::new(),
+        ..AppConfig::new("sh -c 'exit 7' {port}", 1)
     })
     .unwrap();
     let err = pool.lease().await.err().expect("never ready");
@@ -120,15 +116,122 @@ async fn a_command_that_never_gets_ready_is_an_error_with_backoff() {
 
 #[test]
 fn a_command_needs_its_port() {
-    let err = Pool::start(AppConfig {
-        command: "php worker.php".into(),
-        processes: 1,
-        concurrency: 1,
-        ready_timeout: Duration::from_secs(1),
-        cwd: None,
-        env: Vec::new(),
-    })
-    .err()
-    .expect("refused");
+    let err = Pool::start(AppConfig::new("php worker.php", 1))
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("{port}"), "{err}");
+}
+
+/// `n` requests one after the other, each through a fresh lease; every one must be
+/// answered. The pids that answered.
+async fn sequential(pool: &Pool, path: &str, n: usize) -> Vec<String> {
+    let mut pids = Vec::new();
+    for i in 0..n {
+        let lease = pool.lease().await.unwrap();
+        let pid = get(lease.addr(), path).await;
+        assert!(!pid.is_empty(), "request {i} of {n} to {path} failed");
+        pids.push(pid);
+    }
+    pids
+}
+
+fn distinct(pids: &[String]) -> usize {
+    let mut p = pids.to_vec();
+    p.sort();
+    p.dedup();
+    p.len()
+}
+
+/// Waits until `cond` holds for the pool's states (10 s at most).
+async fn wait_states(pool: &Pool, what: &str, cond: impl Fn(&[levee_app::ProcessState]) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !cond(&pool.states()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: {:?}",
+            pool.states()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn processes_are_recycled_after_max_requests_without_a_failed_request() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::start(AppConfig {
+        max_requests: 5,
+        ..config(dir.path(), 1)
+    })
+    .unwrap();
+    let mut pids = Vec::new();
+    for batch in 1..=3u64 {
+        // Each batch reaches the limit (5 or 6 with jitter); the replacement comes up
+        // while the old process still serves, so no request in between fails.
+        pids.extend(sequential(&pool, "/", 6).await);
+        wait_states(&pool, "recycled", |s| s[0].recycled >= batch).await;
+    }
+    pids.extend(sequential(&pool, "/", 1).await);
+    assert!(distinct(&pids) >= 3, "{pids:?}");
+    assert_eq!(pool.states()[0].restarts, 0, "no unplanned restart");
+}
+
+#[tokio::test]
+async fn a_leaking_process_is_recycled_by_max_memory_without_a_failed_request() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::start(AppConfig {
+        max_memory: 80 << 20,
+        ..config(dir.path(), 1)
+    })
+    .unwrap();
+    let mut pids = Vec::new();
+    for _ in 0..12 {
+        pids.extend(sequential(&pool, "/grow", 1).await);
+        // Give the supervisor's check (every 250 ms) a chance now and then.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    wait_states(&pool, "recycled", |s| s[0].recycled >= 1).await;
+    assert!(distinct(&pids) >= 2, "never replaced: {pids:?}");
+    assert!(pool.states()[0].rss_bytes < 200 << 20);
+    assert_eq!(pool.states()[0].restarts, 0);
+}
+
+#[tokio::test]
+async fn a_killed_process_is_replaced_at_once() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::start(config(dir.path(), 1)).unwrap();
+    let lease = pool.lease().await.unwrap();
+    let first = lease.pid();
+    lease.kill();
+    drop(lease);
+    wait_states(&pool, "replaced", |s| s[0].pid.is_some_and(|p| p != first)).await;
+    assert_eq!(pool.states()[0].restarts, 1);
+}
+
+#[tokio::test]
+async fn restart_all_replaces_every_process_without_a_failed_request() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let pool = Pool::start(config(dir.path(), 2)).unwrap();
+    wait_states(&pool, "ready", |s| s.iter().all(|p| p.ready)).await;
+    let before: Vec<_> = pool.states().iter().map(|s| s.pid).collect();
+    pool.restart_all();
+    let mut pids = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while pool.states().iter().any(|s| s.recycled == 0) {
+        pids.extend(sequential(&pool, "/", 2).await);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            pool.states()
+        );
+    }
+    let after: Vec<_> = pool.states().iter().map(|s| s.pid).collect();
+    assert!(
+        before.iter().zip(&after).all(|(b, a)| b != a),
+        "{before:?} {after:?}"
+    );
+    assert!(pool.states().iter().all(|s| s.restarts == 0));
 }

@@ -82,6 +82,14 @@ pub struct AppSettings {
     /// Requests one process serves at once.
     pub concurrency: usize,
     pub ready_timeout: std::time::Duration,
+    /// A request running longer gets 504 and its process is killed and replaced.
+    pub request_timeout: std::time::Duration,
+    /// Replace a process after about this many requests; 0: never.
+    pub max_requests: u64,
+    /// Replace a process above this much resident memory (bytes); 0: never.
+    pub max_memory: u64,
+    /// Replace a process older than this.
+    pub max_age: Option<std::time::Duration>,
 }
 
 /// Where a FastCGI application listens.

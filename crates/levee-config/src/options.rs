@@ -85,6 +85,10 @@ access_file = "-"
 processes = 4
 concurrency = 1
 ready_timeout = "10s"
+request_timeout = "60s"
+max_requests = 0
+max_memory = "off"
+max_age = "off"
 "#;
 
 /// Merging two sets of options: `self` wins where it has a value, `other` fills in.
@@ -240,6 +244,10 @@ options_table! {
         pub processes: Option<usize>,
         pub concurrency: Option<usize>,
         pub ready_timeout: Option<String>,
+        pub request_timeout: Option<String>,
+        pub max_requests: Option<u64>,
+        pub max_memory: Option<String>,
+        pub max_age: Option<String>,
     }
 }
 

@@ -299,6 +299,13 @@ impl Settings {
                     processes,
                     concurrency,
                     ready_timeout: duration("app.ready_timeout", o.app.ready_timeout)?,
+                    request_timeout: duration("app.request_timeout", o.app.request_timeout)?,
+                    max_requests: need(o.app.max_requests, "app.max_requests")?,
+                    max_memory: match need(o.app.max_memory, "app.max_memory")?.as_str() {
+                        "off" | "0" => 0,
+                        m => parse_size("app.max_memory", m)?,
+                    },
+                    max_age: optional_duration("app.max_age", o.app.max_age)?,
                 })
             }
             (None, None) => return Err(ConfigError::NoBackend),

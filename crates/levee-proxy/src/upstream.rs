@@ -200,6 +200,7 @@ enum Transport {
     App {
         pool: levee_app::Pool,
         clients: Vec<Client<HttpConnector, UpBody>>,
+        request_timeout: Duration,
     },
 }
 
@@ -243,13 +244,15 @@ impl Upstream {
                 limit = limit.min(a.processes.saturating_mul(a.concurrency)).max(1);
                 Transport::App {
                     pool: levee_app::Pool::start(levee_app::AppConfig {
-                        command: a.command.clone(),
-                        processes: a.processes,
                         concurrency: a.concurrency,
                         ready_timeout: a.ready_timeout,
-                        cwd: None,
-                        env: Vec::new(),
+                        max_requests: a.max_requests,
+                        max_memory: a.max_memory,
+                        max_age: a.max_age,
+                        drain_timeout: a.request_timeout,
+                        ..levee_app::AppConfig::new(a.command.clone(), a.processes)
                     })?,
+                    request_timeout: a.request_timeout,
                     clients: http_clients(),
                 }
             }
@@ -309,7 +312,11 @@ impl Upstream {
                     let client = &clients[crate::worker::id() % clients.len()];
                     self.send_http(client, authority, req).await
                 }
-                Transport::App { pool, clients } => {
+                Transport::App {
+                    pool,
+                    clients,
+                    request_timeout,
+                } => {
                     let lease = pool.lease().await.map_err(|e| UpstreamError::Connect {
                         backend: self.backend_name.clone(),
                         detail: e.to_string(),
@@ -320,7 +327,23 @@ impl Upstream {
                             detail: format!("app process address: {e}"),
                         })?;
                     let client = &clients[crate::worker::id() % clients.len()];
-                    let resp = self.send_http(client, &authority, req).await?;
+                    // A process that does not answer in time is stuck (an endless loop,
+                    // a lock): kill it, a fresh one takes its place.
+                    let resp = match tokio::time::timeout(
+                        *request_timeout,
+                        self.send_http(client, &authority, req),
+                    )
+                    .await
+                    {
+                        Ok(r) => r?,
+                        Err(_) => {
+                            lease.kill();
+                            return Err(UpstreamError::Timeout {
+                                backend: self.backend_name.clone(),
+                                timeout: *request_timeout,
+                            });
+                        }
+                    };
                     Ok(resp.map(|b| match b {
                         BackendBody::Http(body) => BackendBody::App {
                             body,

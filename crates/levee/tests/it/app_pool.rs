@@ -9,11 +9,16 @@ use levee_test::{levee, Levee, Req};
 /// cacheable, `/exit` kills it in the middle of the request.
 const WORKER: &str = r#"
 import http.server, os, sys, time
+leak = []
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_GET(self):
         if self.path == "/exit":
             os._exit(3)
+        if self.path == "/hang":
+            time.sleep(300)
+        if self.path.startswith("/grow"):
+            leak.append(bytearray(os.urandom(1024)) * 20480)
         if self.path.startswith("/slow"):
             time.sleep(0.4)
         body = ("%s pid=%d" % (self.path, os.getpid())).encode()
@@ -29,6 +34,11 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
 "#;
 
 fn start(dir: &std::path::Path, processes: &str) -> Levee {
+    start_with(dir, processes, "")
+}
+
+/// levee running the worker, with `app_config` lines in its `[app]` table.
+fn start_with(dir: &std::path::Path, processes: &str, app_config: &str) -> Levee {
     std::fs::write(dir.join("worker.py"), WORKER).unwrap();
     levee!()
         .args(&[
@@ -36,6 +46,7 @@ fn start(dir: &std::path::Path, processes: &str) -> Levee {
             &format!("python3 {}/worker.py {{port}}", dir.display()),
         ])
         .args(&["--app-processes", processes])
+        .config(&format!("[app]\n{app_config}"))
         .start()
 }
 
@@ -100,6 +111,62 @@ async fn a_worker_that_dies_mid_request_is_replaced() {
     assert!(
         levee.stderr().contains("levee: app process 0 (pid"),
         "the exit is logged: {}",
+        levee.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_request_gets_504_and_its_process_is_replaced() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let levee = start_with(dir.path(), "1", "request_timeout = \"1s\"");
+    let first = pid(&levee.get("/pid").await.text());
+    let started = std::time::Instant::now();
+    let r = levee.get("/hang").await;
+    assert_eq!(r.status, 504, "{}", r.summary());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = levee.get("/pid").await;
+        if r.status == 200 && pid(&r.text()) != first {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not replaced: {}",
+            r.summary()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(levee.stderr().contains("was killed"), "{}", levee.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaking_worker_is_recycled_by_max_memory_with_no_failed_request() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let levee = start_with(dir.path(), "1", "max_memory = \"80MiB\"");
+    let mut pids = Vec::new();
+    for i in 0..12 {
+        let r = levee.get(&format!("/grow?{i}")).await;
+        assert_eq!(r.status, 200, "request {i}: {}", r.summary());
+        pids.push(pid(&r.text()));
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    pids.dedup();
+    assert!(pids.len() >= 2, "never recycled: {pids:?}");
+    assert!(
+        levee.stderr().contains("over max_memory"),
+        "{}",
+        levee.stderr()
+    );
+    assert!(
+        !levee.stderr().contains("starting it again"),
+        "an unplanned restart: {}",
         levee.stderr()
     );
 }
