@@ -49,6 +49,9 @@ pub struct AppConfig {
     pub max_age: Option<Duration>,
     /// How long a replaced process may take to finish its requests.
     pub drain_timeout: Duration,
+    /// Files or directories (recursively) whose changes restart every process, one by
+    /// one (the application's code changed).
+    pub watch: Vec<PathBuf>,
 }
 
 impl AppConfig {
@@ -65,6 +68,7 @@ impl AppConfig {
             max_memory: 0,
             max_age: None,
             drain_timeout: Duration::from_secs(60),
+            watch: Vec::new(),
         }
     }
 }
@@ -77,6 +81,11 @@ pub enum AppError {
     NotReady(Duration),
     #[error("cannot start the app pool's thread: {0}")]
     Thread(std::io::Error),
+    #[error("cannot watch {path} for changes: {source}; check that it exists ([app] watch)")]
+    Watch {
+        path: PathBuf,
+        source: notify::Error,
+    },
 }
 
 /// The longest wait between two restarts of a process that keeps exiting.
@@ -142,7 +151,13 @@ pub struct Pool {
     /// Woken when a slot becomes ready or a lease ends.
     changed: Arc<Notify>,
     stop: watch::Sender<bool>,
+    /// Kept alive as long as the pool: dropping it stops watching.
+    _watcher: Option<notify::RecommendedWatcher>,
 }
+
+/// After a change, wait this long for more before restarting (an editor or a deploy
+/// writes many files).
+const DEBOUNCE: Duration = Duration::from_millis(300);
 
 impl Pool {
     /// Starts the processes, supervised by a thread of their own (so that their
@@ -182,11 +197,32 @@ impl Pool {
                 )
             })
             .collect();
+        let (watcher, changes) = watch_files(&config.watch)?;
+        let watched = slots.clone();
+        let mut stop_watch = stop_rx.clone();
         std::thread::Builder::new()
             .name("levee-app".into())
             .spawn(move || {
                 runtime.block_on(async move {
                     let handles: Vec<_> = tasks.into_iter().map(tokio::spawn).collect();
+                    if let Some(mut changes) = changes {
+                        tokio::spawn(async move {
+                            loop {
+                                tokio::select! {
+                                    c = changes.recv() => if c.is_none() { return },
+                                    _ = stop_watch.changed() => return,
+                                }
+                                // More changes within the debounce are the same change.
+                                while let Ok(Some(_)) =
+                                    tokio::time::timeout(DEBOUNCE, changes.recv()).await
+                                {}
+                                eprintln!("levee: files of the app changed: restarting its processes one by one");
+                                for s in &watched {
+                                    s.replace.store(true, Ordering::Release);
+                                }
+                            }
+                        });
+                    }
                     for h in handles {
                         let _ = h.await;
                     }
@@ -199,6 +235,7 @@ impl Pool {
             ready_timeout: config.ready_timeout,
             changed,
             stop,
+            _watcher: watcher,
         })
     }
 
@@ -309,6 +346,43 @@ impl Drop for Lease {
         self.slot.served.fetch_add(1, Ordering::Relaxed);
         self.changed.notify_waiters();
     }
+}
+
+type Changes = tokio::sync::mpsc::UnboundedReceiver<()>;
+
+/// Watches `paths` (recursively); a change to a file's content, a new or removed file
+/// sends one `()`.
+fn watch_files(
+    paths: &[PathBuf],
+) -> Result<(Option<notify::RecommendedWatcher>, Option<Changes>), AppError> {
+    use notify::{EventKind, RecursiveMode, Watcher};
+    if paths.is_empty() {
+        return Ok((None, None));
+    }
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
+        if let Ok(e) = e {
+            if matches!(
+                e.kind,
+                EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_)
+            ) {
+                let _ = tx.send(());
+            }
+        }
+    })
+    .map_err(|source| AppError::Watch {
+        path: paths[0].clone(),
+        source,
+    })?;
+    for p in paths {
+        watcher
+            .watch(p, RecursiveMode::Recursive)
+            .map_err(|source| AppError::Watch {
+                path: p.clone(),
+                source,
+            })?;
+    }
+    Ok((Some(watcher), Some(rx)))
 }
 
 /// A free loopback port, for a process to bind. Another program may take it before the

@@ -90,6 +90,8 @@ pub struct AppSettings {
     pub max_memory: u64,
     /// Replace a process older than this.
     pub max_age: Option<std::time::Duration>,
+    /// Changes under these paths restart the processes one by one.
+    pub watch: Vec<PathBuf>,
 }
 
 /// Where a FastCGI application listens.

@@ -89,6 +89,7 @@ request_timeout = "60s"
 max_requests = 0
 max_memory = "off"
 max_age = "off"
+watch = []
 "#;
 
 /// Merging two sets of options: `self` wins where it has a value, `other` fills in.
@@ -248,6 +249,7 @@ options_table! {
         pub max_requests: Option<u64>,
         pub max_memory: Option<String>,
         pub max_age: Option<String>,
+        pub watch: Option<Vec<String>>,
     }
 }
 

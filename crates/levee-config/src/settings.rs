@@ -306,6 +306,10 @@ impl Settings {
                         m => parse_size("app.max_memory", m)?,
                     },
                     max_age: optional_duration("app.max_age", o.app.max_age)?,
+                    watch: need(o.app.watch, "app.watch")?
+                        .into_iter()
+                        .map(PathBuf::from)
+                        .collect(),
                 })
             }
             (None, None) => return Err(ConfigError::NoBackend),

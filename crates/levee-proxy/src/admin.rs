@@ -89,6 +89,7 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                 &shared.store,
                 &shared.upstream.limiter,
                 shared.access_log.as_ref().map(|l| &l.dropped),
+                shared.upstream.app_pool(),
             ),
         ),
         (&Method::POST, "/purge") => match Purge::from_query(req.uri().query().unwrap_or("")) {

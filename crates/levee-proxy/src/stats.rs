@@ -254,12 +254,66 @@ impl Latency {
 
 type Labels = Vec<(&'static str, &'static str)>;
 
+/// Each app process's state, labelled by its place in the pool (`process="0"`...).
+fn register_app(r: &mut Registry, pool: &levee_app::Pool) {
+    type ByProcess = Vec<(&'static str, String)>;
+    let ready = Family::<ByProcess, Gauge>::default();
+    let in_flight = Family::<ByProcess, Gauge>::default();
+    let rss = Family::<ByProcess, Gauge>::default();
+    let served = Family::<ByProcess, Counter>::default();
+    let restarts = Family::<ByProcess, Counter>::default();
+    let recycled = Family::<ByProcess, Counter>::default();
+    for p in pool.states() {
+        let l = vec![("process", p.index.to_string())];
+        ready.get_or_create(&l).set(i64::from(p.ready));
+        in_flight
+            .get_or_create(&l)
+            .set(i64::try_from(p.in_flight).unwrap_or(i64::MAX));
+        rss.get_or_create(&l)
+            .set(i64::try_from(p.rss_bytes).unwrap_or(i64::MAX));
+        served.get_or_create(&l).inc_by(p.served);
+        restarts.get_or_create(&l).inc_by(p.restarts);
+        recycled.get_or_create(&l).inc_by(p.recycled);
+    }
+    r.register(
+        "app_process_ready",
+        "1 when the app process takes requests",
+        ready,
+    );
+    r.register(
+        "app_process_in_flight",
+        "Requests an app process is serving now",
+        in_flight,
+    );
+    r.register(
+        "app_process_resident_bytes",
+        "Resident memory of an app process",
+        rss,
+    );
+    r.register(
+        "app_process_served",
+        "Requests served by an app process's place in the pool",
+        served,
+    );
+    r.register(
+        "app_process_restarts",
+        "Unplanned restarts: the process exited or was killed",
+        restarts,
+    );
+    r.register(
+        "app_process_recycled",
+        "Planned replacements: requests, memory, age or a reload",
+        recycled,
+    );
+}
+
 /// The metrics in Prometheus' text format, read now.
 pub(crate) fn encode(
     s: &Stats,
     store: &Store,
     limiter: &Limiter,
     log_dropped: Option<&Counter>,
+    app: Option<&levee_app::Pool>,
 ) -> String {
     store.run_pending_tasks();
     s.cache_objects
@@ -373,6 +427,9 @@ pub(crate) fn encode(
             "Access log lines dropped because the writer could not keep up",
             dropped.clone(),
         );
+    }
+    if let Some(pool) = app {
+        register_app(&mut r, pool);
     }
     let mut out = String::new();
     // Writing to a String cannot fail.

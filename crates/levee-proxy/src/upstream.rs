@@ -250,6 +250,7 @@ impl Upstream {
                         max_memory: a.max_memory,
                         max_age: a.max_age,
                         drain_timeout: a.request_timeout,
+                        watch: a.watch.clone(),
                         ..levee_app::AppConfig::new(a.command.clone(), a.processes)
                     })?,
                     request_timeout: a.request_timeout,
@@ -287,6 +288,14 @@ impl Upstream {
             limiter: Limiter::new(limit, l.backend_queue, l.backend_queue_timeout),
             first_byte_timeout: l.backend_first_byte_timeout,
         })
+    }
+
+    /// The app pool, when levee runs the application itself.
+    pub fn app_pool(&self) -> Option<&levee_app::Pool> {
+        match &self.transport {
+            Transport::App { pool, .. } => Some(pool),
+            _ => None,
+        }
     }
 
     /// Waits for a backend slot.

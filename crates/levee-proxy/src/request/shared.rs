@@ -144,6 +144,11 @@ impl Shared {
         keep!("log", access_log);
         self.sessions
             .set_configured(new.anonymous.session_cookies.clone());
+        // The application's code may have changed too: a rolling restart of its
+        // processes, each replacement ready before the old one stops.
+        if let Some(pool) = self.upstream.app_pool() {
+            pool.restart_all();
+        }
         self.conf.store(Arc::new(Conf {
             policy: policy_config(&new.cache),
             settings: new,

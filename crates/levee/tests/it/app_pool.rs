@@ -12,6 +12,9 @@ import http.server, os, sys, time
 leak = []
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # One write per response: headers and body in separate small writes meet Nagle and
+    # delayed ACKs (40 ms a request).
+    wbufsize = 1 << 16
     def do_GET(self):
         if self.path == "/exit":
             os._exit(3)
@@ -179,4 +182,68 @@ async fn an_app_command_without_its_port_is_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("{port}"));
+}
+
+/// A deploy: a file under `[app] watch` changes while `levee bench --rate 200` runs
+/// against an uncached URL; every process is replaced, one by one, and no request fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_change_restarts_the_processes_with_no_failed_request() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let code = dir.path().join("code");
+    std::fs::create_dir(&code).unwrap();
+    std::fs::write(code.join("version.txt"), "1").unwrap();
+    let levee = start_with(
+        dir.path(),
+        "2",
+        &format!("watch = [\"{}\"]", code.display()),
+    );
+    assert_eq!(levee.get("/pid").await.status, 200);
+    let bench = std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
+        .args([
+            "bench",
+            &levee.url("/pid"),
+            "--rate",
+            "200",
+            "-c",
+            "16",
+            "-d",
+            "6s",
+        ])
+        .args(["-t", "1", "-q", "--json", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    std::fs::write(code.join("version.txt"), "2").unwrap();
+    let out = tokio::task::spawn_blocking(move || bench.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let step = &report["steps"][0];
+    for kind in ["connect", "timeout", "status_4xx", "status_5xx", "other"] {
+        assert_eq!(
+            step["errors"][kind], 0,
+            "{kind} errors during the restart: {step}"
+        );
+    }
+    assert!(
+        step["responses"].as_u64().unwrap() > 900,
+        "{}",
+        step["responses"]
+    );
+    let err = levee.stderr();
+    assert!(err.contains("files of the app changed"), "{err}");
+    assert_eq!(err.matches("replaced by pid").count(), 2, "{err}");
+    assert!(
+        !err.contains("starting it again"),
+        "an unplanned restart: {err}"
+    );
 }
