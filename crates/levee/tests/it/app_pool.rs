@@ -247,3 +247,80 @@ async fn a_file_change_restarts_the_processes_with_no_failed_request() {
         "an unplanned restart: {err}"
     );
 }
+
+/// A PHP app kept warm by runtime/levee-worker.php, nothing but php-cli: booted once,
+/// its handler called per request with fresh superglobals.
+const PHP_APP: &str = r#"<?php
+$count = 0;
+return function (array $r) use (&$count) {
+    $count++;
+    if ($r['path'] === '/exit') { exit(1); }
+    if ($r['path'] === '/throw') { throw new RuntimeException('boom'); }
+    $seen = json_encode(['get' => $_GET, 'cookie' => $_COOKIE, 'method' => $_SERVER['REQUEST_METHOD']]);
+    return [200, ['Content-Type' => 'text/plain', 'Cache-Control' => 'no-store'],
+        'php=' . getmypid() . ' count=' . $count . ' seen=' . $seen];
+};
+"#;
+
+fn field<'a>(text: &'a str, name: &str) -> &'a str {
+    text.split(&format!("{name}="))
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_php_app_stays_warm_in_the_php_worker_runtime() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.php"), PHP_APP).unwrap();
+    let runtime =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime/levee-worker.php");
+    let levee = levee!()
+        .args(&[
+            "--app",
+            &format!(
+                "php {} {{port}} {}",
+                runtime.display(),
+                dir.path().join("app.php").display()
+            ),
+            "--app-processes",
+            "1",
+        ])
+        .start();
+    let a = levee.get("/a?x=1").await;
+    assert_eq!(a.status, 200, "{}", a.summary());
+    let b = Req::get("/b")
+        .header("cookie", "PHPSESSID=s1")
+        .send(&levee)
+        .await;
+    assert_eq!(b.status, 200, "{}", b.summary());
+    let (ta, tb) = (a.text(), b.text());
+    // One process, booted once: the same pid, the request count goes on.
+    assert_eq!(field(&ta, "php"), field(&tb, "php"));
+    assert_eq!((field(&ta, "count"), field(&tb, "count")), ("1", "2"));
+    // Each request sees only its own query and cookies.
+    assert!(ta.contains(r#""get":{"x":"1"}"#), "{ta}");
+    assert!(
+        tb.contains(r#""get":[]"#) && tb.contains(r#""PHPSESSID":"s1""#),
+        "{tb}"
+    );
+    // A handler that throws answers 500; the process lives on.
+    assert_eq!(levee.get("/throw").await.status, 500);
+    let c = levee.get("/c").await.text();
+    assert_eq!(field(&c, "php"), field(&ta, "php"));
+    assert_eq!(field(&c, "count"), "4");
+    // One that exits is replaced.
+    assert_eq!(levee.get("/exit").await.status, 502);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = levee.get("/d").await;
+        if r.status == 200 {
+            assert_ne!(field(&r.text(), "php"), field(&ta, "php"));
+            assert_eq!(field(&r.text(), "count"), "1", "a new process boots anew");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", r.summary());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
