@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# benchmarks/warm.sh: the seed's warm-worker experiment (ReactPHP/php-pm, 130 -> 2,000
+# req/s for a Symfony CMS): a PHP app whose bootstrap costs about 50 ms (a generated
+# framework-like tree: 300 class files and a container "compiled" at boot), uncached,
+#   - under php-fpm (pm = static, PHP_WORKERS workers) through levee's FastCGI, where every
+#     request boots the app again, against
+#   - the same app kept warm in levee's app pool (`--app`, runtime/levee-worker.php, the
+#     same number of processes), where it boots once per process.
+# Both answer with Cache-Control: no-store, so levee's cache plays no part.
+#
+# Load: `levee bench URL -c C -d DURATION` at 16 and 64 clients, ROUNDS runs per setup
+# alternating; medians. Issue 12's target: warm at least 10x php-fpm.
+# Usage: benchmarks/warm.sh             (about 3 minutes)
+#        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
+# Env:   ROUNDS=3 DURATION=10 PHP_WORKERS=4 BOOT_WORK=140000, LEVEE, BUILD, KEEP_WORK
+# Needs: php8.2-fpm, php8.2-cli, curl, python3. Targets 127.0.0.1 only.
+source "$(dirname "$0")/lib.sh"
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10}
+PHP_WORKERS=${PHP_WORKERS:-4}
+BOOT_WORK=${BOOT_WORK:-140000}
+
+PHP_FPM=$(command -v php-fpm8.2 || command -v php-fpm || ls /usr/sbin/php-fpm* 2>/dev/null | head -1 || true)
+[ -n "$PHP_FPM" ] || { echo "missing: php-fpm; install with: apt-get install -y php8.2-fpm php8.2-cli" >&2; exit 2; }
+need_tools php curl python3
+levee_binary
+open_report warm
+
+# ---- the app -------------------------------------------------------------------------
+
+APP="$WORK/app"
+mkdir -p "$APP/src"
+php -r '
+$n = 300;
+for ($i = 0; $i < $n; $i++) {
+    $m = "";
+    for ($j = 0; $j < 8; $j++) {
+        $m .= "    public function m$j(array \$a): array { return array_map(fn(\$x) => \$x * $j + $i, \$a); }\n";
+    }
+    file_put_contents("'"$APP"'/src/C$i.php", "<?php\nfinal class C$i {\n    public const ROUTES = [\"/r$i/a\" => \"a\", \"/r$i/b\" => \"b\"];\n$m}\n");
+}'
+cat >"$APP/bootstrap.php" <<EOF
+<?php
+// What a framework does before it can answer: load its classes, build its container.
+foreach (glob(__DIR__ . '/src/*.php') as \$f) {
+    require_once \$f;
+}
+\$routes = [];
+for (\$i = 0; \$i < 300; \$i++) {
+    \$c = "C\$i";
+    foreach (\$c::ROUTES as \$path => \$action) {
+        \$routes[\$path] = [\$c, \$action];
+    }
+}
+\$services = [];
+for (\$k = 0; \$k < $BOOT_WORK; \$k++) {
+    \$services['svc' . (\$k % 5000)][] = md5((string) \$k);
+}
+return ['routes' => \$routes, 'services' => count(\$services)];
+EOF
+# The request itself is cheap: find a route, render a little HTML.
+cat >"$APP/handle.php" <<'EOF'
+<?php
+function handle(array $app, string $path): string
+{
+    $route = $app['routes']['/r' . (crc32($path) % 300) . '/a'] ?? null;
+    return '<html><body><h1>Page ' . htmlspecialchars($path) . '</h1><p>'
+        . ($route ? $route[0] . '::' . $route[1] : 'none') . ', ' . $app['services']
+        . ' services</p></body></html>';
+}
+EOF
+# php-fpm: every request boots.
+cat >"$APP/index.php" <<'EOF'
+<?php
+$app = require __DIR__ . '/bootstrap.php';
+require_once __DIR__ . '/handle.php';
+header('Cache-Control: no-store');
+echo handle($app, parse_url($_SERVER['REQUEST_URI'], PHP_URL_PATH) ?: '/');
+EOF
+# levee's app pool: boots once per process.
+cat >"$APP/warm.php" <<'EOF'
+<?php
+$app = require __DIR__ . '/bootstrap.php';
+require_once __DIR__ . '/handle.php';
+return function (array $r) use ($app): array {
+    return [200, ['Content-Type' => 'text/html; charset=utf-8', 'Cache-Control' => 'no-store'],
+        handle($app, $r['path'])];
+};
+EOF
+
+# ---- php-fpm ---------------------------------------------------------------------------
+
+SOCK="$WORK/php-fpm.sock"
+user_line=""
+root_flag=()
+if [ "$(id -u)" = 0 ]; then user_line="user = root"; root_flag=(-R); fi
+cat >"$WORK/php-fpm.conf" <<EOF
+[global]
+error_log = $WORK/php-fpm-error.log
+pid = $WORK/php-fpm.pid
+daemonize = no
+[bench]
+$user_line
+listen = $SOCK
+listen.backlog = 4096
+pm = static
+pm.max_children = $PHP_WORKERS
+EOF
+start_bg php-fpm "$PHP_FPM" "${root_flag[@]}" --nodaemonize --fpm-config "$WORK/php-fpm.conf"
+for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
+[ -S "$SOCK" ] || die "php-fpm did not create $SOCK; see $WORK/php-fpm-error.log"
+
+declare -A PORT PID
+PORT[php-fpm]=$(free_port)
+start_bg levee-fpm "$LEVEE" serve --listen "127.0.0.1:${PORT[php-fpm]}" \
+    --backend "fastcgi+unix:$SOCK" --root "$APP"
+PID[php-fpm]=$BG_PID
+wait_port "${PORT[php-fpm]}" "${PID[php-fpm]}"
+
+PORT[warm]=$(free_port)
+start_bg levee-warm "$LEVEE" serve --listen "127.0.0.1:${PORT[warm]}" \
+    --app "php $REPO_DIR/runtime/levee-worker.php {port} $APP/warm.php" --app-processes "$PHP_WORKERS"
+PID[warm]=$BG_PID
+wait_port "${PORT[warm]}" "${PID[warm]}"
+
+for s in php-fpm warm; do
+    body=$(curl -s --max-time 30 "http://127.0.0.1:${PORT[$s]}/page")
+    case $body in *"services</p>"*) ;; *) die "$s: /page answered '$body'" ;; esac
+done
+log "both setups answer the same page"
+
+bench() { # URL CONNS -> "rps p99 errors"
+    "$LEVEE" bench "$1" -c "$2" -d "${DURATION}s" -q --csv - | python3 -c '
+import csv, sys
+row = next(csv.DictReader(sys.stdin))
+print(round(float(row["rps"])), "%.1f" % float(row["p99_ms"]), row["errors"])'
+}
+
+machine_info
+report "- app: 300 generated class files and a container built at boot (BOOT_WORK=$BOOT_WORK md5s), about $(php -r '$t = microtime(true); require "'"$APP"'/bootstrap.php"; printf("%.0f", (microtime(true) - $t) * 1000);') ms per boot in php-cli (opcache on in php-fpm)" \
+    "- php-fpm: pm = static, $PHP_WORKERS workers, through \`levee serve --backend fastcgi+unix:SOCK --root APP\` (every request boots the app)" \
+    "- warm: \`levee serve --app \"php runtime/levee-worker.php {port} warm.php\" --app-processes $PHP_WORKERS\` (boots once per process)" \
+    "- load: \`levee bench URL -c C -d ${DURATION}s\`, $ROUNDS runs per setup alternating, medians; responses are no-store (uncached)" \
+    "" \
+    "| clients | php-fpm req/s | warm req/s | warm/php-fpm | php-fpm p99 ms | warm p99 ms | errors php-fpm/warm | runs php-fpm / warm |" \
+    "|---:|---:|---:|---:|---:|---:|---:|---|"
+for c in 16 64; do
+    declare -A runs=() p99s=() errs=()
+    for ((r = 0; r < ROUNDS; r++)); do
+        for s in $([ $((r % 2)) = 0 ] && echo php-fpm warm || echo warm php-fpm); do
+            read -r rps p99 err <<<"$(bench "http://127.0.0.1:${PORT[$s]}/page" "$c")"
+            runs[$s]+="$rps "
+            p99s[$s]+="$p99 "
+            errs[$s]=$((${errs[$s]:-0} + err))
+            log "  -c $c round $((r + 1))/$ROUNDS $s: $rps req/s, p99 $p99 ms, errors $err"
+        done
+    done
+    # shellcheck disable=SC2086
+    f=$(median ${runs[php-fpm]})
+    # shellcheck disable=SC2086
+    w=$(median ${runs[warm]})
+    # shellcheck disable=SC2086
+    report "| $c | $f | $w | $(awk -v a="$w" -v b="$f" 'BEGIN {printf "%.1fx", a / b}') | $(median ${p99s[php-fpm]}) | $(median ${p99s[warm]}) | ${errs[php-fpm]}/${errs[warm]} | ${runs[php-fpm]% } / ${runs[warm]% } |"
+done
+record_report
