@@ -101,8 +101,11 @@ struct Instance {
     pid: u32,
     in_flight: AtomicUsize,
     served: AtomicU64,
-    /// Set by [`Lease::kill`]: the supervisor kills and replaces the process.
+    /// Set by [`Lease::kill`] and [`Lease::refused`]: the supervisor kills and replaces
+    /// the process.
     kill: Notify,
+    /// Why it is killed: it refused a connection (else a request ran over its time).
+    refused: AtomicBool,
 }
 
 /// One place in the pool, and the process that holds it now.
@@ -120,6 +123,14 @@ struct Slot {
 impl Slot {
     fn current(&self) -> Option<Arc<Instance>> {
         self.current.lock().ok().and_then(|c| c.clone())
+    }
+    /// Takes `inst` out of rotation at once, if it is still the current process.
+    fn withdraw(&self, inst: &Arc<Instance>) {
+        if let Ok(mut c) = self.current.lock() {
+            if c.as_ref().is_some_and(|cur| Arc::ptr_eq(cur, inst)) {
+                *c = None;
+            }
+        }
     }
     fn publish(&self, instance: Option<Arc<Instance>>) {
         if let Ok(mut c) = self.current.lock() {
@@ -335,7 +346,15 @@ impl Lease {
     /// The request took too long: kill this process (and whatever it is doing) and
     /// start another in its place.
     pub fn kill(&self) {
+        self.slot.withdraw(&self.inst);
         self.inst.kill.notify_one();
+    }
+
+    /// The process refused a connection (it died, or closed its socket): no request
+    /// goes to it any more, and it is killed and replaced. The caller may try another.
+    pub fn refused(&self) {
+        self.inst.refused.store(true, Ordering::Release);
+        self.kill();
     }
 }
 
@@ -486,7 +505,11 @@ async fn supervise(
                     slot.publish(None);
                     kill_child(&mut child).await;
                     backoff = Duration::from_millis(100);
-                    break format!("(pid {}) was killed: a request ran over its time limit", inst.pid);
+                    break if inst.refused.load(Ordering::Acquire) {
+                        format!("(pid {}) was killed: it refused a connection", inst.pid)
+                    } else {
+                        format!("(pid {}) was killed: a request ran over its time limit", inst.pid)
+                    };
                 }
                 _ = stop.changed() => {
                     slot.publish(None);
@@ -632,6 +655,7 @@ async fn start_ready(
             in_flight: AtomicUsize::new(0),
             served: AtomicU64::new(0),
             kill: Notify::new(),
+            refused: AtomicBool::new(false),
         }),
     ))
 }

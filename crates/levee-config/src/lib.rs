@@ -92,6 +92,10 @@ pub struct AppSettings {
     pub max_age: Option<std::time::Duration>,
     /// Changes under these paths restart the processes one by one.
     pub watch: Vec<PathBuf>,
+    /// Where the processes run; levee's own directory when unset.
+    pub cwd: Option<PathBuf>,
+    /// Environment variables added to the processes' (levee's own are inherited).
+    pub env: Vec<(String, String)>,
 }
 
 /// Where a FastCGI application listens.

@@ -250,6 +250,8 @@ options_table! {
         pub max_memory: Option<String>,
         pub max_age: Option<String>,
         pub watch: Option<Vec<String>>,
+        pub cwd: Option<PathBuf>,
+        pub env: Option<std::collections::BTreeMap<String, String>>,
     }
 }
 

@@ -310,6 +310,16 @@ impl Settings {
                         .into_iter()
                         .map(PathBuf::from)
                         .collect(),
+                    cwd: match o.app.cwd {
+                        Some(d) if !d.is_dir() => {
+                            return Err(ConfigError::invalid(
+                                "app.cwd",
+                                format!("{} is not a directory", d.display()),
+                            ))
+                        }
+                        d => d,
+                    },
+                    env: o.app.env.unwrap_or_default().into_iter().collect(),
                 })
             }
             (None, None) => return Err(ConfigError::NoBackend),

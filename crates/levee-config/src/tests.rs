@@ -344,3 +344,27 @@ fn presets_turn_the_anonymous_ttl_on_unless_told_otherwise() {
         vec![Preset::Xe]
     );
 }
+
+#[test]
+fn app_directory_and_environment() {
+    let dir = std::env::temp_dir();
+    let file = format!(
+        "[app]\ncommand = \"php w.php {{port}}\"\ncwd = \"{}\"\nenv = {{ APP_ENV = \"prod\", B = \"2\" }}\n",
+        dir.display()
+    );
+    let s = resolve(&file, Options::default()).unwrap();
+    let Backend::App(a) = &s.backend else {
+        panic!("not an app backend: {}", s.backend);
+    };
+    assert_eq!(a.cwd.as_deref(), Some(dir.as_path()));
+    assert_eq!(
+        a.env,
+        vec![("APP_ENV".into(), "prod".into()), ("B".into(), "2".into())]
+    );
+    let err = resolve(
+        "[app]\ncommand = \"php w.php {port}\"\ncwd = \"/no/such/dir\"\n",
+        Options::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("app.cwd"), "{err}");
+}

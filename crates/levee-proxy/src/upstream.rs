@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
-use http::{Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
@@ -251,6 +251,8 @@ impl Upstream {
                         max_age: a.max_age,
                         drain_timeout: a.request_timeout,
                         watch: a.watch.clone(),
+                        cwd: a.cwd.clone(),
+                        env: a.env.clone(),
                         ..levee_app::AppConfig::new(a.command.clone(), a.processes)
                     })?,
                     request_timeout: a.request_timeout,
@@ -326,40 +328,43 @@ impl Upstream {
                     clients,
                     request_timeout,
                 } => {
-                    let lease = pool.lease().await.map_err(|e| UpstreamError::Connect {
-                        backend: self.backend_name.clone(),
-                        detail: e.to_string(),
-                    })?;
-                    let authority = http::uri::Authority::try_from(lease.addr().to_string())
-                        .map_err(|e| UpstreamError::Protocol {
-                            backend: self.backend_name.clone(),
-                            detail: format!("app process address: {e}"),
-                        })?;
-                    let client = &clients[crate::worker::id() % clients.len()];
-                    // A process that does not answer in time is stuck (an endless loop,
-                    // a lock): kill it, a fresh one takes its place.
-                    let resp = match tokio::time::timeout(
-                        *request_timeout,
-                        self.send_http(client, &authority, req),
-                    )
-                    .await
-                    {
-                        Ok(r) => r?,
-                        Err(_) => {
-                            lease.kill();
-                            return Err(UpstreamError::Timeout {
-                                backend: self.backend_name.clone(),
-                                timeout: *request_timeout,
-                            });
+                    // A request that can be repeated and has no body goes to another
+                    // process when its first refuses the connection (it died, and its
+                    // supervisor has not seen it yet): nothing reached the application.
+                    let again = (matches!(*req.method(), Method::GET | Method::HEAD)
+                        && req.body().is_end_stream())
+                    .then(|| {
+                        let mut copy = Request::new(UpBody::default());
+                        *copy.method_mut() = req.method().clone();
+                        *copy.uri_mut() = req.uri().clone();
+                        *copy.version_mut() = req.version();
+                        *copy.headers_mut() = req.headers().clone();
+                        copy
+                    });
+                    match (
+                        self.send_app(pool, clients, *request_timeout, req).await,
+                        again,
+                    ) {
+                        (Err((UpstreamError::Connect { .. }, Some(lease))), Some(req)) => {
+                            lease.refused();
+                            drop(lease);
+                            self.send_app(pool, clients, *request_timeout, req)
+                                .await
+                                .map_err(|(e, lease)| {
+                                    if let (UpstreamError::Connect { .. }, Some(l)) = (&e, lease) {
+                                        l.refused();
+                                    }
+                                    e
+                                })
                         }
-                    };
-                    Ok(resp.map(|b| match b {
-                        BackendBody::Http(body) => BackendBody::App {
-                            body,
-                            lease: Some(lease),
-                        },
-                        other => other,
-                    }))
+                        (Err((e, lease)), _) => {
+                            if let (UpstreamError::Connect { .. }, Some(l)) = (&e, lease) {
+                                l.refused();
+                            }
+                            Err(e)
+                        }
+                        (Ok(r), _) => Ok(r),
+                    }
                 }
                 Transport::FastCgi {
                     client,
@@ -378,6 +383,55 @@ impl Upstream {
                 backend: self.backend_name.clone(),
                 timeout: self.first_byte_timeout,
             }),
+        }
+    }
+
+    /// One try on the least busy app process; on failure, the error and the lease (if
+    /// one was had) so that the caller can take the process out of rotation.
+    async fn send_app(
+        &self,
+        pool: &levee_app::Pool,
+        clients: &[Client<HttpConnector, UpBody>],
+        request_timeout: Duration,
+        req: Request<UpBody>,
+    ) -> Result<Response<BackendBody>, (UpstreamError, Option<levee_app::Lease>)> {
+        let lease = pool.lease().await.map_err(|e| {
+            let e = UpstreamError::Connect {
+                backend: self.backend_name.clone(),
+                detail: e.to_string(),
+            };
+            (e, None)
+        })?;
+        let authority = match http::uri::Authority::try_from(lease.addr().to_string()) {
+            Ok(a) => a,
+            Err(e) => {
+                let e = UpstreamError::Protocol {
+                    backend: self.backend_name.clone(),
+                    detail: format!("app process address: {e}"),
+                };
+                return Err((e, Some(lease)));
+            }
+        };
+        let client = &clients[crate::worker::id() % clients.len()];
+        // A process that does not answer in time is stuck (an endless loop, a lock):
+        // kill it, a fresh one takes its place.
+        match tokio::time::timeout(request_timeout, self.send_http(client, &authority, req)).await {
+            Ok(Ok(resp)) => Ok(resp.map(|b| match b {
+                BackendBody::Http(body) => BackendBody::App {
+                    body,
+                    lease: Some(lease),
+                },
+                other => other,
+            })),
+            Ok(Err(e)) => Err((e, Some(lease))),
+            Err(_) => {
+                lease.kill();
+                let e = UpstreamError::Timeout {
+                    backend: self.backend_name.clone(),
+                    timeout: request_timeout,
+                };
+                Err((e, None))
+            }
         }
     }
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 use levee_test::{levee, Levee, Req};
 
 /// A Python worker: `/pid` answers its pid uncached, `/slow` after 400 ms, `/page` is
-/// cacheable, `/exit` kills it in the middle of the request.
+/// cacheable, `/exit` kills it in the middle of the request, `/unlisten` closes its
+/// listening socket but keeps it running, `/env` shows its directory and `APP_GREETING`.
 const WORKER: &str = r#"
 import http.server, os, sys, time
 leak = []
@@ -25,7 +26,15 @@ class H(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("/slow"):
             time.sleep(0.4)
         body = ("%s pid=%d" % (self.path, os.getpid())).encode()
+        if self.path == "/env":
+            body = ("cwd=%s greeting=%s" % (os.getcwd(), os.environ.get("APP_GREETING"))).encode()
         self.send_response(200)
+        if self.path == "/unlisten":
+            # Closed before it answers: the next connection is refused.
+            self.server.shutdown()
+            self.server.socket.close()
+            self.close_connection = True
+            self.send_header("Connection", "close")
         cc = "max-age=60" if self.path == "/page" else "no-store"
         self.send_header("Cache-Control", cc)
         self.send_header("Content-Length", str(len(body)))
@@ -33,7 +42,10 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
     def log_message(self, *a):
         pass
-http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+server.serve_forever()
+server.server_close()
+time.sleep(600)
 "#;
 
 fn start(dir: &std::path::Path, processes: &str) -> Levee {
@@ -115,6 +127,78 @@ async fn a_worker_that_dies_mid_request_is_replaced() {
         levee.stderr().contains("levee: app process 0 (pid"),
         "the exit is logged: {}",
         levee.stderr()
+    );
+}
+
+/// A process that stops accepting connections while still running (its supervisor sees
+/// nothing wrong): a GET refused by it goes to the other process, nothing fails, and the
+/// broken one is replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_refused_by_a_process_goes_to_another() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let levee = start(dir.path(), "2");
+    // Idle ready processes are taken in order: both requests go to the first.
+    for p in ["0", "1"] {
+        let ready = format!("levee_app_process_ready{{process=\"{p}\"}}");
+        levee.wait_metric(&ready, |v| v == 1.0).await;
+    }
+    let first = pid(&levee.get("/unlisten").await.text());
+    levee.wait_backend_idle().await;
+    let r = levee.get("/pid").await;
+    assert_eq!(r.status, 200, "{}", r.summary());
+    assert_ne!(pid(&r.text()), first, "{}", r.text());
+    // The broken process is replaced (its log line comes before the new one is ready).
+    levee
+        .wait_metric("levee_app_process_restarts_total{process=\"0\"}", |v| {
+            v == 1.0
+        })
+        .await;
+    levee
+        .wait_metric("levee_app_process_ready{process=\"0\"}", |v| v == 1.0)
+        .await;
+    let err = levee.stderr();
+    assert!(err.contains("refused a connection"), "{err}");
+}
+
+/// What may not be repeated is not: a POST refused by the only process gets 502, a GET
+/// waits for its replacement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_refused_is_not_repeated_a_get_waits_for_the_replacement() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let levee = start(dir.path(), "1");
+    let first = pid(&levee.get("/unlisten").await.text());
+    levee.wait_backend_idle().await;
+    // The worker has no do_POST: had levee repeated it on the replacement, 501.
+    let r = Req::post("/pid", "x").send(&levee).await;
+    assert_eq!(r.status, 502, "{}", r.summary());
+    let r = levee.get("/pid").await;
+    assert_eq!(r.status, 200, "{}", r.summary());
+    assert_ne!(pid(&r.text()), first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_processes_run_in_their_directory_with_their_environment() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let levee = start_with(
+        dir.path(),
+        "1",
+        &format!(
+            "cwd = \"{}\"\nenv = {{ APP_GREETING = \"hello there\" }}",
+            home.display()
+        ),
+    );
+    let r = levee.get("/env").await;
+    let home = home.canonicalize().unwrap();
+    assert_eq!(
+        r.text(),
+        format!("cwd={} greeting=hello there", home.display()),
+        "{}",
+        r.summary()
     );
 }
 
