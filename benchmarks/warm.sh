@@ -137,6 +137,7 @@ row = next(csv.DictReader(sys.stdin))
 print(round(float(row["rps"])), "%.1f" % float(row["p99_ms"]), row["errors"])'
 }
 
+report "# Warm workers: php-fpm vs levee's app pool, uncached ($(date '+%Y-%m-%d %H:%M'))" ""
 machine_info
 report "- app: 300 generated class files and a container built at boot (BOOT_WORK=$BOOT_WORK md5s), about $(php -r '$t = microtime(true); require "'"$APP"'/bootstrap.php"; printf("%.0f", (microtime(true) - $t) * 1000);') ms per boot in php-cli (opcache on in php-fpm)" \
     "- php-fpm: pm = static, $PHP_WORKERS workers, through \`levee serve --backend fastcgi+unix:SOCK --root APP\` (every request boots the app)" \
