@@ -23,7 +23,7 @@ pub use options::{
 };
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
 pub use settings::{
-    AccessLog, AccessLogFormat, AdminSettings, AnonymousSettings, CacheSettings,
+    AccessLog, AccessLogFormat, AdminSettings, AnonymousSettings, BackendLimit, CacheSettings,
     CompressionSettings, EditInvalidation, FastCgiSettings, Limits, PurgeSettings, Settings,
     StaticSettings,
 };

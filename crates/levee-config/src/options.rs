@@ -51,7 +51,8 @@ header_timeout = "10s"
 backend_connect_timeout = "3s"
 backend_first_byte_timeout = "60s"
 backend_read_timeout = "60s"
-backend_max_concurrency = 64
+backend_max_concurrency = "auto"
+backend_session_share = "25%"
 backend_queue = 1024
 backend_queue_timeout = "10s"
 shutdown_timeout = "30s"
@@ -193,7 +194,8 @@ options_table! {
         pub backend_connect_timeout: Option<String>,
         pub backend_first_byte_timeout: Option<String>,
         pub backend_read_timeout: Option<String>,
-        pub backend_max_concurrency: Option<usize>,
+        pub backend_max_concurrency: Option<Workers>,
+        pub backend_session_share: Option<String>,
         pub backend_queue: Option<usize>,
         pub backend_queue_timeout: Option<String>,
         pub shutdown_timeout: Option<String>,
@@ -217,6 +219,7 @@ options_table! {
         pub index: Option<String>,
         pub keep_alive: Option<usize>,
         pub max_unsized_body: Option<String>,
+        pub pool_config: Option<PathBuf>,
     }
 }
 
@@ -292,7 +295,8 @@ impl OneOrMany {
     }
 }
 
-/// `workers = 4`, or `workers = "auto"` as nginx's `worker_processes` takes it.
+/// `workers = 4`, or `workers = "auto"` as nginx's `worker_processes` takes it; also
+/// `backend_max_concurrency`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum Workers {

@@ -75,7 +75,10 @@ pub struct Limits {
     /// Longest pause between two pieces of a backend's response body.
     pub backend_read_timeout: Duration,
     /// Concurrent requests the backend may see, at most.
-    pub backend_max_concurrency: usize,
+    pub backend_max_concurrency: BackendLimit,
+    /// Share of the backend's slots kept for requests with a session cookie or
+    /// Authorization (0.0 to 1.0).
+    pub backend_session_share: f64,
     /// Requests that may wait for a backend slot; more are refused at once.
     pub backend_queue: usize,
     /// Longest wait for a backend slot.
@@ -111,6 +114,27 @@ pub struct FastCgiSettings {
     /// A request body without Content-Length (chunked) is read whole before it goes to
     /// php, which needs its length; larger ones get 413.
     pub max_unsized_body: u64,
+    /// php-fpm's configuration, to read the pool's `pm.max_children` from when
+    /// `backend_max_concurrency = "auto"`; found on its own when unset.
+    pub pool_config: Option<PathBuf>,
+}
+
+/// How many requests the backend sees at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendLimit {
+    Fixed(usize),
+    /// An app pool's processes × concurrency; php-fpm's `pm.max_children`; else
+    /// adapted to the backend's latency.
+    Auto,
+}
+
+impl std::fmt::Display for BackendLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BackendLimit::Fixed(n) => write!(f, "{n}"),
+            BackendLimit::Auto => f.write_str("auto"),
+        }
+    }
 }
 
 /// Response compression.
@@ -225,6 +249,18 @@ fn optional_duration(
         "off" | "0" | "0s" => Ok(None),
         s => parse_duration(option, s).map(Some),
     }
+}
+
+/// "25%" → 0.25.
+fn percent(option: &'static str, s: &str) -> Result<f64, ConfigError> {
+    s.trim()
+        .strip_suffix('%')
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .filter(|n| (0.0..=100.0).contains(n))
+        .map(|n| n / 100.0)
+        .ok_or_else(|| {
+            ConfigError::invalid(option, format!("{s:?} is not a percentage like \"25%\""))
+        })
 }
 
 fn positive(option: &'static str, v: Option<usize>) -> Result<usize, ConfigError> {
@@ -357,6 +393,15 @@ impl Settings {
             index: need(fc.index, "fastcgi.index")?,
             keep_alive: need(fc.keep_alive, "fastcgi.keep_alive")?,
             max_unsized_body: size("fastcgi.max_unsized_body", fc.max_unsized_body)?,
+            pool_config: match fc.pool_config {
+                Some(f) if !f.is_file() => {
+                    return Err(ConfigError::invalid(
+                        "fastcgi.pool_config",
+                        format!("{} is not a file; give php-fpm's configuration (php-fpm.conf or the pool's file)", f.display()),
+                    ))
+                }
+                f => f,
+            },
         };
         if fastcgi.index.contains('/') || fastcgi.index.starts_with('.') {
             return Err(ConfigError::invalid(
@@ -465,9 +510,28 @@ impl Settings {
                 l.backend_first_byte_timeout,
             )?,
             backend_read_timeout: duration("limits.backend_read_timeout", l.backend_read_timeout)?,
-            backend_max_concurrency: positive(
-                "limits.backend_max_concurrency",
+            backend_max_concurrency: match need(
                 l.backend_max_concurrency,
+                "limits.backend_max_concurrency",
+            )? {
+                Workers::Count(0) => {
+                    return Err(ConfigError::invalid(
+                        "limits.backend_max_concurrency",
+                        "must be at least 1, or \"auto\"",
+                    ))
+                }
+                Workers::Count(n) => BackendLimit::Fixed(n),
+                Workers::Word(w) if w.eq_ignore_ascii_case("auto") => BackendLimit::Auto,
+                Workers::Word(w) => {
+                    return Err(ConfigError::invalid(
+                        "limits.backend_max_concurrency",
+                        format!("{w:?} is not a number; write a number, or \"auto\" (php-fpm's pm.max_children, or adapted to the backend's latency)"),
+                    ))
+                }
+            },
+            backend_session_share: percent(
+                "limits.backend_session_share",
+                &need(l.backend_session_share, "limits.backend_session_share")?,
             )?,
             backend_queue: need(l.backend_queue, "limits.backend_queue")?,
             backend_queue_timeout: duration(

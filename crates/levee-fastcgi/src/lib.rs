@@ -32,6 +32,7 @@ mod conn;
 mod error;
 mod head;
 mod params;
+pub mod pool;
 mod record;
 mod route;
 

@@ -90,6 +90,7 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                 &shared.upstream.limiter,
                 shared.access_log.as_ref().map(|l| &l.dropped),
                 shared.upstream.app_pool(),
+                shared.upstream.fastcgi_stats(),
             ),
         ),
         (&Method::POST, "/purge") => match Purge::from_query(req.uri().query().unwrap_or("")) {

@@ -8,8 +8,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use levee_cache::Reader;
 
+use crate::limit::BackendSlot;
 use crate::upstream::{BackendBody, BoxError};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 
 /// A response body: empty, from memory (cache hits), from a coalesced fill, or streamed
@@ -33,7 +33,7 @@ pub enum ProxyBody {
 /// and a backend that pauses longer than the read timeout ends the response.
 pub struct PassBody {
     pub(crate) inner: BackendBody,
-    pub(crate) _permit: Option<OwnedSemaphorePermit>,
+    pub(crate) _permit: Option<BackendSlot>,
     pub(crate) timeout: Duration,
     pub(crate) deadline: Pin<Box<Sleep>>,
 }
@@ -47,11 +47,7 @@ impl ProxyBody {
         ProxyBody::Full(Some(b))
     }
 
-    pub fn pass(
-        inner: BackendBody,
-        permit: Option<OwnedSemaphorePermit>,
-        timeout: Duration,
-    ) -> ProxyBody {
+    pub fn pass(inner: BackendBody, permit: Option<BackendSlot>, timeout: Duration) -> ProxyBody {
         ProxyBody::Pass(Box::new(PassBody {
             inner,
             _permit: permit,

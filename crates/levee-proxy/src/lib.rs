@@ -10,6 +10,7 @@ mod admin;
 mod body;
 mod encoding;
 mod headers;
+mod limit;
 mod purge;
 mod request;
 mod server;

@@ -44,7 +44,7 @@ pub enum ServeError {
     #[error("cannot start levee's threads: {0}")]
     Runtime(std::io::Error),
     #[error(transparent)]
-    App(levee_app::AppError),
+    Backend(crate::upstream::StartError),
     #[error("cannot open the access log {file}: {source}; check that its directory exists and levee may write there ([log] access_file)")]
     AccessLog {
         file: String,
@@ -299,6 +299,8 @@ pub struct Bound {
     pub traffic: Vec<SocketAddr>,
     /// The admin listener (`/metrics`), when configured.
     pub admin: Option<SocketAddr>,
+    /// The backend limit now, and where it comes from ("pm.max_children of ...").
+    pub backend_limit: String,
 }
 
 /// `levee serve`: `workers` threads, each with its own single-threaded runtime, sharing
@@ -434,9 +436,22 @@ pub fn serve_workers(
         })?),
         None => None,
     };
+    let limiter = &shared.upstream.limiter;
+    let backend_limit = format!(
+        "{}{} concurrent ({}), {} of them kept for sessions",
+        if limiter.is_adaptive() {
+            "starting at "
+        } else {
+            ""
+        },
+        limiter.limit(),
+        shared.upstream.limit_source(),
+        limiter.reserved()
+    );
     on_listening(&Bound {
         traffic: addrs,
         admin: admin_addr,
+        backend_limit,
     });
     // The signals, the admin listener and the drain run on this thread, off the
     // workers' hit path.

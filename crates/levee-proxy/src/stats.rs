@@ -15,7 +15,7 @@ use crate::headers::X_CACHE;
 use crate::request::Resp;
 use crate::upstream::UpstreamError;
 
-use crate::upstream::Limiter;
+use crate::limit::Limiter;
 
 /// Counters of what levee is doing. Cheap to update (each is one atomic), read by the
 /// admin listener's `/metrics` and by tests, which wait on them instead of sleeping:
@@ -51,6 +51,7 @@ pub(crate) struct Stats {
     cache_bytes: Gauge,
     backend_in_use: Gauge,
     backend_waiting: Gauge,
+    backend_limit: Gauge,
 }
 
 /// The values of `X-Cache`, in the order of `Stats::requests`.
@@ -314,6 +315,7 @@ pub(crate) fn encode(
     limiter: &Limiter,
     log_dropped: Option<&Counter>,
     app: Option<&levee_app::Pool>,
+    fastcgi: Option<levee_fastcgi::PoolStats>,
 ) -> String {
     store.run_pending_tasks();
     s.cache_objects
@@ -324,6 +326,8 @@ pub(crate) fn encode(
         .set(i64::try_from(limiter.in_use()).unwrap_or(i64::MAX));
     s.backend_waiting
         .set(i64::try_from(limiter.waiting()).unwrap_or(i64::MAX));
+    s.backend_limit
+        .set(i64::try_from(limiter.limit()).unwrap_or(i64::MAX));
     let mut r = Registry::with_prefix("levee");
     r.register(
         "fills_in_flight",
@@ -364,6 +368,28 @@ pub(crate) fn encode(
         "backend_waiting",
         "Requests waiting in the queue for a backend slot",
         s.backend_waiting.clone(),
+    );
+    if let Some(f) = fastcgi {
+        let counter = |v: u64| {
+            let c = Counter::<u64>::default();
+            c.inc_by(v);
+            c
+        };
+        r.register(
+            "fastcgi_connects",
+            "Connections opened to php-fpm (a kept-alive one serves many requests)",
+            counter(f.connects),
+        );
+        r.register(
+            "fastcgi_reused",
+            "Requests sent on a kept-alive php-fpm connection",
+            counter(f.reused),
+        );
+    }
+    r.register(
+        "backend_limit",
+        "Concurrent requests the backend may see now (moves when adaptive)",
+        s.backend_limit.clone(),
     );
     let requests = Family::<Labels, Counter>::default();
     for (result, by_class) in CACHE_RESULTS.iter().zip(&s.requests) {

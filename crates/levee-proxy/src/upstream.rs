@@ -5,11 +5,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::limit::{BackendSlot, Limiter, Mode, Priority};
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
@@ -19,9 +19,8 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use levee_config::{Backend, FastCgiAddress, Settings};
+use levee_config::{Backend, BackendLimit, FastCgiAddress, Settings};
 use levee_fastcgi::{CgiRequest, Params, Route};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The error of any body levee streams.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -132,51 +131,6 @@ impl UpstreamError {
     }
 }
 
-/// Bounded admission to the backend: a semaphore for the concurrency limit and a
-/// counted, time-limited wait queue in front of it.
-pub struct Limiter {
-    slots: Arc<Semaphore>,
-    waiting: AtomicUsize,
-    limit: usize,
-    max_waiting: usize,
-    queue_timeout: Duration,
-}
-
-impl Limiter {
-    pub fn new(limit: usize, max_waiting: usize, queue_timeout: Duration) -> Limiter {
-        Limiter {
-            slots: Arc::new(Semaphore::new(limit)),
-            waiting: AtomicUsize::new(0),
-            limit,
-            max_waiting,
-            queue_timeout,
-        }
-    }
-
-    /// A backend slot, or `None` when the queue is full or the wait timed out.
-    pub async fn acquire(&self) -> Option<OwnedSemaphorePermit> {
-        if let Ok(p) = self.slots.clone().try_acquire_owned() {
-            return Some(p);
-        }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_waiting {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        let r = tokio::time::timeout(self.queue_timeout, self.slots.clone().acquire_owned()).await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
-        r.ok().and_then(|r| r.ok())
-    }
-
-    pub fn in_use(&self) -> usize {
-        self.limit - self.slots.available_permits()
-    }
-
-    /// Requests waiting in the queue for a slot.
-    pub fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
-    }
-}
-
 // One per process: the size difference costs nothing.
 #[allow(clippy::large_enum_variant)]
 enum Transport {
@@ -212,27 +166,58 @@ pub struct Upstream {
     transport: Transport,
     backend_name: String,
     pub limiter: Limiter,
+    limit_source: String,
     first_byte_timeout: Duration,
 }
 
+/// An adaptive limit starts here and moves within these bounds.
+const ADAPTIVE_INITIAL: usize = 16;
+const ADAPTIVE_MIN: usize = 2;
+const ADAPTIVE_MAX: usize = 256;
+
+/// Why the backend cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    App(#[from] levee_app::AppError),
+    #[error("[fastcgi] pool_config: {0}")]
+    FpmPool(String),
+}
+
 impl Upstream {
-    /// Fails when the app pool's thread cannot start.
-    pub fn new(settings: &Settings) -> Result<Upstream, levee_app::AppError> {
+    /// Fails when the app pool's thread cannot start, or when the php-fpm
+    /// configuration levee was given has no pool on the backend's address.
+    pub fn new(settings: &Settings) -> Result<Upstream, StartError> {
         let l = &settings.limits;
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(l.backend_connect_timeout));
         connector.set_nodelay(true);
+        let fixed = match l.backend_max_concurrency {
+            BackendLimit::Fixed(n) => Some(n),
+            BackendLimit::Auto => None,
+        };
+        // Idle connections worth keeping: as many as may be busy at once.
+        let idle_per_host = fixed.unwrap_or(ADAPTIVE_MAX);
         let http_clients = || -> Vec<Client<HttpConnector, UpBody>> {
             (0..settings.workers.max(1))
                 .map(|_| {
                     Client::builder(TokioExecutor::new())
                         .pool_idle_timeout(Duration::from_secs(30))
-                        .pool_max_idle_per_host(l.backend_max_concurrency)
+                        .pool_max_idle_per_host(idle_per_host)
                         .build(connector.clone())
                 })
                 .collect()
         };
-        let mut limit = l.backend_max_concurrency;
+        let adaptive = Mode::Adaptive {
+            initial: ADAPTIVE_INITIAL,
+            min: ADAPTIVE_MIN,
+            max: ADAPTIVE_MAX,
+        };
+        let mut mode = fixed.map_or(adaptive, Mode::Fixed);
+        let mut limit_source = match fixed {
+            Some(_) => "backend_max_concurrency".to_string(),
+            None => "adapted to the backend's latency".to_string(),
+        };
         let transport = match &settings.backend {
             Backend::Http { authority } => Transport::Http {
                 clients: http_clients(),
@@ -241,7 +226,9 @@ impl Upstream {
             Backend::App(a) => {
                 // More requests than the processes can take at once wait in levee's
                 // bounded queue, where they can be shed, not in the pool.
-                limit = limit.min(a.processes.saturating_mul(a.concurrency)).max(1);
+                let capacity = a.processes.saturating_mul(a.concurrency).max(1);
+                mode = Mode::Fixed(fixed.map_or(capacity, |n| n.min(capacity)));
+                limit_source = "the app pool's processes x concurrency".into();
                 Transport::App {
                     pool: levee_app::Pool::start(levee_app::AppConfig {
                         concurrency: a.concurrency,
@@ -264,11 +251,37 @@ impl Upstream {
                     FastCgiAddress::Tcp(a) => levee_fastcgi::Address::Tcp(a.clone()),
                     FastCgiAddress::Unix(p) => levee_fastcgi::Address::Unix(p.clone()),
                 };
+                let mut max_idle = settings.fastcgi.keep_alive;
+                if fixed.is_none() {
+                    // php-fpm serves pm.max_children connections at once; one more
+                    // waits in its listen backlog, where it can be neither seen nor
+                    // shed, and makes php-fpm close a kept-alive connection. So: that
+                    // many, all kept alive, and the rest wait in levee's queue.
+                    let found = levee_fastcgi::pool::discover(
+                        &address,
+                        settings.fastcgi.pool_config.as_deref(),
+                    )
+                    .map_err(StartError::FpmPool)?;
+                    match found {
+                        Some(p) => {
+                            mode = Mode::Fixed(p.max_children);
+                            max_idle = max_idle.max(p.max_children);
+                            limit_source = format!(
+                                "pm.max_children of php-fpm's pool [{}] in {}",
+                                p.name,
+                                p.file.display()
+                            );
+                        }
+                        None => {
+                            eprintln!("levee: found no php-fpm configuration with a pool listening on {address}: the backend limit adapts to its latency; set [fastcgi] pool_config, or [limits] backend_max_concurrency to pm.max_children");
+                        }
+                    }
+                }
                 let config = levee_fastcgi::ClientConfig {
                     connect_timeout: l.backend_connect_timeout,
                     read_timeout: l.backend_read_timeout,
                     write_timeout: l.backend_read_timeout,
-                    max_idle: settings.fastcgi.keep_alive,
+                    max_idle,
                     max_unsized_body: settings.fastcgi.max_unsized_body,
                     ..levee_fastcgi::ClientConfig::default()
                 };
@@ -287,9 +300,20 @@ impl Upstream {
         Ok(Upstream {
             transport,
             backend_name: settings.backend.to_string(),
-            limiter: Limiter::new(limit, l.backend_queue, l.backend_queue_timeout),
+            limiter: Limiter::new(
+                mode,
+                l.backend_session_share,
+                l.backend_queue,
+                l.backend_queue_timeout,
+            ),
+            limit_source,
             first_byte_timeout: l.backend_first_byte_timeout,
         })
+    }
+
+    /// Where the backend limit comes from, for the startup line.
+    pub fn limit_source(&self) -> &str {
+        &self.limit_source
     }
 
     /// The app pool, when levee runs the application itself.
@@ -300,14 +324,22 @@ impl Upstream {
         }
     }
 
+    /// php-fpm connection counters, when the backend is FastCGI.
+    pub fn fastcgi_stats(&self) -> Option<levee_fastcgi::PoolStats> {
+        match &self.transport {
+            Transport::FastCgi { client, .. } => Some(client.stats()),
+            _ => None,
+        }
+    }
+
     /// Waits for a backend slot.
-    pub async fn slot(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
+    pub async fn slot(&self, priority: Priority) -> Result<BackendSlot, UpstreamError> {
         self.limiter
-            .acquire()
+            .acquire(priority)
             .await
             .ok_or_else(|| UpstreamError::Overloaded {
                 backend: self.backend_name.clone(),
-                limit: self.limiter.limit,
+                limit: self.limiter.limit(),
             })
     }
 
@@ -554,7 +586,7 @@ impl Upstream {
         } else if e.is_overloaded() {
             UpstreamError::Overloaded {
                 backend,
-                limit: self.limiter.limit,
+                limit: self.limiter.limit(),
             }
         } else if e.is_request() || e.is_body() {
             let status = if matches!(e, levee_fastcgi::Error::BodyTooLarge { .. }) {

@@ -25,6 +25,7 @@ use super::shared::{FillHead, Shared, StreamHead};
 use super::{pass, Resp};
 use crate::encoding::Encoder;
 use crate::headers::{prepare_forward, strip_hop_by_hop, FILL_DROPPED, FILL_DROPPED_BODY};
+use crate::limit::Priority;
 use crate::upstream::{BackendBody, ConnInfo, UpBody, UpstreamError};
 
 /// Gets the response from the backend through the fill for `key`, shared with
@@ -209,7 +210,7 @@ async fn run_fill(
 ) {
     let fill = guard.fill().clone();
     let key = guard.key().clone();
-    let _permit = match shared.upstream.slot().await {
+    let _permit = match shared.upstream.slot(Priority::Normal).await {
         Ok(p) => p,
         Err(e) => {
             shared.stats.backend::<()>(&Err(e.clone()));

@@ -15,6 +15,7 @@ use super::respond;
 use super::shared::Shared;
 use super::{Reason, Resp};
 use crate::headers::{prepare_forward, strip_hop_by_hop};
+use crate::limit::Priority;
 use crate::upstream::{BoxError, ClientBodyError, ConnInfo};
 
 /// Sends the request to the backend as it is; the response is never stored.
@@ -25,7 +26,16 @@ pub(crate) async fn pass(
     conn: ConnInfo,
     reason: impl Into<Reason>,
 ) -> Resp {
-    let permit = match shared.upstream.slot().await {
+    // Logged-in users and editors (a session cookie, Authorization) may use the slots
+    // kept for them: anonymous traffic cannot crowd them out.
+    let session = parts.headers.contains_key(http::header::AUTHORIZATION)
+        || !matches!(shared.sessions.session_cookie(&parts.headers), Ok(None));
+    let priority = if session {
+        Priority::Session
+    } else {
+        Priority::Normal
+    };
+    let permit = match shared.upstream.slot(priority).await {
         Ok(p) => p,
         Err(e) => {
             shared.stats.backend::<()>(&Err(e.clone()));
@@ -39,9 +49,7 @@ pub(crate) async fn pass(
     let invalidates =
         unsafe_method.then(|| CacheKey::for_request(Scheme::Http, &parts.uri, &parts.headers));
     // An edit by someone logged in: anonymous readers must see it at once.
-    let edit = unsafe_method
-        && (parts.headers.contains_key(http::header::AUTHORIZATION)
-            || !matches!(shared.sessions.session_cookie(&parts.headers), Ok(None)));
+    let edit = unsafe_method && session;
     let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
     prepare_forward(&mut headers, &parts, conn.peer.ip());

@@ -217,7 +217,7 @@ pub(crate) fn passed(
     parts: &request::Parts,
     mut head: http::response::Parts,
     body: BackendBody,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    permit: crate::limit::BackendSlot,
     reason: &str,
 ) -> Resp {
     mark(shared, &mut head.headers, XCache::Pass, None, Some(reason));

@@ -93,7 +93,7 @@ impl Shared {
                 .max_capacity(100_000)
                 .time_to_live(c.hit_for_miss.max(Duration::from_millis(1)))
                 .build(),
-            upstream: Upstream::new(&settings).map_err(ServeError::App)?,
+            upstream: Upstream::new(&settings).map_err(ServeError::Backend)?,
             stats: Stats::default(),
             sessions: Sessions::new(settings.anonymous.session_cookies.clone()),
             reloader: OnceLock::new(),

@@ -44,9 +44,10 @@ pub struct ServeArgs {
     /// How long stale content may be served when the backend fails, like 1h.
     #[arg(long, value_name = "DURATION")]
     pub grace: Option<String>,
-    /// Most concurrent requests the backend will ever see.
-    #[arg(long, value_name = "N")]
-    pub backend_max_concurrency: Option<usize>,
+    /// Most concurrent requests the backend will ever see, or "auto" (php-fpm's
+    /// pm.max_children, an app pool's size, else adapted to the backend's latency).
+    #[arg(long, value_name = "N|auto")]
+    pub backend_max_concurrency: Option<String>,
     /// Send responses uncompressed (no gzip, br or zstd).
     #[arg(long)]
     pub no_compression: bool,
@@ -106,7 +107,10 @@ impl ServeArgs {
                 ..CacheOptions::default()
             },
             limits: LimitsOptions {
-                backend_max_concurrency: self.backend_max_concurrency,
+                backend_max_concurrency: self.backend_max_concurrency.as_deref().map(|v| {
+                    v.parse()
+                        .map_or_else(|_| Workers::Word(v.to_string()), Workers::Count)
+                }),
                 ..LimitsOptions::default()
             },
             compression: CompressionOptions {
@@ -157,6 +161,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 tracing::info!(%addr, %backend, workers, "levee serving");
                 eprintln!("levee: listening on http://{addr}, backend {backend}");
             }
+            eprintln!("levee: backend limit {}", bound.backend_limit);
             if let Some(addr) = bound.admin {
                 eprintln!("levee: admin listening on http://{addr} (GET /metrics, POST /purge, POST /reload)");
             }
@@ -310,8 +315,11 @@ fn print_settings(s: &Settings) {
     );
     let _ = writeln!(
         out,
-        "backend limit     {} concurrent, queue {}, wait {:?}",
-        s.limits.backend_max_concurrency, s.limits.backend_queue, s.limits.backend_queue_timeout
+        "backend limit     {} concurrent ({:.0}% kept for sessions), queue {}, wait {:?}",
+        s.limits.backend_max_concurrency,
+        s.limits.backend_session_share * 100.0,
+        s.limits.backend_queue,
+        s.limits.backend_queue_timeout
     );
     let _ = std::io::stdout().write_all(out.as_bytes());
 }
