@@ -50,6 +50,11 @@ pub struct ClientConfig {
     /// buffers such bodies too). A larger one fails the request with
     /// [`Error::BodyTooLarge`]. Default: 64 MiB.
     pub max_unsized_body: u64,
+    /// The caller never has more requests in flight than the pool has workers (levee's
+    /// limit is `pm.max_children`): no connection ever waits in php-fpm's listen
+    /// backlog, so a kept-alive connection is never closed to make room for a new one.
+    /// Default: false.
+    pub within_pool_size: bool,
 }
 
 impl Default for ClientConfig {
@@ -61,6 +66,7 @@ impl Default for ClientConfig {
             max_idle: 4,
             idle_timeout: Duration::from_secs(15),
             max_unsized_body: 64 * 1024 * 1024,
+            within_pool_size: false,
         }
     }
 }
@@ -482,7 +488,7 @@ impl Inner {
 
     /// Takes back a connection whose request completed cleanly.
     pub(crate) fn checkin(self: &Arc<Inner>, stream: Stream) {
-        if self.waiting.load(Ordering::SeqCst) > 0 {
+        if !self.config.within_pool_size && self.waiting.load(Ordering::SeqCst) > 0 {
             // A new connection may be queued in php-fpm's listen backlog because every
             // worker sits on a kept-alive connection; closing this one frees its worker.
             tracing::debug!(php = %self.name, "closing a kept-alive connection for a waiting one");

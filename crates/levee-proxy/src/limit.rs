@@ -66,8 +66,11 @@ struct State {
     limit: usize,
     in_use: usize,
     sessions_in_use: usize,
-    normal: VecDeque<oneshot::Sender<()>>,
-    sessions: VecDeque<oneshot::Sender<()>>,
+    /// Waiters with their arrival number: beyond the sessions' share, first come first
+    /// served across both queues.
+    normal: VecDeque<(u64, oneshot::Sender<()>)>,
+    sessions: VecDeque<(u64, oneshot::Sender<()>)>,
+    arrivals: u64,
 }
 
 impl State {
@@ -75,17 +78,18 @@ impl State {
     /// share, then in arrival order of each queue (normal before sessions beyond it).
     fn grant(&mut self, reserved: usize) {
         while self.in_use < self.limit {
-            let session_first = self.sessions_in_use < reserved.max(1) || self.normal.is_empty();
-            let (queue, session) = if session_first && !self.sessions.is_empty() {
-                (&mut self.sessions, true)
-            } else if !self.normal.is_empty() {
-                (&mut self.normal, false)
-            } else if !self.sessions.is_empty() {
-                (&mut self.sessions, true)
-            } else {
-                return;
+            let session = match (self.sessions.front(), self.normal.front()) {
+                (None, None) => return,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((s, _)), Some((n, _))) => self.sessions_in_use < reserved || s < n,
             };
-            let Some(tx) = queue.pop_front() else {
+            let queue = if session {
+                &mut self.sessions
+            } else {
+                &mut self.normal
+            };
+            let Some((_, tx)) = queue.pop_front() else {
                 return;
             };
             // A waiter that gave up (timed out, or its client left) is skipped.
@@ -124,6 +128,7 @@ impl Limiter {
                     sessions_in_use: 0,
                     normal: VecDeque::new(),
                     sessions: VecDeque::new(),
+                    arrivals: 0,
                 }),
                 limit: AtomicUsize::new(limit),
                 in_use: AtomicUsize::new(0),
@@ -157,9 +162,11 @@ impl Limiter {
                     return None;
                 }
                 let (tx, rx) = oneshot::channel();
+                st.arrivals += 1;
+                let n = st.arrivals;
                 match priority {
-                    Priority::Normal => st.normal.push_back(tx),
-                    Priority::Session => st.sessions.push_back(tx),
+                    Priority::Normal => st.normal.push_back((n, tx)),
+                    Priority::Session => st.sessions.push_back((n, tx)),
                 }
                 inner.waiting.fetch_add(1, Ordering::Relaxed);
                 Some(Waiter {

@@ -252,6 +252,7 @@ impl Upstream {
                     FastCgiAddress::Unix(p) => levee_fastcgi::Address::Unix(p.clone()),
                 };
                 let mut max_idle = settings.fastcgi.keep_alive;
+                let mut within_pool_size = false;
                 if fixed.is_none() {
                     // php-fpm serves pm.max_children connections at once; one more
                     // waits in its listen backlog, where it can be neither seen nor
@@ -266,6 +267,7 @@ impl Upstream {
                         Some(p) => {
                             mode = Mode::Fixed(p.max_children);
                             max_idle = max_idle.max(p.max_children);
+                            within_pool_size = true;
                             limit_source = format!(
                                 "pm.max_children of php-fpm's pool [{}] in {}",
                                 p.name,
@@ -283,6 +285,7 @@ impl Upstream {
                     write_timeout: l.backend_read_timeout,
                     max_idle,
                     max_unsized_body: settings.fastcgi.max_unsized_body,
+                    within_pool_size,
                     ..levee_fastcgi::ClientConfig::default()
                 };
                 Transport::FastCgi {

@@ -20,6 +20,7 @@ mod edits;
 mod hostile;
 mod limits;
 mod metrics;
+mod overload;
 mod php;
 mod proxy;
 mod purge;

@@ -1320,6 +1320,45 @@ async fn php_never_runs_more_scripts_at_once_than_backend_max_concurrency() {
     .await;
 }
 
+/// With no limit given, levee reads pm.max_children from the configuration the running
+/// php-fpm master names, keeps that many connections, all kept alive, and queues the
+/// rest itself: php-fpm's listen backlog stays empty and nothing connects per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn php_fpm_pm_max_children_is_the_limit_and_its_connections_stay_kept_alive() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
+    let site = Site::with_children(3);
+    for backend in [site.unix(), site.tcp()] {
+        let levee = levee_php(&site, &backend).start();
+        bounded(async {
+            let addr = levee.addr();
+            let mut set = JoinSet::new();
+            for i in 0..15 {
+                set.spawn(async move {
+                    let path = format!("/conc.php?i={i}");
+                    (path.clone(), Req::get(&path).send_to(addr).await)
+                });
+            }
+            while let Some(res) = set.join_next().await {
+                let (path, r) = res.expect("client task");
+                assert_eq!(r.status, 200, "{path}: {}", r.summary());
+            }
+            assert!(
+                levee.stderr().contains("pm.max_children of php-fpm's pool"),
+                "{}",
+                levee.stderr()
+            );
+            assert_eq!(levee.metric("levee_backend_limit").await, 3.0);
+            let connects = levee.metric("levee_fastcgi_connects_total").await;
+            assert!(
+                connects <= 3.0,
+                "{connects} connections for 15 requests over a limit of 3 ({backend})"
+            );
+            assert_eq!(site.peak("conc"), 3, "{backend}");
+        })
+        .await;
+    }
+}
+
 /// Asserts a clear 502 from levee that speaks of php-fpm and names `what`.
 fn assert_php_fpm_502(r: &Resp, what: &str) {
     assert_eq!(r.status, 502, "{}", r.summary());
