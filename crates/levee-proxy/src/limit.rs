@@ -173,14 +173,14 @@ impl Limiter {
                     rx,
                     inner: inner.clone(),
                     priority,
+                    granted: false,
                 })
             }
         };
         if let Some(mut waiter) = rx {
             let granted = tokio::time::timeout(inner.queue_timeout, &mut waiter.rx).await;
-            inner.waiting.fetch_sub(1, Ordering::Relaxed);
             match granted {
-                Ok(Ok(())) => std::mem::forget(waiter),
+                Ok(Ok(())) => waiter.granted = true,
                 // Timed out: the Waiter's drop returns a slot granted meanwhile.
                 _ => return None,
             }
@@ -218,20 +218,34 @@ impl Limiter {
     }
 }
 
-/// A request in the queue. Dropped without its slot (timed out, or the client left):
-/// a slot granted in the meantime goes back.
+/// A request in the queue. Dropped without its slot (timed out, or the client left and
+/// its future was dropped): a slot granted in the meantime goes back, and its place in
+/// the queue is cleared at once, so that the dead never fill the queue.
 struct Waiter {
     rx: oneshot::Receiver<()>,
     inner: Arc<Inner>,
     priority: Priority,
+    granted: bool,
 }
 
 impl Drop for Waiter {
     fn drop(&mut self) {
+        self.inner.waiting.fetch_sub(1, Ordering::Relaxed);
+        if self.granted {
+            return;
+        }
         self.rx.close();
         if self.rx.try_recv().is_ok() {
             self.inner.release(self.priority);
+            return;
         }
+        let mut st = self.inner.lock();
+        let queue = match self.priority {
+            Priority::Normal => &mut st.normal,
+            Priority::Session => &mut st.sessions,
+        };
+        queue.retain(|(_, tx)| !tx.is_closed());
+        st.grant(self.inner.reserved);
     }
 }
 
@@ -521,6 +535,42 @@ mod tests {
         drop(a);
         let _b = l.acquire(Priority::Normal).await.unwrap();
         assert_eq!(l.waiting(), 0);
+    }
+
+    /// Clients that leave while queued (their futures dropped, as hyper does when a
+    /// connection closes) leave nothing behind: no place in the queue, no slot.
+    #[tokio::test]
+    async fn abandoned_waiters_do_not_clog_the_queue() {
+        let l = Arc::new(Limiter::new(
+            Mode::Fixed(2),
+            0.0,
+            4,
+            Duration::from_secs(30),
+        ));
+        let a = l.acquire(Priority::Normal).await.unwrap();
+        let b = l.acquire(Priority::Normal).await.unwrap();
+        let queued: Vec<_> = (0..4)
+            .map(|_| {
+                let l = l.clone();
+                tokio::spawn(async move { l.acquire(Priority::Normal).await.is_some() })
+            })
+            .collect();
+        while l.waiting() < 4 {
+            tokio::task::yield_now().await;
+        }
+        for q in &queued {
+            q.abort();
+        }
+        for q in queued {
+            let _ = q.await;
+        }
+        assert_eq!(l.waiting(), 0);
+        drop((a, b));
+        assert_eq!(l.in_use(), 0);
+        // The queue has room and both slots are free again.
+        let _c = l.acquire(Priority::Normal).await.unwrap();
+        let _d = l.acquire(Priority::Normal).await.unwrap();
+        assert_eq!(l.inner.lock().normal.len(), 0);
     }
 
     async fn futures_take(l: &Limiter, p: Priority, n: usize) -> Vec<BackendSlot> {
