@@ -244,7 +244,7 @@ def panel(x0, title, values, log=False):
 
 svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="13">',
        f'<rect width="{W}" height="{H}" fill="white"/>']
-svg += panel(M + 10, "goodput (2xx req/s)", {s: [good(st) for st in sweeps[s]] for s in servers})
+svg += panel(M + 10, "goodput (2xx req/s, log scale)", {s: [good(st) for st in sweeps[s]] for s in servers}, log=True)
 svg += panel(W / 2 + M, "p99 latency (ms, log scale)", {s: [st["latency"]["p99_ms"] for st in sweeps[s]] for s in servers}, log=True)
 for i, s in enumerate(servers):
     x = M + 10 + i * 150
