@@ -152,6 +152,11 @@ origin_requests() {
     curl -s "http://127.0.0.1:$1/__origin/stats" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p'
 }
 
+# levee_metric ADMIN_PORT NAME : a metric's value from levee's admin listener (0 if absent).
+levee_metric() {
+    curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {v = $2} END {print v + 0}'
+}
+
 # start_levee NAME PORT BACKEND_PORT ARGS... (sets LEVEE_PID).
 start_levee() {
     local name=$1 port=$2 backend=$3

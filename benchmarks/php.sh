@@ -65,8 +65,9 @@ for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
 
 declare -A PORT PID
 PORT[levee]=$(free_port)
+ADMIN=$(free_port)
 start_bg levee "$LEVEE" serve --listen "127.0.0.1:${PORT[levee]}" \
-    --backend "fastcgi+unix:$SOCK" --root "$ROOT"
+    --backend "fastcgi+unix:$SOCK" --root "$ROOT" --admin-listen "127.0.0.1:$ADMIN"
 PID[levee]=$BG_PID
 wait_port "${PORT[levee]}" "${PID[levee]}"
 
@@ -121,7 +122,7 @@ done
 machine_info
 report "- php-fpm: $("$PHP_FPM" -v 2>/dev/null | head -1 | cut -d' ' -f1-2), pm = static, $PHP_WORKERS workers, one Unix socket shared by levee and nginx" \
     "- method: wrk -t 1 -c $CONNS -d ${DURATION}s, $ROUNDS runs per server and target, servers alternated (the first rotates each round); medians." \
-    "- levee: \`levee serve --backend fastcgi+unix:SOCK --root ROOT\` (defaults: FastCGI keep-alive 4, static files from memory up to 1 MiB)." \
+    "- levee: \`levee serve --backend fastcgi+unix:SOCK --root ROOT\` (defaults: backend limit = pm.max_children read from php-fpm's configuration, FastCGI connections kept alive, static files from memory up to 1 MiB)." \
     "- nginx: worker_processes 2, fastcgi_pass unix:SOCK with Debian's fastcgi_params (no keep-alive to php-fpm, nginx's default), sendfile on, access_log off." \
     "- Static files are random bytes (application/octet-stream): neither server compresses them." \
     "" \
@@ -134,7 +135,20 @@ for target in hello.php 1k.bin 1m.bin; do
     for ((r = 0; r < ROUNDS; r++)); do
         for ((k = 0; k < ${#SERVERS[@]}; k++)); do
             s=${SERVERS[(k + r) % ${#SERVERS[@]}]}
-            read -r rps p99 _ _ err <<<"$(run_wrk "http://127.0.0.1:${PORT[$s]}/$target" "$DURATION" "$CONNS")"
+            if [ "$s" = nginx ]; then
+                # levee's kept-alive php-fpm connections each hold a php-fpm worker until
+                # they have been idle 2 s; nginx gets the whole pool, as levee does.
+                for _ in $(seq 100); do
+                    [ "$(levee_metric "$ADMIN" levee_fastcgi_idle)" = 0 ] && break
+                    sleep 0.1
+                done
+            fi
+            connects_before=$(levee_metric "$ADMIN" levee_fastcgi_connects_total)
+            read -r rps p99 _ n err <<<"$(run_wrk "http://127.0.0.1:${PORT[$s]}/$target" "$DURATION" "$CONNS")"
+            if [ "$s" = levee ] && [ "$target" = hello.php ]; then
+                CONNECTS=$((${CONNECTS:-0} + $(levee_metric "$ADMIN" levee_fastcgi_connects_total) - connects_before))
+                HELLO_REQUESTS=$((${HELLO_REQUESTS:-0} + n))
+            fi
             runs[$s]+="$rps "
             p99s[$s]+="$p99 "
             errs[$s]=$((${errs[$s]:-0} + err))
@@ -149,6 +163,7 @@ for target in hello.php 1k.bin 1m.bin; do
     done
 done
 report ""
+report "- hello.php through levee: $CONNECTS php-fpm connections opened for $HELLO_REQUESTS requests ($(awk -v c="$CONNECTS" -v n="$HELLO_REQUESTS" 'BEGIN {printf "%.5f", c / n}') per request; nginx opens one per request)."
 for target in hello.php 1k.bin 1m.bin; do
     report "- $target: levee/nginx req/s = $(awk -v a="${RPS[$target,levee]}" -v b="${RPS[$target,nginx]}" 'BEGIN {printf "%.2f", a / b}')"
 done

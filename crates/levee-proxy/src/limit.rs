@@ -6,9 +6,10 @@
 //!   of Netflix's concurrency-limits Gradient2, so that a slowing backend gets fewer
 //!   requests at once, not more. No crate implements this for tokio; it is one small
 //!   state machine fed by the slots that end.
-//! - A bounded, time-limited queue in front of it (FIFO: tokio's semaphore is fair), so
-//!   that a request which waited its `backend_queue_timeout` is answered 503 or stale
-//!   instead of being served late.
+//! - A bounded, time-limited queue in front of it, so that a request which waited its
+//!   `backend_queue_timeout` is answered 503 or stale instead of being served late.
+//!   First come first served, except that a freed slot stays on its worker thread while
+//!   that thread holds no more than its fair share of the limit.
 //! - A reserved share for requests with a session cookie or Authorization (editors,
 //!   logged-in users): anonymous traffic can fill the rest, never all of it.
 //!
@@ -20,6 +21,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
+
+use crate::worker;
 
 /// Who asks for a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,46 +63,126 @@ struct Inner {
 }
 
 /// A priority semaphore: tokio's is fair but has one queue, and a slot freed must go to
-/// a waiting session first. Hand-written for that; its lock is held for a few
-/// instructions per backend request, never on the hit path.
+/// a waiting session first. Hand-written for that, and to keep slots on the worker
+/// thread that freed them: handing a slot to a waiter on another thread wakes that
+/// thread's runtime (an eventfd write) and moves the backend connection with it (two
+/// epoll_ctl calls), which cost more than php-fpm's own work for a small page. Its lock
+/// is held for a few instructions per backend request, never on the hit path.
 struct State {
     limit: usize,
     in_use: usize,
     sessions_in_use: usize,
-    /// Waiters with their arrival number: beyond the sessions' share, first come first
-    /// served across both queues.
-    normal: VecDeque<(u64, oneshot::Sender<()>)>,
-    sessions: VecDeque<(u64, oneshot::Sender<()>)>,
+    /// Per worker thread (`worker::id()`), grown as threads show up.
+    threads: Vec<Local>,
+    /// Arrival numbers: beyond the sessions' share, first come first served.
     arrivals: u64,
 }
 
+type Queue = VecDeque<(u64, oneshot::Sender<()>)>;
+
+#[derive(Default)]
+struct Local {
+    in_use: usize,
+    normal: Queue,
+    sessions: Queue,
+}
+
+impl Local {
+    fn is_empty(&self) -> bool {
+        self.normal.is_empty() && self.sessions.is_empty()
+    }
+
+    /// The queue of whoever came first here: (arrival, is a session).
+    fn oldest(&self) -> Option<(u64, bool)> {
+        match (self.sessions.front(), self.normal.front()) {
+            (None, None) => None,
+            (Some((s, _)), None) => Some((*s, true)),
+            (None, Some((n, _))) => Some((*n, false)),
+            (Some((s, _)), Some((n, _))) => Some(if s < n { (*s, true) } else { (*n, false) }),
+        }
+    }
+}
+
 impl State {
-    /// Gives free slots to waiters: sessions first while they hold less than their
-    /// share, then in arrival order of each queue (normal before sessions beyond it).
-    fn grant(&mut self, reserved: usize) {
+    fn local(&mut self, thread: usize) -> &mut Local {
+        if self.threads.len() <= thread {
+            self.threads.resize_with(thread + 1, Local::default);
+        }
+        &mut self.threads[thread]
+    }
+
+    fn queued(&self) -> usize {
+        self.threads
+            .iter()
+            .map(|l| l.normal.len() + l.sessions.len())
+            .sum()
+    }
+
+    /// Gives free slots to waiters, `here` being the thread that freed them:
+    /// - sessions first while they hold less than their share (this thread's, else the
+    ///   oldest anywhere);
+    /// - then this thread's oldest waiter while the thread holds less than its fair
+    ///   share of the limit, or no other thread waits;
+    /// - else the oldest waiter of any thread, so that no thread starves another.
+    fn grant(&mut self, here: usize, reserved: usize) {
+        self.local(here);
         while self.in_use < self.limit {
-            let session = match (self.sessions.front(), self.normal.front()) {
-                (None, None) => return,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some((s, _)), Some((n, _))) => self.sessions_in_use < reserved || s < n,
+            let Some((thread, session)) = self.pick(here, reserved) else {
+                return;
             };
+            let local = &mut self.threads[thread];
             let queue = if session {
-                &mut self.sessions
+                &mut local.sessions
             } else {
-                &mut self.normal
+                &mut local.normal
             };
             let Some((_, tx)) = queue.pop_front() else {
                 return;
             };
             // A waiter that gave up (timed out, or its client left) is skipped.
             if tx.send(()).is_ok() {
+                local.in_use += 1;
                 self.in_use += 1;
                 if session {
                     self.sessions_in_use += 1;
                 }
             }
         }
+    }
+
+    fn pick(&self, here: usize, reserved: usize) -> Option<(usize, bool)> {
+        if self.sessions_in_use < reserved {
+            if !self.threads[here].sessions.is_empty() {
+                return Some((here, true));
+            }
+            let oldest_session = self
+                .threads
+                .iter()
+                .enumerate()
+                .filter_map(|(t, l)| l.sessions.front().map(|(a, _)| (*a, t)))
+                .min();
+            if let Some((_, t)) = oldest_session {
+                return Some((t, true));
+            }
+        }
+        let local = &self.threads[here];
+        if let Some((_, session)) = local.oldest() {
+            let others_wait = self
+                .threads
+                .iter()
+                .enumerate()
+                .any(|(t, l)| t != here && !l.is_empty());
+            let fair_share = self.limit.div_ceil(self.threads.len());
+            if !others_wait || local.in_use < fair_share {
+                return Some((here, session));
+            }
+        }
+        self.threads
+            .iter()
+            .enumerate()
+            .filter_map(|(t, l)| l.oldest().map(|(a, s)| (a, t, s)))
+            .min()
+            .map(|(_, t, s)| (t, s))
     }
 }
 
@@ -126,8 +209,7 @@ impl Limiter {
                     limit,
                     in_use: 0,
                     sessions_in_use: 0,
-                    normal: VecDeque::new(),
-                    sessions: VecDeque::new(),
+                    threads: Vec::new(),
                     arrivals: 0,
                 }),
                 limit: AtomicUsize::new(limit),
@@ -143,36 +225,45 @@ impl Limiter {
 
     /// A backend slot, or `None` when the queue is full or the wait timed out.
     pub async fn acquire(&self, priority: Priority) -> Option<BackendSlot> {
+        self.acquire_on(worker::id(), priority).await
+    }
+
+    /// `acquire` as if from worker thread `thread`.
+    async fn acquire_on(&self, thread: usize, priority: Priority) -> Option<BackendSlot> {
         let inner = &self.inner;
         let rx = {
             let mut st = inner.lock();
+            st.local(thread);
             // Nobody jumps a waiting session; sessions may pass waiting anonymous ones.
             let queued_ahead = match priority {
-                Priority::Normal => !st.normal.is_empty() || !st.sessions.is_empty(),
-                Priority::Session => !st.sessions.is_empty(),
+                Priority::Normal => st.threads.iter().any(|l| !l.is_empty()),
+                Priority::Session => st.threads.iter().any(|l| !l.sessions.is_empty()),
             };
             if st.in_use < st.limit && !queued_ahead {
                 st.in_use += 1;
+                st.threads[thread].in_use += 1;
                 if priority == Priority::Session {
                     st.sessions_in_use += 1;
                 }
                 None
             } else {
-                if st.normal.len() + st.sessions.len() >= inner.max_waiting {
+                if st.queued() >= inner.max_waiting {
                     return None;
                 }
                 let (tx, rx) = oneshot::channel();
                 st.arrivals += 1;
                 let n = st.arrivals;
+                let local = &mut st.threads[thread];
                 match priority {
-                    Priority::Normal => st.normal.push_back((n, tx)),
-                    Priority::Session => st.sessions.push_back((n, tx)),
+                    Priority::Normal => local.normal.push_back((n, tx)),
+                    Priority::Session => local.sessions.push_back((n, tx)),
                 }
                 inner.waiting.fetch_add(1, Ordering::Relaxed);
                 Some(Waiter {
                     rx,
                     inner: inner.clone(),
                     priority,
+                    thread,
                     granted: false,
                 })
             }
@@ -189,6 +280,7 @@ impl Limiter {
         Some(BackendSlot {
             inner: inner.clone(),
             priority,
+            thread,
             started: Instant::now(),
             in_flight,
         })
@@ -225,6 +317,7 @@ struct Waiter {
     rx: oneshot::Receiver<()>,
     inner: Arc<Inner>,
     priority: Priority,
+    thread: usize,
     granted: bool,
 }
 
@@ -236,16 +329,17 @@ impl Drop for Waiter {
         }
         self.rx.close();
         if self.rx.try_recv().is_ok() {
-            self.inner.release(self.priority);
+            self.inner.release(self.priority, self.thread);
             return;
         }
         let mut st = self.inner.lock();
+        let local = st.local(self.thread);
         let queue = match self.priority {
-            Priority::Normal => &mut st.normal,
-            Priority::Session => &mut st.sessions,
+            Priority::Normal => &mut local.normal,
+            Priority::Session => &mut local.sessions,
         };
         queue.retain(|(_, tx)| !tx.is_closed());
-        st.grant(self.inner.reserved);
+        st.grant(self.thread, self.inner.reserved);
     }
 }
 
@@ -261,6 +355,8 @@ fn reserved_slots(limit: usize, share: f64) -> usize {
 pub struct BackendSlot {
     inner: Arc<Inner>,
     priority: Priority,
+    /// The worker thread it was granted to.
+    thread: usize,
     started: Instant,
     /// Requests at the backend when this one started, itself included.
     in_flight: usize,
@@ -276,10 +372,10 @@ impl Drop for BackendSlot {
                 Instant::now(),
             );
             if let Some(new) = change {
-                self.inner.resize(new);
+                self.inner.resize(new, self.thread);
             }
         }
-        self.inner.release(self.priority);
+        self.inner.release(self.priority, self.thread);
     }
 }
 
@@ -289,21 +385,23 @@ impl Inner {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn release(&self, priority: Priority) {
+    fn release(&self, priority: Priority, thread: usize) {
         let mut st = self.lock();
         st.in_use = st.in_use.saturating_sub(1);
+        let local = st.local(thread);
+        local.in_use = local.in_use.saturating_sub(1);
         if priority == Priority::Session {
             st.sessions_in_use = st.sessions_in_use.saturating_sub(1);
         }
-        st.grant(self.reserved);
+        st.grant(thread, self.reserved);
     }
 
     /// Moves the limit to `new`; slots out beyond it are not given again.
-    fn resize(&self, new: usize) {
+    fn resize(&self, new: usize, here: usize) {
         let mut st = self.lock();
         st.limit = new;
         self.limit.store(new, Ordering::Relaxed);
-        st.grant(self.reserved);
+        st.grant(here, self.reserved);
     }
 }
 
@@ -462,7 +560,7 @@ mod tests {
         let a = l.acquire(Priority::Normal).await.unwrap();
         let b = l.acquire(Priority::Normal).await.unwrap();
         // Down to 1 while two are out: both must come back before a new one goes.
-        l.inner.resize(1);
+        l.inner.resize(1, 0);
         assert!(l.acquire(Priority::Normal).await.is_none());
         drop(a);
         assert!(l.acquire(Priority::Normal).await.is_none(), "one still out");
@@ -472,7 +570,7 @@ mod tests {
             l.acquire(Priority::Normal).await.is_none(),
             "the limit is 1"
         );
-        l.inner.resize(3);
+        l.inner.resize(3, 0);
         let _d = l.acquire(Priority::Normal).await.unwrap();
         let _e = l.acquire(Priority::Normal).await.unwrap();
         assert!(l.acquire(Priority::Normal).await.is_none());
@@ -570,7 +668,99 @@ mod tests {
         // The queue has room and both slots are free again.
         let _c = l.acquire(Priority::Normal).await.unwrap();
         let _d = l.acquire(Priority::Normal).await.unwrap();
-        assert_eq!(l.inner.lock().normal.len(), 0);
+        assert_eq!(l.inner.lock().queued(), 0);
+    }
+
+    /// Queues `priority` on `thread` in a task; resolves to when it got its slot.
+    async fn queue_on(
+        l: &Arc<Limiter>,
+        thread: usize,
+        priority: Priority,
+    ) -> tokio::task::JoinHandle<Option<(Instant, BackendSlot)>> {
+        let before = l.waiting();
+        let task = {
+            let l = l.clone();
+            tokio::spawn(async move {
+                l.acquire_on(thread, priority)
+                    .await
+                    .map(|s| (Instant::now(), s))
+            })
+        };
+        while l.waiting() == before {
+            tokio::task::yield_now().await;
+        }
+        task
+    }
+
+    /// A slot freed on a worker thread goes to that thread's waiter, even one that came
+    /// later than another thread's, while the thread holds no more than its share.
+    #[tokio::test]
+    async fn a_freed_slot_stays_on_its_thread() {
+        let l = Arc::new(Limiter::new(
+            Mode::Fixed(2),
+            0.0,
+            10,
+            Duration::from_secs(5),
+        ));
+        let on0 = l.acquire_on(0, Priority::Normal).await.unwrap();
+        let on1 = l.acquire_on(1, Priority::Normal).await.unwrap();
+        let first = queue_on(&l, 1, Priority::Normal).await;
+        let second = queue_on(&l, 0, Priority::Normal).await;
+        drop(on0);
+        let (_, s0) = second.await.unwrap().unwrap();
+        assert_eq!(s0.thread, 0);
+        assert!(!first.is_finished());
+        drop(on1);
+        let (_, s1) = first.await.unwrap().unwrap();
+        assert_eq!(s1.thread, 1);
+    }
+
+    /// A thread holding every slot does not keep them for its own queue: beyond its
+    /// fair share, a freed slot goes to the oldest waiter anywhere.
+    #[tokio::test]
+    async fn a_busy_thread_does_not_starve_another() {
+        let l = Arc::new(Limiter::new(
+            Mode::Fixed(2),
+            0.0,
+            10,
+            Duration::from_secs(5),
+        ));
+        let mut mine = vec![
+            l.acquire_on(0, Priority::Normal).await.unwrap(),
+            l.acquire_on(0, Priority::Normal).await.unwrap(),
+        ];
+        let remote = queue_on(&l, 1, Priority::Normal).await;
+        let local = queue_on(&l, 0, Priority::Normal).await;
+        mine.pop();
+        let (_, s) = remote.await.unwrap().unwrap();
+        assert_eq!(s.thread, 1, "the other thread's older waiter goes first");
+        assert!(!local.is_finished());
+        mine.pop();
+        let (_, s) = local.await.unwrap().unwrap();
+        assert_eq!(s.thread, 0);
+    }
+
+    /// The sessions' share comes before keeping slots on their thread.
+    #[tokio::test]
+    async fn a_session_on_another_thread_comes_before_local_anonymous_work() {
+        let l = Arc::new(Limiter::new(
+            Mode::Fixed(4),
+            0.25,
+            10,
+            Duration::from_secs(5),
+        ));
+        let mut mine = Vec::new();
+        for _ in 0..4 {
+            mine.push(l.acquire_on(0, Priority::Normal).await.unwrap());
+        }
+        let local = queue_on(&l, 0, Priority::Normal).await;
+        let editor = queue_on(&l, 1, Priority::Session).await;
+        mine.pop();
+        let (_, s) = editor.await.unwrap().unwrap();
+        assert_eq!(s.thread, 1);
+        assert!(!local.is_finished());
+        drop(mine);
+        assert!(local.await.unwrap().is_some());
     }
 
     async fn futures_take(l: &Limiter, p: Priority, n: usize) -> Vec<BackendSlot> {

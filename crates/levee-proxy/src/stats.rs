@@ -385,6 +385,13 @@ pub(crate) fn encode(
             "Requests sent on a kept-alive php-fpm connection",
             counter(f.reused),
         );
+        let idle = Gauge::<i64>::default();
+        idle.set(i64::try_from(f.idle).unwrap_or(i64::MAX));
+        r.register(
+            "fastcgi_idle",
+            "Kept-alive php-fpm connections idle now (each holds a php-fpm worker)",
+            idle,
+        );
     }
     r.register(
         "backend_limit",
