@@ -119,6 +119,7 @@ for s in "${SERVERS[@]}"; do
     log "$s: /hello.php runs PHP, static files match"
 done
 
+report "# PHP without nginx: levee vs nginx in front of one php-fpm pool ($(date '+%Y-%m-%d %H:%M'))" ""
 machine_info
 report "- php-fpm: $("$PHP_FPM" -v 2>/dev/null | head -1 | cut -d' ' -f1-2), pm = static, $PHP_WORKERS workers, one Unix socket shared by levee and nginx" \
     "- method: wrk -t 1 -c $CONNS -d ${DURATION}s, $ROUNDS runs per server and target, servers alternated (the first rotates each round); medians." \

@@ -40,6 +40,8 @@ pub(crate) struct Live {
 /// What one thread measured during one step.
 pub(crate) struct ThreadStats {
     pub(crate) hist: Histogram<u64>,
+    /// The 2xx responses alone.
+    pub(crate) hist_2xx: Histogram<u64>,
     pub(crate) responses: u64,
     pub(crate) errors: ErrorCounts,
     pub(crate) status: StatusCounts,
@@ -56,6 +58,7 @@ impl ThreadStats {
     pub(crate) fn new() -> Result<Self> {
         Ok(ThreadStats {
             hist: new_histogram()?,
+            hist_2xx: new_histogram()?,
             responses: 0,
             errors: ErrorCounts::default(),
             status: StatusCounts::default(),
@@ -86,12 +89,15 @@ impl ThreadStats {
     ) {
         self.responses += 1;
         self.bytes += bytes;
-        self.hist
-            .saturating_record((latency.as_micros() as u64).clamp(1, HIST_MAX_US));
+        let us = (latency.as_micros() as u64).clamp(1, HIST_MAX_US);
+        self.hist.saturating_record(us);
         *Self::slot(&mut self.tl_responses, slot) += 1;
         live.responses.fetch_add(1, Ordering::Relaxed);
         match status {
-            200..=299 => self.status.s2xx += 1,
+            200..=299 => {
+                self.status.s2xx += 1;
+                self.hist_2xx.saturating_record(us);
+            }
             300..=399 => self.status.s3xx += 1,
             400..=499 => {
                 self.status.s4xx += 1;
@@ -126,6 +132,9 @@ impl ThreadStats {
     pub(crate) fn merge(&mut self, other: ThreadStats) -> Result<()> {
         self.hist
             .add(&other.hist)
+            .context("cannot merge latency histograms")?;
+        self.hist_2xx
+            .add(&other.hist_2xx)
             .context("cannot merge latency histograms")?;
         self.responses += other.responses;
         self.errors.add(&other.errors);
@@ -164,26 +173,9 @@ impl ThreadStats {
         slot_len: Duration,
     ) -> StepReport {
         let secs = elapsed.as_secs_f64().max(1e-9);
-        let h = &self.hist;
-        let ms = |us: u64| us as f64 / 1000.0;
-        let empty = h.is_empty();
-        let q = |p: f64| {
-            if empty {
-                0.0
-            } else {
-                ms(h.value_at_quantile(p))
-            }
-        };
-        let latency = LatencySummary {
-            mean_ms: if empty { 0.0 } else { h.mean() / 1000.0 },
-            stdev_ms: if empty { 0.0 } else { h.stdev() / 1000.0 },
-            min_ms: if empty { 0.0 } else { ms(h.min()) },
-            p50_ms: q(0.5),
-            p90_ms: q(0.9),
-            p99_ms: q(0.99),
-            p999_ms: q(0.999),
-            max_ms: if empty { 0.0 } else { ms(h.max()) },
-        };
+        let q = |p: f64| quantile_ms(&self.hist, p);
+        let latency = summary(&self.hist);
+        let latency_2xx = summary(&self.hist_2xx);
         let percentiles = PERCENTILES
             .iter()
             .map(|&p| Percentile {
@@ -210,6 +202,7 @@ impl ThreadStats {
             bytes: self.bytes,
             transfer_bytes_per_s: self.bytes as f64 / secs,
             latency,
+            latency_2xx,
             percentiles,
             timeline: Timeline {
                 start_s: offset.as_secs_f64(),
@@ -223,8 +216,67 @@ impl ThreadStats {
     }
 }
 
+/// The latency at quantile `p` (0..=1) in ms; 0 when nothing was recorded.
+fn quantile_ms(h: &Histogram<u64>, p: f64) -> f64 {
+    if h.is_empty() {
+        0.0
+    } else {
+        h.value_at_quantile(p) as f64 / 1000.0
+    }
+}
+
+fn summary(h: &Histogram<u64>) -> LatencySummary {
+    if h.is_empty() {
+        return LatencySummary::default();
+    }
+    let ms = |us: u64| us as f64 / 1000.0;
+    LatencySummary {
+        mean_ms: h.mean() / 1000.0,
+        stdev_ms: h.stdev() / 1000.0,
+        min_ms: ms(h.min()),
+        p50_ms: quantile_ms(h, 0.5),
+        p90_ms: quantile_ms(h, 0.9),
+        p99_ms: quantile_ms(h, 0.99),
+        p999_ms: quantile_ms(h, 0.999),
+        max_ms: ms(h.max()),
+    }
+}
+
 /// Percentiles kept in reports: ab's list plus a fine tail for distribution charts.
 pub(crate) const PERCENTILES: &[f64] = &[
     0.0, 10.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 66.0, 70.0, 75.0, 80.0, 85.0, 90.0, 92.5, 95.0,
     96.0, 97.0, 97.5, 98.0, 98.5, 99.0, 99.25, 99.5, 99.75, 99.9, 99.95, 99.99, 99.999, 100.0,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server shedding load: a few slow 200s among many fast 503s. The 2xx summary is
+    /// what the served waited; the overall one is pulled down by the refusals.
+    #[test]
+    fn latency_of_2xx_leaves_out_fast_refusals() {
+        let live = Live::default();
+        let mut t = ThreadStats::new().unwrap();
+        for _ in 0..10 {
+            t.response(200, 100, Duration::from_millis(1500), 0, &live);
+        }
+        for _ in 0..90 {
+            t.response(503, 100, Duration::from_millis(1), 0, &live);
+        }
+        let step = t.into_step(
+            1,
+            Duration::from_secs(1),
+            Duration::ZERO,
+            Duration::from_secs(1),
+        );
+        assert!(step.latency.p50_ms < 2.0, "{:?}", step.latency);
+        assert!(
+            (step.latency_2xx.p50_ms - 1500.0).abs() < 5.0,
+            "{:?}",
+            step.latency_2xx
+        );
+        assert!(step.latency_2xx.min_ms > 1400.0);
+        assert_eq!(step.status.s2xx, 10);
+    }
+}

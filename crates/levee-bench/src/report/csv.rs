@@ -10,7 +10,7 @@ use super::{write_out, Report};
 /// Column names, in order.
 pub const HEADER: &str = "concurrency,elapsed_s,requests,responses,errors,errors_connect,\
 errors_timeout,errors_4xx,errors_5xx,errors_other,rps,bytes,transfer_bytes_per_s,mean_ms,\
-stdev_ms,min_ms,p50_ms,p90_ms,p99_ms,p999_ms,max_ms";
+stdev_ms,min_ms,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,p50_2xx_ms,p99_2xx_ms";
 
 /// Renders the report as CSV (header plus one row per step).
 pub fn render(report: &Report) -> String {
@@ -21,7 +21,7 @@ pub fn render(report: &Report) -> String {
         let l = &s.latency;
         let _ = writeln!(
             out,
-            "{},{:.3},{},{},{},{},{},{},{},{},{:.2},{},{:.1},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4}",
+            "{},{:.3},{},{},{},{},{},{},{},{},{:.2},{},{:.1},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4}",
             s.concurrency,
             s.elapsed_s,
             s.requests,
@@ -42,7 +42,9 @@ pub fn render(report: &Report) -> String {
             l.p90_ms,
             l.p99_ms,
             l.p999_ms,
-            l.max_ms
+            l.max_ms,
+            s.latency_2xx.p50_ms,
+            s.latency_2xx.p99_ms
         );
     }
     out

@@ -72,6 +72,11 @@ pub struct StepReport {
     pub bytes: u64,
     pub transfer_bytes_per_s: f64,
     pub latency: LatencySummary,
+    /// Latency of the 2xx responses alone: past the knee a server that sheds load answers
+    /// many requests at once with 503, and those fast refusals would pull the percentiles
+    /// of `latency` down below what a served user waited.
+    #[serde(default)]
+    pub latency_2xx: LatencySummary,
     /// Latency at fixed percentiles, for distribution charts and `ab`-style tables.
     pub percentiles: Vec<Percentile>,
     pub timeline: Timeline,

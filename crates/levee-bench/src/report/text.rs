@@ -147,6 +147,22 @@ fn single(out: &mut String, r: &Report, s: &StepReport) {
         ms(l.p999_ms),
         ms(l.max_ms)
     );
+    // Refusals (503 when shedding) are fast; what the served waited is its own line.
+    if s.status.s2xx > 0 && s.status.s2xx < s.responses {
+        let l = &s.latency_2xx;
+        let _ = writeln!(
+            out,
+            "2xx only:  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            ms(l.min_ms),
+            ms(l.mean_ms),
+            ms(l.stdev_ms),
+            ms(l.p50_ms),
+            ms(l.p90_ms),
+            ms(l.p99_ms),
+            ms(l.p999_ms),
+            ms(l.max_ms)
+        );
+    }
     percentages(out, s);
 }
 
@@ -183,15 +199,15 @@ fn sweep(out: &mut String, r: &Report) {
     );
     let _ = writeln!(
         out,
-        "\n{:>7} {:>11} {:>12} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}  errors (conn/tmo/4xx/5xx/other)",
-        "conc", "req/s", "transfer", "mean", "p50", "p90", "p99", "p99.9", "max", "err"
+        "\n{:>7} {:>11} {:>12} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}  errors (conn/tmo/4xx/5xx/other)",
+        "conc", "req/s", "transfer", "mean", "p50", "p90", "p99", "p99.9", "max", "2xx p99", "err"
     );
     for s in &r.steps {
         let l = &s.latency;
         let e = &s.errors;
         let _ = writeln!(
             out,
-            "{:>7} {:>11.1} {:>12} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}  {}/{}/{}/{}/{}",
+            "{:>7} {:>11.1} {:>12} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7}  {}/{}/{}/{}/{}",
             s.concurrency,
             s.rps,
             rate(s.transfer_bytes_per_s),
@@ -201,6 +217,7 @@ fn sweep(out: &mut String, r: &Report) {
             ms(l.p99_ms),
             ms(l.p999_ms),
             ms(l.max_ms),
+            ms(s.latency_2xx.p99_ms),
             e.total(),
             e.connect,
             e.timeout,
@@ -209,7 +226,10 @@ fn sweep(out: &mut String, r: &Report) {
             e.other
         );
     }
-    let _ = writeln!(out, "(latencies in ms)");
+    let _ = writeln!(
+        out,
+        "(latencies in ms; 2xx p99: of the 2xx responses alone, without fast refusals)"
+    );
     if let Some(k) = &r.knee {
         let _ = writeln!(
             out,

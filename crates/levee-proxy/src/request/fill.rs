@@ -393,6 +393,30 @@ fn decide(
     policy::decide(&candidate, &shared.conf().policy, &session)
 }
 
+/// After a pass for a URL marked hit-for-miss: the mark starts again while the response
+/// still could not be stored, and goes once it could (it is not stored from here: the
+/// request went as the client sent it, beyond what the key covers).
+pub(super) fn renew_hit_for_miss(
+    shared: &Shared,
+    key: CacheKey,
+    req_headers: &HeaderMap,
+    status: StatusCode,
+    headers: &HeaderMap,
+) {
+    let now = SystemTime::now();
+    let received = Received {
+        request_time: now,
+        response_time: now,
+        at: Instant::now(),
+    };
+    let req_cc = CacheControl::from_request_headers(req_headers);
+    match decide(shared, &req_cc, status, headers, &received) {
+        Err(NotStored::RequestNoStore) => {}
+        Err(reason) => shared.hit_for_miss.insert(key, reason),
+        Ok(_) => shared.hit_for_miss.invalidate(&key),
+    }
+}
+
 /// Streams the backend's body to the fill's readers. False when the fill ended early:
 /// the backend failed or paused too long (readers then see an error, when the guard
 /// drops), or nobody reads and nothing is stored.

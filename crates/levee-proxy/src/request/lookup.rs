@@ -65,7 +65,8 @@ pub(crate) async fn cached(
             // fill tries again.
             if stored.is_none() {
                 if let Some(reason) = shared.hit_for_miss.get(&key) {
-                    return Box::pin(pass::pass(shared, parts, body, conn, reason.as_str())).await;
+                    let pass = pass::pass_marked(shared, parts, body, conn, reason.as_str(), key);
+                    return Box::pin(pass).await;
                 }
             }
             Box::pin(fill::fetch(shared, parts, body, key, stored, conn)).await

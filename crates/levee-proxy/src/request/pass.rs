@@ -26,6 +26,33 @@ pub(crate) async fn pass(
     conn: ConnInfo,
     reason: impl Into<Reason>,
 ) -> Resp {
+    pass_inner(shared, parts, body, conn, reason.into(), None).await
+}
+
+/// `pass` for a request that would be a fill but for the hit-for-miss mark on `key`: its
+/// response renews the mark while it is still uncacheable, or clears it once it is not
+/// (the next request then fills). Without the renewal the mark would lapse every
+/// `hit_for_miss` and every request for the URL would wait behind one fill, as long as
+/// the backend takes; seconds, when it is overloaded.
+pub(crate) async fn pass_marked(
+    shared: &Arc<Shared>,
+    parts: request::Parts,
+    body: Incoming,
+    conn: ConnInfo,
+    reason: impl Into<Reason>,
+    key: CacheKey,
+) -> Resp {
+    pass_inner(shared, parts, body, conn, reason.into(), Some(key)).await
+}
+
+async fn pass_inner(
+    shared: &Arc<Shared>,
+    parts: request::Parts,
+    body: Incoming,
+    conn: ConnInfo,
+    reason: Reason,
+    marked: Option<CacheKey>,
+) -> Resp {
     // Logged-in users and editors (a session cookie, Authorization) may use the slots
     // kept for them: anonymous traffic cannot crowd them out.
     let session = parts.headers.contains_key(http::header::AUTHORIZATION)
@@ -70,6 +97,9 @@ pub(crate) async fn pass(
     };
     let (mut head, body) = resp.into_parts();
     shared.sessions.learn(&head.headers);
+    if let Some(key) = marked {
+        super::fill::renew_hit_for_miss(shared, key, &parts.headers, head.status, &head.headers);
+    }
     if let Some(key) = invalidates {
         if head.status.is_success() || head.status.is_redirection() {
             invalidate_after_unsafe(shared, &key, &head.headers);
@@ -81,7 +111,7 @@ pub(crate) async fn pass(
     }
     strip_hop_by_hop(&mut head.headers);
     levee_cache::tags::strip(&mut head.headers);
-    let mut resp = respond::passed(shared, &parts, head, body, permit, &reason.into());
+    let mut resp = respond::passed(shared, &parts, head, body, permit, &reason);
     resp.extensions_mut().insert(waited);
     resp
 }

@@ -48,6 +48,9 @@ pub struct OriginStats {
     pub requests: AtomicU64,
     pub in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
+    /// Time per page in µs, once changed by `GET /__origin/delay?ms=N` (a benchmark
+    /// slowing the backend mid-run); 0: `--delay`.
+    pub delay_us: AtomicU64,
 }
 
 pub fn run(args: OriginArgs) -> anyhow::Result<std::process::ExitCode> {
@@ -120,10 +123,33 @@ async fn page(
     sessions: Arc<AtomicU64>,
     workers: Arc<tokio::sync::Semaphore>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.uri().path() == "/__origin/delay" {
+        let ms = req
+            .uri()
+            .query()
+            .and_then(|q| q.strip_prefix("ms="))
+            .and_then(|v| v.parse::<u64>().ok());
+        let (status, body) = match ms {
+            Some(ms) => {
+                stats.delay_us.store(ms.max(1) * 1000, Ordering::Relaxed);
+                (hyper::StatusCode::OK, format!("delay {ms} ms\n"))
+            }
+            None => (
+                hyper::StatusCode::BAD_REQUEST,
+                "usage: /__origin/delay?ms=N\n".to_string(),
+            ),
+        };
+        let mut r = Response::new(Full::new(Bytes::from(body)));
+        *r.status_mut() = status;
+        r.headers_mut()
+            .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return Ok(r);
+    }
     if req.uri().path() == "/__origin/stats" {
         let body = format!(
-            "{{\"requests\":{},\"max_in_flight\":{}}}\n",
+            "{{\"requests\":{},\"in_flight\":{},\"max_in_flight\":{}}}\n",
             stats.requests.load(Ordering::Relaxed),
+            stats.in_flight.load(Ordering::Relaxed),
             stats.max_in_flight.load(Ordering::Relaxed)
         );
         let mut r = Response::new(Full::new(Bytes::from(body)));
@@ -138,7 +164,11 @@ async fn page(
     stats.max_in_flight.fetch_max(now, Ordering::AcqRel);
     {
         let _worker = workers.acquire().await;
-        tokio::time::sleep(args.delay).await;
+        let delay = match stats.delay_us.load(Ordering::Relaxed) {
+            0 => args.delay,
+            us => Duration::from_micros(us),
+        };
+        tokio::time::sleep(delay).await;
     }
     stats.in_flight.fetch_sub(1, Ordering::AcqRel);
 

@@ -143,3 +143,54 @@ async fn coalesced_waiters_do_not_share_responses_across_vary_variants() {
     }
     assert!(origin.requests() <= 20);
 }
+
+/// The hit-for-miss mark lasts while the URL stays uncacheable and is asked for: it does
+/// not lapse every `hit_for_miss` and send the next requests to wait behind one fill
+/// (for as long as the backend takes: seconds, when it is overloaded). Once the
+/// response could be stored, the mark goes and the URL is cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hit_for_miss_is_renewed_while_the_url_stays_uncacheable() {
+    let cacheable = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = cacheable.clone();
+    let origin = Origin::start(move |r| {
+        let cc = if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            "max-age=60"
+        } else {
+            "private"
+        };
+        Reply::text(format!("page #{}", r.n)).header("cache-control", cc)
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .config("[cache]\nhit_for_miss = \"300ms\"\n")
+        .start();
+    let get = || Req::get("/page").send_to(levee.addr());
+    let first = get().await;
+    assert_eq!(first.x_cache(), "MISS", "{}", first.summary());
+    // Three lifetimes of the mark, a request every 50 ms: each one renews it.
+    let until = Instant::now() + Duration::from_millis(900);
+    let mut n = 0;
+    while Instant::now() < until {
+        let r = get().await;
+        assert_eq!(
+            r.x_cache(),
+            "PASS",
+            "request {n} after the first: {}",
+            r.summary()
+        );
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cacheable.store(true, std::sync::atomic::Ordering::SeqCst);
+    let r = get().await;
+    assert_eq!(r.x_cache(), "PASS", "still marked: {}", r.summary());
+    let r = get().await;
+    assert_eq!(
+        r.x_cache(),
+        "MISS",
+        "the mark went: a fill: {}",
+        r.summary()
+    );
+    let r = get().await;
+    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
+}
