@@ -139,7 +139,7 @@ svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-f
 svg += panel(M + 10, "requests inside the backend", 4, servers)
 svg += panel(W / 2 + M, "levee's backend limit (auto)", 1, ["auto"])
 for i, s in enumerate(servers):
-    x = M + 10 + i * 200
+    x = M + 10 + i * 320
     svg.append(f'<rect x="{x}" y="{H - 16}" width="14" height="4" fill="{colors.get(s, "#555")}"/>')
     svg.append(f'<text x="{x + 20}" y="{H - 10}" font-size="12">backend_max_concurrency = {s}</text>')
 svg.append("</svg>")

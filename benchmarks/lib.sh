@@ -157,6 +157,32 @@ levee_metric() {
     curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {v = $2} END {print v + 0}'
 }
 
+# ---- php-fpm ---------------------------------------------------------------------------
+
+# php_fpm_conf POOL WORKERS : finds php-fpm (PHP_FPM) and writes $WORK/php-fpm.conf, one
+# static pool of WORKERS on the Unix socket SOCK=$WORK/php-fpm.sock (as root, the pool
+# runs as root: php-fpm refuses otherwise).
+php_fpm_conf() {
+    PHP_FPM=$(command -v php-fpm8.2 || command -v php-fpm || ls /usr/sbin/php-fpm* 2>/dev/null | head -1 || true)
+    [ -n "$PHP_FPM" ] || { echo "missing: php-fpm; install with: apt-get install -y php8.2-fpm php8.2-cli" >&2; exit 2; }
+    SOCK="$WORK/php-fpm.sock"
+    local user_line=""
+    PHP_FPM_FLAGS=(--nodaemonize --fpm-config "$WORK/php-fpm.conf")
+    if [ "$(id -u)" = 0 ]; then user_line="user = root"; PHP_FPM_FLAGS=(-R "${PHP_FPM_FLAGS[@]}"); fi
+    printf '%s\n' "[global]" "error_log = $WORK/php-fpm-error.log" "pid = $WORK/php-fpm.pid" \
+        "daemonize = no" "[$1]" "$user_line" "listen = $SOCK" "listen.backlog = 4096" \
+        "pm = static" "pm.max_children = $2" >"$WORK/php-fpm.conf"
+}
+
+# start_php_fpm : starts php-fpm from php_fpm_conf's file and waits for its socket
+# (sets PHP_PID).
+start_php_fpm() {
+    start_bg php-fpm "$PHP_FPM" "${PHP_FPM_FLAGS[@]}"
+    PHP_PID=$BG_PID
+    for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
+    [ -S "$SOCK" ] || die "php-fpm did not create $SOCK; see $WORK/php-fpm-error.log"
+}
+
 # start_levee NAME PORT BACKEND_PORT ARGS... (sets LEVEE_PID).
 start_levee() {
     local name=$1 port=$2 backend=$3

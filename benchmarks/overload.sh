@@ -15,7 +15,7 @@
 # Usage: benchmarks/overload.sh   (about 5 minutes)
 #        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
 # Env:   STEP=5 (seconds per sweep step) RATE_SECS=10 PHP_WORKERS=4 PAGE_MS=20
-#        QUEUE_TIMEOUT=2s (levee's backend_queue_timeout here), LEVEE, BUILD, KEEP_WORK
+#        QUEUE_TIMEOUT=2s (levee's backend_queue_timeout here), OPEN_CONN_SECS=4, LEVEE, BUILD, KEEP_WORK
 # Needs: php8.2-fpm, nginx-light, curl, python3. Targets 127.0.0.1 only.
 source "$(dirname "$0")/lib.sh"
 
@@ -24,9 +24,12 @@ RATE_SECS=${RATE_SECS:-10}
 PHP_WORKERS=${PHP_WORKERS:-4}
 PAGE_MS=${PAGE_MS:-20}
 QUEUE_TIMEOUT=${QUEUE_TIMEOUT:-2s}
+# Open model: connections = rate x this. levee bench paces each connection (one request
+# every connections/rate s, latency counted from when it was due), so with too few, a
+# connection still waiting for its last answer sends its next one late, and the client's
+# own lag would count as the server's latency.
+OPEN_CONN_SECS=${OPEN_CONN_SECS:-4}
 
-PHP_FPM=$(command -v php-fpm8.2 || command -v php-fpm || ls /usr/sbin/php-fpm* 2>/dev/null | head -1 || true)
-[ -n "$PHP_FPM" ] || { echo "missing: php-fpm; install with: apt-get install -y php8.2-fpm" >&2; exit 2; }
 need_tools nginx curl python3
 levee_binary
 open_report overload
@@ -41,22 +44,7 @@ cat >"$ROOT/page.php" <<EOF
 usleep($((PAGE_MS * 1000)));
 echo "<!doctype html><title>page</title><p>rendered at ", microtime(true), "\n";
 EOF
-SOCK="$WORK/php-fpm.sock"
-user_line=""
-root_flag=()
-if [ "$(id -u)" = 0 ]; then user_line="user = root"; root_flag=(-R); fi
-cat >"$WORK/php-fpm.conf" <<EOF
-[global]
-error_log = $WORK/php-fpm-error.log
-pid = $WORK/php-fpm.pid
-daemonize = no
-[overload]
-$user_line
-listen = $SOCK
-listen.backlog = 4096
-pm = static
-pm.max_children = $PHP_WORKERS
-EOF
+php_fpm_conf overload "$PHP_WORKERS"
 cat >"$WORK/levee.toml" <<EOF
 [limits]
 backend_queue_timeout = "$QUEUE_TIMEOUT"
@@ -69,10 +57,7 @@ nginx_user=""
 # up SERVER: a fresh php-fpm and SERVER in front of it (on PORT). Every run starts clean:
 # work a server left in php-fpm's backlog (nginx's, past the knee) would slow the next.
 up() {
-    start_bg php-fpm "$PHP_FPM" "${root_flag[@]}" --nodaemonize --fpm-config "$WORK/php-fpm.conf"
-    PHP_PID=$BG_PID
-    for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
-    [ -S "$SOCK" ] || die "php-fpm did not create $SOCK; see $WORK/php-fpm-error.log"
+    start_php_fpm
     PORT=$(free_port)
     case $1 in
     levee | levee-micro)
@@ -136,7 +121,7 @@ report "- php-fpm: pm = static, $PHP_WORKERS workers on a Unix socket, started a
     "- levee: \`levee serve --backend fastcgi+unix:SOCK --root ROOT\` with backend_queue_timeout = $QUEUE_TIMEOUT, everything else default; levee-micro adds \`--micro-cache 3s\`" \
     "- levee said: ${LIMIT_LINE:-?}" \
     "- nginx: worker_processes 2, fastcgi_pass unix:SOCK (Debian's fastcgi_params), no cache" \
-    "- closed model: \`levee bench URL --sweep $SWEEP -d ${STEP}s\` (1 s warm-up per step); open model: \`levee bench URL --rate R -c 1000 -d ${RATE_SECS}s --timeout 10s\`" \
+    "- closed model: \`levee bench URL --sweep $SWEEP -d ${STEP}s\` (1 s warm-up per step); open model: \`levee bench URL --rate R -c R*${OPEN_CONN_SECS} -d ${RATE_SECS}s --timeout 10s\` (each connection sends one request every ${OPEN_CONN_SECS} s: enough connections that a request is never late for want of one, while levee holds requests up to its queue timeout)" \
     "- goodput = 2xx responses per second; errors = everything else (503 shed by levee, timeouts, resets)" \
     ""
 
@@ -158,7 +143,7 @@ for mult in 2 5 10; do
     for s in "${SERVERS[@]}"; do
         log "rate $s: $rate req/s (${mult}x capacity) for ${RATE_SECS} s"
         up "$s"
-        "$LEVEE" bench "http://127.0.0.1:$PORT/page.php" --rate "$rate" -c 1000 \
+        "$LEVEE" bench "http://127.0.0.1:$PORT/page.php" --rate "$rate" -c "$((rate * OPEN_CONN_SECS))" \
             -d "${RATE_SECS}s" --timeout 10s -q --label "$s" --json "$WORK/rate-$s-$mult.json" ||
             die "levee bench --rate failed against $s"
         down

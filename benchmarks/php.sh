@@ -24,8 +24,6 @@ CONNS=${CONNS:-64}
 PHP_WORKERS=${PHP_WORKERS:-4}
 PAGES=${PAGES:-2000}
 
-PHP_FPM=$(command -v php-fpm8.2 || command -v php-fpm || ls /usr/sbin/php-fpm* 2>/dev/null | head -1 || true)
-[ -n "$PHP_FPM" ] || { echo "missing: php-fpm; install with: apt-get install -y php8.2-fpm" >&2; exit 2; }
 need_tools wrk nginx curl python3
 levee_binary
 open_report php
@@ -40,26 +38,8 @@ head -c $((1024 * 1024)) /dev/urandom >"$ROOT/1m.bin"
 
 # ---- php-fpm ----------------------------------------------------------------------------
 
-SOCK="$WORK/php-fpm.sock"
-user_line=""
-root_flag=()
-if [ "$(id -u)" = 0 ]; then user_line="user = root"; root_flag=(-R); fi
-cat >"$WORK/php-fpm.conf" <<EOF
-[global]
-error_log = $WORK/php-fpm-error.log
-pid = $WORK/php-fpm.pid
-daemonize = no
-[bench]
-$user_line
-listen = $SOCK
-listen.backlog = 4096
-pm = static
-pm.max_children = $PHP_WORKERS
-EOF
-start_bg php-fpm "$PHP_FPM" "${root_flag[@]}" --nodaemonize --fpm-config "$WORK/php-fpm.conf"
-PHP_PID=$BG_PID
-for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
-[ -S "$SOCK" ] || die "php-fpm did not create $SOCK; see $WORK/php-fpm-error.log"
+php_fpm_conf bench "$PHP_WORKERS"
+start_php_fpm
 
 # ---- levee and nginx in front of it -----------------------------------------------------
 
