@@ -8,11 +8,12 @@
 #   - levee (`--backend fastcgi+unix:SOCK --root ROOT`, everything default: the backend
 #     limit is php-fpm's pm.max_children, read from its configuration), uncached;
 #   - the same levee with a 3 s micro-cache (`--micro-cache 3s`): one URL, as a front page;
-#   - nginx with fastcgi_pass to the same php-fpm, uncached (the usual setup).
+#   - nginx with fastcgi_pass to the same php-fpm, uncached (the usual setup), and with
+#     the usual 3 s micro-caching recipe (fastcgi_cache, cache lock, stale while updating).
 # Goodput = 2xx responses per second. The sweep's goodput and p99 of 2xx responses go to a chart
 # (docs/overload.svg, RECORD=0: not there).
 #
-# Usage: benchmarks/overload.sh   (about 5 minutes)
+# Usage: benchmarks/overload.sh   (about 7 minutes)
 #        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
 # Env:   STEP=5 (seconds per sweep step) RATE_SECS=10 PHP_WORKERS=4 PAGE_MS=20
 #        QUEUE_TIMEOUT=2s (levee's backend_queue_timeout here), OPEN_CONN_SECS=4, LEVEE, BUILD, KEEP_WORK
@@ -66,13 +67,21 @@ up() {
         start_bg "$1" "$LEVEE" serve --config "$WORK/levee.toml" --listen "127.0.0.1:$PORT" \
             --backend "fastcgi+unix:$SOCK" --root "$ROOT" "${extra[@]}"
         ;;
-    nginx)
+    nginx | nginx-micro)
+        # nginx-micro: the usual micro-caching recipe (one fill at a time, stale while
+        # it updates), the same 3 s as levee-micro.
+        local cache_path="" cache=""
+        if [ "$1" = nginx-micro ]; then
+            cache_path="fastcgi_cache_path $NGINX_DIR/cache levels=1:2 keys_zone=micro:10m max_size=100m inactive=60s use_temp_path=off;"
+            cache="fastcgi_cache micro; fastcgi_cache_key \$scheme\$request_method\$host\$request_uri; fastcgi_cache_valid 200 3s; fastcgi_cache_lock on; fastcgi_cache_use_stale updating error timeout; fastcgi_cache_background_update on;"
+        fi
         cat >"$NGINX_DIR/nginx.conf" <<EOF
 $nginx_user
 worker_processes 2;
 pid $NGINX_DIR/nginx.pid;
 error_log $NGINX_DIR/error.log warn;
-events { worker_connections 8192; }
+worker_rlimit_nofile 19000;
+events { worker_connections 9000; }
 http {
     access_log off;
     keepalive_requests 1000000;
@@ -81,6 +90,7 @@ http {
     fastcgi_temp_path $NGINX_DIR/fastcgi;
     uwsgi_temp_path $NGINX_DIR/uwsgi;
     scgi_temp_path $NGINX_DIR/scgi;
+    $cache_path
     server {
         listen 127.0.0.1:$PORT backlog=4096;
         root $ROOT;
@@ -88,6 +98,7 @@ http {
             include /etc/nginx/fastcgi_params;
             fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
             fastcgi_pass unix:$SOCK;
+            $cache
         }
     }
 }
@@ -107,10 +118,10 @@ down() {
     rm -f "$SOCK"
 }
 
-SERVERS=(levee levee-micro nginx)
+SERVERS=(levee levee-micro nginx nginx-micro)
 for s in "${SERVERS[@]}"; do up "$s"; down; done
 LIMIT_LINE=$(grep -h "backend limit" "$WORK/levee.log" | head -1 | sed 's/^levee: //; s|/[^ )]*/php-fpm.conf|FPM_CONF|')
-log "all three serve the page"
+log "all four serve the page"
 
 CAPACITY=$((PHP_WORKERS * 1000 / PAGE_MS))
 KNEE=$PHP_WORKERS
@@ -120,7 +131,7 @@ machine_info
 report "- php-fpm: pm = static, $PHP_WORKERS workers on a Unix socket, started afresh for every run; page.php sleeps $PAGE_MS ms: capacity about $CAPACITY req/s" \
     "- levee: \`levee serve --backend fastcgi+unix:SOCK --root ROOT\` with backend_queue_timeout = $QUEUE_TIMEOUT, everything else default; levee-micro adds \`--micro-cache 3s\`" \
     "- levee said: ${LIMIT_LINE:-?}" \
-    "- nginx: worker_processes 2, fastcgi_pass unix:SOCK (Debian's fastcgi_params), no cache" \
+    "- nginx: worker_processes 2, fastcgi_pass unix:SOCK (Debian's fastcgi_params), no cache; nginx-micro adds fastcgi_cache with fastcgi_cache_valid 200 3s, fastcgi_cache_lock on, fastcgi_cache_use_stale updating, fastcgi_cache_background_update on" \
     "- closed model: \`levee bench URL --sweep $SWEEP -d ${STEP}s\` (1 s warm-up per step); open model: \`levee bench URL --rate R -c R*${OPEN_CONN_SECS} -d ${RATE_SECS}s --timeout 10s\` (each connection sends one request every ${OPEN_CONN_SECS} s: enough connections that a request is never late for want of one, while levee holds requests up to its queue timeout)" \
     "- goodput = 2xx responses per second; errors = everything else (503 shed by levee, timeouts, resets)" \
     ""
@@ -207,7 +218,7 @@ print()
 
 # The chart: goodput (left) and p99 (right) against clients, one line per server.
 W, H, M = 880, 330, 56
-colors = {"levee": "#1f77b4", "levee-micro": "#2ca02c", "nginx": "#d62728"}
+colors = {"levee": "#1f77b4", "levee-micro": "#2ca02c", "nginx": "#d62728", "nginx-micro": "#ff7f0e"}
 def panel(x0, title, values, log=False):
     import math
     pw = W / 2 - M - 10
