@@ -393,7 +393,15 @@ fn decide_rfc(
     .min(Duration::from_secs(DELTA_SECONDS_MAX));
     let has_validator = c.headers.contains_key(ETAG) || c.headers.contains_key(LAST_MODIFIED);
     let must_revalidate = cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some();
-    let swr = Duration::from_secs(cc.stale_while_revalidate.unwrap_or(0));
+    let mut swr = Duration::from_secs(cc.stale_while_revalidate.unwrap_or(0));
+    // A micro-cached page's freshness is the operator's, not the application's: for as
+    // long again, the old copy is served while one request refreshes it in the
+    // background (nginx's `fastcgi_cache_use_stale updating`), so that no reader waits for
+    // the page to be rendered every few seconds. Past that, a reader waits, behind
+    // coalescing: a page is never more than twice the micro TTL old.
+    if let (None, Some(ttl)) = (explicit, micro) {
+        swr = swr.max(ttl);
+    }
     let sie = Duration::from_secs(cc.stale_if_error.unwrap_or(0));
     // Without freshness or a validator, only stale-while-revalidate could make a stored
     // copy useful, and not when the response forbids serving it stale.

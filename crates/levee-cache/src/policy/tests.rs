@@ -103,6 +103,20 @@ fn micro_cache_applies_to_anonymous_html_without_explicit_freshness() {
     ]);
     let s = decide_with(&xe, true, &c).unwrap();
     assert_eq!(s.freshness.lifetime, Duration::from_secs(3));
+    // A micro-cached page is served stale for one more TTL while it is refreshed, unless
+    // the application said must-revalidate (XE does).
+    assert!(!s
+        .freshness
+        .allows_stale_while_revalidate(Duration::from_secs(1)));
+    let plain = headers(&[("content-type", "text/html; charset=UTF-8")]);
+    let s = decide_with(&plain, true, &c).unwrap();
+    assert_eq!(s.freshness.lifetime, Duration::from_secs(3));
+    assert!(s
+        .freshness
+        .allows_stale_while_revalidate(Duration::from_secs(3)));
+    assert!(!s
+        .freshness
+        .allows_stale_while_revalidate(Duration::from_millis(3001)));
     assert_eq!(
         decide_with(&xe, true, &PolicyConfig::default()),
         Err(NotStored::NoFreshness)
@@ -138,6 +152,9 @@ fn micro_cache_applies_to_anonymous_html_without_explicit_freshness() {
     let future = headers(&[("expires", later.as_str()), ("content-type", "text/html")]);
     let s = decide_with(&future, true, &c).unwrap();
     assert!(s.freshness.lifetime > Duration::from_secs(50));
+    assert!(!s
+        .freshness
+        .allows_stale_while_revalidate(Duration::from_secs(1)));
 }
 
 #[test]

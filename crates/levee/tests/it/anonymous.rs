@@ -535,13 +535,27 @@ async fn micro_cache_keeps_anonymous_html_briefly_then_asks_again() {
     assert_eq!(r.x_cache(), "PASS", "{}", r.summary());
     assert_eq!(r.text(), "/wiki/FrontPage #2 for cookie MONIWIKI-abc=alice");
 
-    // After the micro-cache TTL the origin is asked again.
+    // Past the micro-cache TTL, for as long again, the old copy once more while one
+    // request in the background asks the origin (no reader waits for the page).
     let expired = Duration::from_millis(1150);
     tokio::time::sleep(expired.saturating_sub(received.elapsed())).await;
+    let refreshed = Instant::now();
     let r = levee.get("/wiki/FrontPage").await;
-    assert_ne!(r.x_cache(), "HIT", "{}", r.summary());
+    assert_eq!(r.x_cache(), "STALE", "{}", r.summary());
+    assert_eq!(r.text(), "/wiki/FrontPage #1 for guest");
+    levee.wait_fills_done().await;
+    let r = levee.get("/wiki/FrontPage").await;
+    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
     assert_eq!(r.text(), "/wiki/FrontPage #3 for guest");
     assert_eq!(origin.requests(), 3);
+
+    // Never older than twice the TTL: past that, the reader waits for the origin.
+    let too_old = Duration::from_millis(2200);
+    tokio::time::sleep(too_old.saturating_sub(refreshed.elapsed())).await;
+    let r = levee.get("/wiki/FrontPage").await;
+    assert!(!["HIT", "STALE"].contains(&r.x_cache()), "{}", r.summary());
+    assert_eq!(r.text(), "/wiki/FrontPage #4 for guest");
+    assert_eq!(origin.requests(), 4);
 }
 
 #[tokio::test]
