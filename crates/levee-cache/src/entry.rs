@@ -228,6 +228,13 @@ impl Entry {
         );
     }
 
+    /// Whether the entry was marked stale by an edit: RFC 9111 §4.4's "invalid", in need
+    /// of a validation before it is sent again, whatever staleness the response or the
+    /// client would accept.
+    pub fn invalidated(&self) -> bool {
+        self.soft_purged.load(Ordering::Relaxed) == PURGED_VALIDATE
+    }
+
     /// Whether an operator's soft purge asked for this entry to be served once more.
     pub fn serve_stale_after_purge(&self) -> bool {
         self.soft_purged.load(Ordering::Relaxed) == PURGED_SERVE_STALE

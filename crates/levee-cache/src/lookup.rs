@@ -57,6 +57,10 @@ pub fn lookup(req_cc: &CacheControl, stored: Option<&Entry>, now: Instant) -> Lo
                 return Lookup::Hit;
             }
         }
+        // §4.4: an entry invalidated by an edit is validated before it is sent again,
+        // even when its response allows stale-while-revalidate (a micro-cached page
+        // does) or the client says max-stale.
+        Err(_) if entry.invalidated() => {}
         Err(stale_by) => {
             let f = &entry.freshness;
             // §5.2.1.2: max-stale accepts this much staleness, but not past `no-cache`
@@ -493,11 +497,19 @@ mod tests {
         assert!(!stale_on_error(&e, c.at(10)));
         e.mark_stale();
         assert_eq!(lookup(&none, Some(&e), c.at(10)), Lookup::Validate);
+        // Invalidated (§4.4): validated first, whatever staleness the client accepts.
         assert_eq!(
-            lookup(&cc("max-stale=0"), Some(&e), c.at(10)),
-            Lookup::StaleAccepted
+            lookup(&cc("max-stale"), Some(&e), c.at(10)),
+            Lookup::Validate
         );
         assert!(stale_on_error(&e, c.at(10)));
+        // Nor does the response's stale-while-revalidate (a micro-cached page has one).
+        let mut f = freshness(3600);
+        f.stale_while_revalidate = Duration::from_secs(3600);
+        let swr = stored(&c, f);
+        assert_eq!(lookup(&none, Some(&swr), c.at(10)), Lookup::Hit);
+        swr.mark_stale();
+        assert_eq!(lookup(&none, Some(&swr), c.at(10)), Lookup::Validate);
     }
 
     // An operator's soft purge: served once more while one revalidation runs, unless

@@ -103,3 +103,58 @@ async fn an_anonymous_post_or_url_scope_invalidates_only_its_urls() {
     let r = levee.get("/wiki/Main").await;
     assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
 }
+
+/// A micro-cached page may be served stale while it is refreshed, but not after an edit
+/// marked it stale: the next reader gets the new revision, never the old copy once more
+/// (RFC 9111 §4.4: invalidated means validated before it is sent again).
+#[tokio::test]
+async fn an_edit_is_not_hidden_by_a_micro_cached_pages_stale_window() {
+    let revision = Arc::new(AtomicUsize::new(1));
+    let rev = revision.clone();
+    // A page without freshness (WordPress's anonymous pages): micro-cached.
+    let origin = Origin::start(move |r| {
+        if r.method == "POST" {
+            rev.fetch_add(1, Ordering::SeqCst);
+            return Reply::text("saved").header("cache-control", "no-store");
+        }
+        Reply::text(format!(
+            "{} revision {}",
+            r.path,
+            rev.load(Ordering::SeqCst)
+        ))
+        .header("content-type", "text/html")
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--micro-cache", "60s"])
+        .start();
+    assert_eq!(
+        stored_page(&levee, "/wiki/Main").await,
+        "/wiki/Main revision 1"
+    );
+    assert_eq!(levee.get("/wiki/Main").await.x_cache(), "HIT");
+    let edit = Req::post("/api.php", "action=edit&title=Main")
+        .header("cookie", "wiki_session=admin")
+        .send(&levee)
+        .await;
+    assert_eq!(edit.text(), "saved");
+    let start = Instant::now();
+    loop {
+        let r = levee.get("/wiki/Main").await;
+        assert_ne!(
+            r.x_cache(),
+            "STALE",
+            "the old copy after the edit: {}",
+            r.summary()
+        );
+        if r.text() == "/wiki/Main revision 2" {
+            break;
+        }
+        assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "still the old revision 2 s after the edit"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
