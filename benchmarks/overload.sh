@@ -214,6 +214,9 @@ for mult in (2, 5, 10):
 print()
 for s in servers:
     print(f"- {s}: the slowest p99 of 2xx responses in any run: {worst[s]:,.0f} ms (levee's queue timeout: {queue_timeout})")
+late = {s: [json.load(open(f"{work}/rate-{s}-{m}.json"))["steps"][0].get("late_sends", 0) for m in (2, 5, 10)] for s in servers}
+print("- client check, requests sent late for want of a free connection at 2x/5x/10x (0: the latencies are the server's): "
+      + "; ".join(f"{s} {'/'.join(map(str, v))}" for s, v in late.items()))
 print()
 
 # The chart: goodput (left) and p99 (right) against clients, one line per server.

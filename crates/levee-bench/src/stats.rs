@@ -46,6 +46,8 @@ pub(crate) struct ThreadStats {
     pub(crate) errors: ErrorCounts,
     pub(crate) status: StatusCounts,
     pub(crate) bytes: u64,
+    /// Open model: requests sent late because their connection was busy.
+    pub(crate) late_sends: u64,
     /// Responses and errors per timeline slot.
     pub(crate) tl_responses: Vec<u64>,
     pub(crate) tl_errors: Vec<u64>,
@@ -63,6 +65,7 @@ impl ThreadStats {
             errors: ErrorCounts::default(),
             status: StatusCounts::default(),
             bytes: 0,
+            late_sends: 0,
             tl_responses: Vec::new(),
             tl_errors: Vec::new(),
             server: None,
@@ -140,6 +143,7 @@ impl ThreadStats {
         self.errors.add(&other.errors);
         self.status.add(&other.status);
         self.bytes += other.bytes;
+        self.late_sends += other.late_sends;
         for (v, o) in [
             (&mut self.tl_responses, other.tl_responses),
             (&mut self.tl_errors, other.tl_errors),
@@ -203,6 +207,7 @@ impl ThreadStats {
             transfer_bytes_per_s: self.bytes as f64 / secs,
             latency,
             latency_2xx,
+            late_sends: self.late_sends,
             percentiles,
             timeline: Timeline {
                 start_s: offset.as_secs_f64(),

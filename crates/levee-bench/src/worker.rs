@@ -147,6 +147,10 @@ where
 }
 
 /// One connection's request loop, until the step ends or the -n budget is spent.
+/// Open model: a request sent this much after it was due counts as late (timer jitter
+/// stays well below it).
+const LATE: Duration = Duration::from_millis(2);
+
 pub(crate) async fn connection(ctx: Rc<ThreadCtx>, index: usize) {
     let plan = ctx.plan.clone();
     let timeout = plan.opts.timeout;
@@ -160,6 +164,7 @@ pub(crate) async fn connection(ctx: Rc<ThreadCtx>, index: usize) {
     let mut pacer = Box::pin(tokio::time::sleep_until(ctx.start.into()));
     let mut next_intended = ctx.start + ctx.stagger * index as u32;
     let mut now = Instant::now();
+    let mut waited_for_answer = false;
     loop {
         // Open model: latency counts from when the request should have started, so a
         // stalled server is charged for the requests it delayed (no coordinated omission).
@@ -177,7 +182,12 @@ pub(crate) async fn connection(ctx: Rc<ThreadCtx>, index: usize) {
         if intended > now {
             pacer.as_mut().reset(intended.into());
             pacer.as_mut().await;
+        } else if ctx.interval.is_some() && waited_for_answer && now - intended > LATE {
+            ctx.stats.borrow_mut().late_sends += 1;
         }
+        // Only lateness behind an answer counts: a connection task starting a little
+        // after its first slot (thousands start at once) is no shortage of connections.
+        waited_for_answer = true;
         let target = &plan.targets[picker.pick()];
         let want_server = ctx.stats.borrow().server.is_none();
         let sent = Instant::now();

@@ -128,6 +128,51 @@ fn stalled_server_counts_timeouts() {
     assert_eq!(e.connect + e.other, 0, "{e:?}");
 }
 
+/// Open model with too few connections for a slow server: a connection still waiting
+/// sends its next request late, and the report says how many went out late. With
+/// enough connections for a quick server, none does.
+#[test]
+fn late_sends_are_counted_when_connections_run_short() {
+    let addr = stalled_server();
+    let url = format!("http://{addr}/");
+    let (_, r) = bench(&[
+        &url,
+        "--rate",
+        "100",
+        "-c",
+        "2",
+        "-d",
+        "1s",
+        "-t",
+        "1",
+        "--timeout",
+        "300ms",
+        "-q",
+    ]);
+    let step = &r.steps[0];
+    // Every request stalls 300 ms where a connection should send every 20 ms.
+    assert!(step.late_sends >= 4, "late sends {}", step.late_sends);
+
+    let s = server(false);
+    let (_, r) = bench(&[
+        &s.url("/"),
+        "--rate",
+        "50",
+        "-c",
+        "50",
+        "-d",
+        "1s",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(
+        r.steps[0].late_sends, 0,
+        "one request a second per connection"
+    );
+    assert!(r.steps[0].responses >= 40);
+}
+
 #[test]
 fn status_classes_are_errors_by_kind() {
     let s = server(false);

@@ -77,6 +77,12 @@ pub struct StepReport {
     /// of `latency` down below what a served user waited.
     #[serde(default)]
     pub latency_2xx: LatencySummary,
+    /// Open model: requests sent later than they were due because their connection
+    /// was still waiting for its previous answer. Their latency counts that wait, which
+    /// is the client's shortage of connections as much as the server's slowness: many
+    /// of them mean `-c` should be higher.
+    #[serde(default)]
+    pub late_sends: u64,
     /// Latency at fixed percentiles, for distribution charts and `ab`-style tables.
     pub percentiles: Vec<Percentile>,
     pub timeline: Timeline,

@@ -129,6 +129,20 @@ fn single(out: &mut String, r: &Report, s: &StepReport) {
             "Target rate:            {rate:.2} [#/sec] ({:.1}% achieved)",
             100.0 * s.rps / rate
         );
+        if s.late_sends > 0 {
+            let pct = 100.0 * s.late_sends as f64 / s.requests.max(1) as f64;
+            let _ = writeln!(
+                out,
+                "Late sends:             {} ({pct:.1}%): their connection was still waiting for \
+                 its last answer; their latency includes that wait{}",
+                s.late_sends,
+                if pct >= 1.0 {
+                    ". Raise -c to measure the server alone"
+                } else {
+                    ""
+                }
+            );
+        }
     }
     let l = &s.latency;
     let _ = writeln!(
