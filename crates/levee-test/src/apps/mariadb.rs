@@ -26,9 +26,16 @@ impl MariaDb {
     pub fn start() -> MariaDb {
         let dir = scratch("mariadb");
         let data = dir.join("data");
+        // Its own temporary directory: a starting server deletes the `#sql*` files it
+        // finds in its tmpdir, so with a shared /tmp one test's instance removed the
+        // temporary tables of another's bootstrap ("Could not remove temporary table ...
+        // error: 2", then "Aborting"; seen once in CI).
+        let tmp = dir.join("tmp");
+        std::fs::create_dir_all(&tmp).expect("create mariadb's tmpdir");
         let out = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .args([
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
@@ -45,6 +52,7 @@ impl MariaDb {
         let child = Command::new("mariadbd")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg(format!("--socket={}", dir.join("sock").display()))
             .arg(format!("--pid-file={}", dir.join("pid").display()))
             .args([
