@@ -113,6 +113,9 @@ for s in servers:
 print()
 print(f"(\"while slow\": from {phase + 2:.0f} s to {2 * phase:.0f} s, once the limit had 2 s to react; levee's queue timeout {queue_timeout})")
 print()
+print("- client check, requests sent late for want of a free connection (0: the latencies are the server's): "
+      + "; ".join(f"{s} {runs[s].get('late_sends', 0)}" for s in servers))
+print()
 
 # The chart: requests inside the backend (left) and levee's limit (right) over time.
 W, H, M = 880, 330, 56
