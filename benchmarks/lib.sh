@@ -212,6 +212,15 @@ varnish_stat() { # varnish_stat DIR COUNTER
 
 # ---- nginx -----------------------------------------------------------------------------
 
+# nginx_temp_paths DIR : nginx's temporary directories under DIR, for an http {} block
+# (the defaults are under /var/lib/nginx, which a user other than root cannot write).
+nginx_temp_paths() {
+    local t
+    for t in client_body proxy fastcgi uwsgi scgi; do
+        printf '%s_temp_path %s/%s; ' "$t" "$1" "${t#client_}"
+    done
+}
+
 # start_nginx NAME PORT BACKEND_PORT (sets NGINX_PID, NGINX_DIR).
 # proxy_cache on disk in $WORK, 2 workers, access log off, sendfile on, keep-alive to
 # the backend, and keepalive_requests raised so that wrk's connections are not closed
@@ -233,11 +242,7 @@ http {
     access_log off;
     sendfile on;
     keepalive_requests 1000000;
-    client_body_temp_path $NGINX_DIR/body;
-    proxy_temp_path $NGINX_DIR/proxy;
-    fastcgi_temp_path $NGINX_DIR/fastcgi;
-    uwsgi_temp_path $NGINX_DIR/uwsgi;
-    scgi_temp_path $NGINX_DIR/scgi;
+    $(nginx_temp_paths "$NGINX_DIR")
     proxy_cache_path $NGINX_DIR/cache levels=1:2 keys_zone=bench:64m max_size=1g inactive=1h use_temp_path=off;
     upstream origin { server 127.0.0.1:$backend; keepalive 64; }
     server {

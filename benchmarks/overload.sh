@@ -85,11 +85,7 @@ events { worker_connections 9000; }
 http {
     access_log off;
     keepalive_requests 1000000;
-    client_body_temp_path $NGINX_DIR/body;
-    proxy_temp_path $NGINX_DIR/proxy;
-    fastcgi_temp_path $NGINX_DIR/fastcgi;
-    uwsgi_temp_path $NGINX_DIR/uwsgi;
-    scgi_temp_path $NGINX_DIR/scgi;
+    $(nginx_temp_paths "$NGINX_DIR")
     $cache_path
     server {
         listen 127.0.0.1:$PORT backlog=4096;

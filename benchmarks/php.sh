@@ -68,11 +68,7 @@ http {
     access_log off;
     sendfile on;
     keepalive_requests 1000000;
-    client_body_temp_path $NGINX_DIR/body;
-    proxy_temp_path $NGINX_DIR/proxy;
-    fastcgi_temp_path $NGINX_DIR/fastcgi;
-    uwsgi_temp_path $NGINX_DIR/uwsgi;
-    scgi_temp_path $NGINX_DIR/scgi;
+    $(nginx_temp_paths "$NGINX_DIR")
     server {
         listen 127.0.0.1:${PORT[nginx]};
         root $ROOT;

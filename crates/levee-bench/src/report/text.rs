@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Report, StepReport};
+use super::{LatencySummary, Report, StepReport};
 
 /// Percentiles of ab's "served within a certain time" table.
 const AB_PERCENTILES: &[f64] = &[50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.9, 100.0];
@@ -144,14 +144,22 @@ fn single(out: &mut String, r: &Report, s: &StepReport) {
             );
         }
     }
-    let l = &s.latency;
     let _ = writeln!(
         out,
         "\nLatency (ms)    min     mean  [+/-sd]    p50      p90      p99    p99.9      max"
     );
+    latency_row(out, "Total:", &s.latency);
+    // Refusals (503 when shedding) are fast; what the served waited is its own line.
+    if s.status.s2xx > 0 && s.status.s2xx < s.responses {
+        latency_row(out, "2xx only:", &s.latency_2xx);
+    }
+    percentages(out, s);
+}
+
+fn latency_row(out: &mut String, label: &str, l: &LatencySummary) {
     let _ = writeln!(
         out,
-        "Total:     {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "{label:<10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         ms(l.min_ms),
         ms(l.mean_ms),
         ms(l.stdev_ms),
@@ -161,23 +169,6 @@ fn single(out: &mut String, r: &Report, s: &StepReport) {
         ms(l.p999_ms),
         ms(l.max_ms)
     );
-    // Refusals (503 when shedding) are fast; what the served waited is its own line.
-    if s.status.s2xx > 0 && s.status.s2xx < s.responses {
-        let l = &s.latency_2xx;
-        let _ = writeln!(
-            out,
-            "2xx only:  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            ms(l.min_ms),
-            ms(l.mean_ms),
-            ms(l.stdev_ms),
-            ms(l.p50_ms),
-            ms(l.p90_ms),
-            ms(l.p99_ms),
-            ms(l.p999_ms),
-            ms(l.max_ms)
-        );
-    }
-    percentages(out, s);
 }
 
 fn percentages(out: &mut String, s: &StepReport) {

@@ -10,6 +10,11 @@ use levee_test::{levee, Levee, Origin, Reply, Req};
 
 /// A wiki: pages show the revision; a POST to /api.php makes a new one.
 fn wiki() -> (Origin, Arc<AtomicUsize>) {
+    wiki_with(Some("public, max-age=3600"))
+}
+
+/// `wiki`, its pages sent with this Cache-Control, or none.
+fn wiki_with(cache_control: Option<&'static str>) -> (Origin, Arc<AtomicUsize>) {
     let revision = Arc::new(AtomicUsize::new(1));
     let rev = revision.clone();
     let origin = Origin::start(move |r| {
@@ -17,13 +22,16 @@ fn wiki() -> (Origin, Arc<AtomicUsize>) {
             rev.fetch_add(1, Ordering::SeqCst);
             return Reply::text("saved").header("cache-control", "no-store");
         }
-        Reply::text(format!(
+        let page = Reply::text(format!(
             "{} revision {}",
             r.path,
             rev.load(Ordering::SeqCst)
         ))
-        .header("content-type", "text/html")
-        .header("cache-control", "public, max-age=3600")
+        .header("content-type", "text/html");
+        match cache_control {
+            Some(cc) => page.header("cache-control", cc),
+            None => page,
+        }
     });
     (origin, revision)
 }
@@ -109,21 +117,8 @@ async fn an_anonymous_post_or_url_scope_invalidates_only_its_urls() {
 /// (RFC 9111 §4.4: invalidated means validated before it is sent again).
 #[tokio::test]
 async fn an_edit_is_not_hidden_by_a_micro_cached_pages_stale_window() {
-    let revision = Arc::new(AtomicUsize::new(1));
-    let rev = revision.clone();
     // A page without freshness (WordPress's anonymous pages): micro-cached.
-    let origin = Origin::start(move |r| {
-        if r.method == "POST" {
-            rev.fetch_add(1, Ordering::SeqCst);
-            return Reply::text("saved").header("cache-control", "no-store");
-        }
-        Reply::text(format!(
-            "{} revision {}",
-            r.path,
-            rev.load(Ordering::SeqCst)
-        ))
-        .header("content-type", "text/html")
-    });
+    let (origin, _) = wiki_with(None);
     let levee = levee!()
         .backend(&origin.url())
         .args(&["--micro-cache", "60s"])
