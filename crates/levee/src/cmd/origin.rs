@@ -131,7 +131,9 @@ async fn page(
             .and_then(|v| v.parse::<u64>().ok());
         let (status, body) = match ms {
             Some(ms) => {
-                stats.delay_us.store(ms.max(1) * 1000, Ordering::Relaxed);
+                // At most 10 minutes a page: any number a client sends stays in range.
+                let ms = ms.clamp(1, 600_000);
+                stats.delay_us.store(ms * 1000, Ordering::Relaxed);
                 (hyper::StatusCode::OK, format!("delay {ms} ms\n"))
             }
             None => (
