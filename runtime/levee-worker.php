@@ -321,6 +321,7 @@ function levee_read_request($conn): ?array
         }
     }
     $body = '';
+    $tooLarge = false;
     $max = levee_ini_bytes((string) ini_get('post_max_size'));
     if (isset($headers['transfer-encoding'])) {
         // levee sends bodies of unknown length chunked.
@@ -335,7 +336,7 @@ function levee_read_request($conn): ?array
                 $body .= $chunk;
             } else {
                 // Read and dropped, as PHP drops a body over post_max_size.
-                $headers['x-levee-too-large'] = '1';
+                $tooLarge = true;
             }
             fgets($conn);
         }
@@ -343,12 +344,10 @@ function levee_read_request($conn): ?array
         $n = (int) $headers['content-length'];
         $body = $n > 0 ? (string) stream_get_contents($conn, $n) : '';
     }
-    if ($max > 0 && strlen($body) > $max) {
-        $headers['x-levee-too-large'] = '1';
-    }
+    $tooLarge = $tooLarge || ($max > 0 && strlen($body) > $max);
     $path = parse_url('http://x' . $uri, PHP_URL_PATH) ?: '/';
     $query = (string) (parse_url('http://x' . $uri, PHP_URL_QUERY) ?? '');
-    return compact('method', 'uri', 'protocol', 'headers', 'body', 'path', 'query');
+    return compact('method', 'uri', 'protocol', 'headers', 'body', 'path', 'query', 'tooLarge');
 }
 
 /** `host:port` or `[v6]:port` into its two parts. */
@@ -575,7 +574,7 @@ function levee_globals(array $r, LeveeRequest $req, array $pristine, string $app
     $_FILES = [];
     LeveePhpStream::$input = $r['body'];
     $type = strtolower($r['headers']['content-type'] ?? '');
-    if (isset($r['headers']['x-levee-too-large'])) {
+    if ($r['tooLarge']) {
         LeveePhpStream::$input = '';
         levee_log('a request body exceeds post_max_size (' . ini_get('post_max_size') . '): $_POST, $_FILES and php://input are empty');
     } elseif ($r['method'] === 'POST' && str_starts_with($type, 'application/x-www-form-urlencoded')) {

@@ -18,6 +18,7 @@
 //!
 //! What is not here yet: watching files for changes, FastCGI workers.
 
+use std::any::Any;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -106,6 +107,12 @@ struct Instance {
     kill: Notify,
     /// Why it is killed: it refused a connection (else a request ran over its time).
     refused: AtomicBool,
+    /// Kept-alive connections to it, waiting for the next request: never more than
+    /// `concurrency` over all of levee's threads, so that a process that serves one
+    /// connection at a time is never sent a second while the first sits idle. Opaque
+    /// here (the caller's HTTP client connection).
+    idle: Mutex<Vec<Box<dyn Any + Send>>>,
+    concurrency: usize,
 }
 
 /// One place in the pool, and the process that holds it now.
@@ -162,6 +169,9 @@ pub struct Pool {
     /// Woken when a slot becomes ready or a lease ends.
     changed: Arc<Notify>,
     stop: watch::Sender<bool>,
+    /// The supervising thread: joined on shutdown, once every process has been stopped
+    /// and waited for.
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Kept alive as long as the pool: dropping it stops watching.
     _watcher: Option<notify::RecommendedWatcher>,
 }
@@ -211,7 +221,9 @@ impl Pool {
         let (watcher, changes) = watch_files(&config.watch)?;
         let watched = slots.clone();
         let mut stop_watch = stop_rx.clone();
-        std::thread::Builder::new()
+        // The processes are forked from this thread, and their parent-death signal fires
+        // when it ends: it lives as long as the pool.
+        let thread = std::thread::Builder::new()
             .name("levee-app".into())
             .spawn(move || {
                 runtime.block_on(async move {
@@ -246,6 +258,7 @@ impl Pool {
             ready_timeout: config.ready_timeout,
             changed,
             stop,
+            thread: Mutex::new(Some(thread)),
             _watcher: watcher,
         })
     }
@@ -321,9 +334,22 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// Stops every process (SIGTERM to its group, SIGKILL after two seconds) and waits
+    /// until each has exited. Blocks the calling thread for at most a little over two
+    /// seconds; the pool serves nothing afterwards.
+    pub fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let handle = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}
+
 impl Drop for Pool {
     fn drop(&mut self) {
-        let _ = self.stop.send(true);
+        self.shutdown();
     }
 }
 
@@ -348,6 +374,21 @@ impl Lease {
     pub fn kill(&self) {
         self.slot.withdraw(&self.inst);
         self.inst.kill.notify_one();
+    }
+
+    /// A kept-alive connection to this process that no request is using, if there is one.
+    pub fn take_conn(&self) -> Option<Box<dyn Any + Send>> {
+        self.inst.idle.lock().ok().and_then(|mut v| v.pop())
+    }
+
+    /// Keeps a connection for the next request to this process; call it before the
+    /// lease is dropped. Beyond `concurrency` connections it is dropped (closed).
+    pub fn put_conn(&self, conn: Box<dyn Any + Send>) {
+        if let Ok(mut v) = self.inst.idle.lock() {
+            if v.len() < self.inst.concurrency {
+                v.push(conn);
+            }
+        }
     }
 
     /// The process refused a connection (it died, or closed its socket): no request
@@ -547,7 +588,13 @@ async fn supervise(
         if started.elapsed() >= HEALTHY_AFTER {
             backoff = Duration::from_millis(100);
         }
+        if inst.served.load(Ordering::Relaxed) > 0 || inst.in_flight.load(Ordering::Acquire) > 0 {
+            // It served before it ended (a PHP exit() ends the worker after its
+            // answer): not a crash loop, so no backoff.
+            backoff = Duration::ZERO;
+        }
         restart_later(&slot, &why, &mut backoff, &mut stop).await;
+        backoff = backoff.max(Duration::from_millis(100));
     }
 }
 
@@ -568,9 +615,11 @@ async fn restart_later(
         "levee: app process {} {why}; starting it again in {backoff:?}",
         slot.index
     );
-    tokio::select! {
-        _ = tokio::time::sleep(*backoff) => {}
-        _ = stop.changed() => {}
+    if !backoff.is_zero() {
+        tokio::select! {
+            _ = tokio::time::sleep(*backoff) => {}
+            _ = stop.changed() => {}
+        }
     }
     *backoff = (*backoff * 2).min(MAX_BACKOFF);
 }
@@ -609,6 +658,23 @@ async fn start_ready(
         .kill_on_drop(true)
         // Its own process group, so that stopping it stops whatever it started.
         .process_group(0);
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the child between fork and exec and only makes three
+    // system calls (no allocation, no lock). std offers no safe way to set the
+    // parent-death signal of a child.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            // If levee dies, even by SIGKILL, the kernel kills the process: nothing of
+            // levee's outlives it. Set before checking the parent, so that a levee that
+            // died during the fork is seen.
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::other("levee exited while the process started"));
+            }
+            Ok(())
+        });
+    }
     if let Some(dir) = &config.cwd {
         cmd.current_dir(dir);
     }
@@ -656,6 +722,8 @@ async fn start_ready(
             served: AtomicU64::new(0),
             kill: Notify::new(),
             refused: AtomicBool::new(false),
+            idle: Mutex::new(Vec::new()),
+            concurrency: config.concurrency.max(1),
         }),
     ))
 }

@@ -509,6 +509,11 @@ pub fn serve_workers(
     for t in threads {
         let _ = t.join();
     }
+    // The app's processes last: every request to them has ended. Waits until each one
+    // has exited, so that none outlives levee.
+    if let Some(pool) = shared.upstream.app_pool() {
+        pool.shutdown();
+    }
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::limit::{BackendSlot, Limiter, Mode, Priority};
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -42,10 +42,7 @@ pub enum BackendBody {
     Http(Incoming),
     /// From a process of the app pool, which stays leased to this request until the body
     /// has ended (or is dropped).
-    App {
-        body: Incoming,
-        lease: Option<levee_app::Lease>,
-    },
+    App(AppBody),
     FastCgi(levee_fastcgi::ResponseBody),
     Local(Option<Bytes>),
 }
@@ -62,13 +59,14 @@ impl Body for BackendBody {
             BackendBody::Http(b) => Pin::new(b)
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
-            BackendBody::App { body, lease } => {
-                let frame = Pin::new(body)
+            BackendBody::App(app) => {
+                let frame = Pin::new(&mut app.body)
                     .poll_frame(cx)
                     .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError)));
-                if matches!(frame, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
-                    // The process is free for the next request.
-                    lease.take();
+                match frame {
+                    Poll::Ready(None) => app.finish(true),
+                    Poll::Ready(Some(Err(_))) => app.finish(false),
+                    _ => {}
                 }
                 frame
             }
@@ -82,7 +80,7 @@ impl Body for BackendBody {
     fn is_end_stream(&self) -> bool {
         match self {
             BackendBody::Http(b) => b.is_end_stream(),
-            BackendBody::App { body, .. } => body.is_end_stream(),
+            BackendBody::App(app) => app.body.is_end_stream(),
             BackendBody::FastCgi(b) => b.is_end_stream(),
             BackendBody::Local(b) => b.is_none(),
         }
@@ -91,12 +89,72 @@ impl Body for BackendBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             BackendBody::Http(b) => b.size_hint(),
-            BackendBody::App { body, .. } => body.size_hint(),
+            BackendBody::App(app) => app.body.size_hint(),
             BackendBody::FastCgi(b) => b.size_hint(),
             BackendBody::Local(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
         }
     }
 }
+
+/// A kept-alive HTTP/1.1 connection to one app process, parked with the process (not
+/// with a worker thread) between requests: a process gets at most `concurrency`
+/// connections from all of levee's threads together.
+struct AppConn {
+    sender: hyper::client::conn::http1::SendRequest<UpBody>,
+}
+
+/// An app process's response body. When it has been read to its end the connection goes
+/// back to the process, and only then is the process free for another request; a body
+/// dropped before its end closes the connection instead.
+pub struct AppBody {
+    body: Incoming,
+    lease: Option<levee_app::Lease>,
+    conn: Option<AppConn>,
+    /// The response allows another request on its connection.
+    reusable: bool,
+}
+
+impl AppBody {
+    fn finish(&mut self, complete: bool) {
+        if let (Some(lease), Some(conn)) = (&self.lease, self.conn.take()) {
+            if complete && self.reusable {
+                lease.put_conn(Box::new(conn));
+            }
+        }
+        self.lease.take();
+    }
+}
+
+impl Drop for AppBody {
+    fn drop(&mut self) {
+        let complete = self.body.is_end_stream();
+        self.finish(complete);
+    }
+}
+
+/// Why one try at an app process failed.
+enum AppFailure {
+    /// The process refused the connection: nothing reached the application, and the
+    /// process has been taken out of rotation. A request that can be repeated may go to
+    /// another.
+    Refused(UpstreamError),
+    Other(UpstreamError),
+}
+
+impl AppFailure {
+    fn into_inner(self) -> UpstreamError {
+        match self {
+            AppFailure::Refused(e) | AppFailure::Other(e) => e,
+        }
+    }
+}
+
+/// Request headers levee sets for its app processes (runtime/levee-worker.php turns them
+/// into REMOTE_ADDR, SERVER_PORT, HTTPS...). A client's own are removed first: only
+/// levee speaks for the connection.
+const APP_REMOTE: HeaderName = HeaderName::from_static("x-levee-remote");
+const APP_LOCAL: HeaderName = HeaderName::from_static("x-levee-local");
+const APP_SCHEME: HeaderName = HeaderName::from_static("x-levee-scheme");
 
 /// Why the backend gave no response. Decides the status levee answers with.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -119,6 +177,26 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// What a client is told: what happened, never the backend's address, a path, a
+    /// port or a command line of levee's (those are in the log, from `Display`).
+    pub fn public_message(&self) -> String {
+        match self {
+            UpstreamError::Connect { .. } => {
+                "levee could not connect to the backend; the details are in levee's log".into()
+            }
+            UpstreamError::Timeout { timeout, .. } => {
+                format!("the backend did not start its response within {timeout:?}")
+            }
+            UpstreamError::Overloaded { limit, .. } => format!(
+                "the backend is at its limit of {limit} concurrent requests and the wait queue is full or timed out"
+            ),
+            UpstreamError::Protocol { .. } => {
+                "the backend failed to answer; the details are in levee's log".into()
+            }
+            UpstreamError::BadRequest { detail, .. } => detail.clone(),
+        }
+    }
+
     pub fn status(&self) -> http::StatusCode {
         match self {
             UpstreamError::Connect { .. } | UpstreamError::Protocol { .. } => {
@@ -150,10 +228,10 @@ enum Transport {
         /// the blocking pool, two thread switches per request.
         routes: moka::sync::Cache<String, Route>,
     },
-    /// levee's own application processes (levee-app), spoken to over HTTP.
+    /// levee's own application processes (levee-app), spoken to over HTTP/1.1 on
+    /// connections kept with each process (`AppConn`).
     App {
         pool: levee_app::Pool,
-        clients: Vec<Client<HttpConnector, UpBody>>,
         request_timeout: Duration,
     },
 }
@@ -243,7 +321,6 @@ impl Upstream {
                         ..levee_app::AppConfig::new(a.command.clone(), a.processes)
                     })?,
                     request_timeout: a.request_timeout,
-                    clients: http_clients(),
                 }
             }
             Backend::FastCgi(addr) => {
@@ -360,7 +437,6 @@ impl Upstream {
                 }
                 Transport::App {
                     pool,
-                    clients,
                     request_timeout,
                 } => {
                     // A request that can be repeated and has no body goes to another
@@ -377,28 +453,14 @@ impl Upstream {
                         copy
                     });
                     match (
-                        self.send_app(pool, clients, *request_timeout, req).await,
+                        self.send_app(pool, *request_timeout, req, conn).await,
                         again,
                     ) {
-                        (Err((UpstreamError::Connect { .. }, Some(lease))), Some(req)) => {
-                            lease.refused();
-                            drop(lease);
-                            self.send_app(pool, clients, *request_timeout, req)
-                                .await
-                                .map_err(|(e, lease)| {
-                                    if let (UpstreamError::Connect { .. }, Some(l)) = (&e, lease) {
-                                        l.refused();
-                                    }
-                                    e
-                                })
-                        }
-                        (Err((e, lease)), _) => {
-                            if let (UpstreamError::Connect { .. }, Some(l)) = (&e, lease) {
-                                l.refused();
-                            }
-                            Err(e)
-                        }
-                        (Ok(r), _) => Ok(r),
+                        (Err(AppFailure::Refused(_)), Some(req)) => self
+                            .send_app(pool, *request_timeout, req, conn)
+                            .await
+                            .map_err(AppFailure::into_inner),
+                        (r, _) => r.map_err(AppFailure::into_inner),
                     }
                 }
                 Transport::FastCgi {
@@ -421,53 +483,104 @@ impl Upstream {
         }
     }
 
-    /// One try on the least busy app process; on failure, the error and the lease (if
-    /// one was had) so that the caller can take the process out of rotation.
+    /// One try on the least busy app process, on a connection kept with that process or
+    /// a new one.
     async fn send_app(
         &self,
         pool: &levee_app::Pool,
-        clients: &[Client<HttpConnector, UpBody>],
         request_timeout: Duration,
-        req: Request<UpBody>,
-    ) -> Result<Response<BackendBody>, (UpstreamError, Option<levee_app::Lease>)> {
+        mut req: Request<UpBody>,
+        conn: ConnInfo,
+    ) -> Result<Response<BackendBody>, AppFailure> {
         let lease = pool.lease().await.map_err(|e| {
-            let e = UpstreamError::Connect {
+            AppFailure::Other(UpstreamError::Connect {
                 backend: self.backend_name.clone(),
                 detail: e.to_string(),
-            };
-            (e, None)
+            })
         })?;
-        let authority = match http::uri::Authority::try_from(lease.addr().to_string()) {
-            Ok(a) => a,
-            Err(e) => {
-                let e = UpstreamError::Protocol {
+        app_request(&mut req, conn);
+        let exchange = async {
+            let mut sender = None;
+            while let Some(kept) = lease.take_conn() {
+                if let Ok(kept) = kept.downcast::<AppConn>() {
+                    let mut s = kept.sender;
+                    // Waits for the connection to be idle; fails if the process closed it.
+                    if s.ready().await.is_ok() {
+                        sender = Some(s);
+                        break;
+                    }
+                }
+            }
+            let mut sender = match sender {
+                Some(s) => s,
+                None => self.app_connect(&lease).await?,
+            };
+            match sender.send_request(req).await {
+                Ok(resp) => Ok((resp, sender)),
+                Err(e) => Err(AppFailure::Other(UpstreamError::Protocol {
                     backend: self.backend_name.clone(),
-                    detail: format!("app process address: {e}"),
-                };
-                return Err((e, Some(lease)));
+                    detail: format!("app process {}: {}", lease.addr(), error_chain(&e)),
+                })),
             }
         };
-        let client = &clients[crate::worker::id() % clients.len()];
         // A process that does not answer in time is stuck (an endless loop, a lock):
         // kill it, a fresh one takes its place.
-        match tokio::time::timeout(request_timeout, self.send_http(client, &authority, req)).await {
-            Ok(Ok(resp)) => Ok(resp.map(|b| match b {
-                BackendBody::Http(body) => BackendBody::App {
-                    body,
-                    lease: Some(lease),
-                },
-                other => other,
-            })),
-            Ok(Err(e)) => Err((e, Some(lease))),
+        match tokio::time::timeout(request_timeout, exchange).await {
+            Ok(Ok((resp, sender))) => {
+                let reusable = resp.version() == http::Version::HTTP_11
+                    && !resp
+                        .headers()
+                        .get_all(header::CONNECTION)
+                        .iter()
+                        .any(|v| v.to_str().is_ok_and(|v| v.to_ascii_lowercase().contains("close")));
+                Ok(resp.map(|body| {
+                    BackendBody::App(AppBody {
+                        body,
+                        lease: Some(lease),
+                        conn: Some(AppConn { sender }),
+                        reusable,
+                    })
+                }))
+            }
+            Ok(Err(AppFailure::Refused(e))) => {
+                lease.refused();
+                Err(AppFailure::Refused(e))
+            }
+            Ok(Err(e)) => Err(e),
             Err(_) => {
                 lease.kill();
-                let e = UpstreamError::Timeout {
+                Err(AppFailure::Other(UpstreamError::Timeout {
                     backend: self.backend_name.clone(),
                     timeout: request_timeout,
-                };
-                Err((e, None))
+                }))
             }
         }
+    }
+
+    /// A new connection to the leased process, driven by this thread's runtime.
+    async fn app_connect(
+        &self,
+        lease: &levee_app::Lease,
+    ) -> Result<hyper::client::conn::http1::SendRequest<UpBody>, AppFailure> {
+        let refused = |detail: String| {
+            AppFailure::Refused(UpstreamError::Connect {
+                backend: self.backend_name.clone(),
+                detail,
+            })
+        };
+        let stream = tokio::net::TcpStream::connect(lease.addr())
+            .await
+            .map_err(|e| refused(format!("app process {}: {e}", lease.addr())))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| refused(format!("app process {}: {e}", lease.addr())))?;
+        tokio::spawn(async move {
+            // Ends when the process closes it, or when levee drops the sender.
+            let _ = connection.await;
+        });
+        Ok(sender)
     }
 
     async fn send_http(
@@ -642,6 +755,49 @@ impl Upstream {
 #[derive(Debug, thiserror::Error)]
 #[error("the request body is malformed or broke off: {0}")]
 pub struct ClientBodyError(#[source] pub hyper::Error);
+
+/// The request as an app process gets it: origin-form, a `Host`, and levee's word on the
+/// client's connection in place of anything the client said about it.
+fn app_request(req: &mut Request<UpBody>, conn: ConnInfo) {
+    if !req.headers().contains_key(header::HOST) {
+        if let Some(host) = req
+            .uri()
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            req.headers_mut().insert(header::HOST, host);
+        }
+    }
+    let pq = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    if let Ok(uri) = http::Uri::try_from(pq) {
+        *req.uri_mut() = uri;
+    }
+    *req.version_mut() = http::Version::HTTP_11;
+    let h = req.headers_mut();
+    let theirs: Vec<HeaderName> = h
+        .keys()
+        .filter(|n| n.as_str().starts_with("x-levee-"))
+        .cloned()
+        .collect();
+    for n in theirs {
+        h.remove(n);
+    }
+    let addr = |a: SocketAddr| {
+        HeaderValue::from_str(&SocketAddr::new(a.ip().to_canonical(), a.port()).to_string())
+    };
+    if let Ok(v) = addr(conn.peer) {
+        h.insert(APP_REMOTE, v);
+    }
+    if let Ok(v) = addr(conn.local) {
+        h.insert(APP_LOCAL, v);
+    }
+    // No TLS in levee yet: every client reached it over plain HTTP.
+    h.insert(APP_SCHEME, HeaderValue::from_static("http"));
+}
 
 /// A response levee makes itself in the backend's place.
 fn local_response(status: StatusCode, text: &'static str) -> Response<BackendBody> {

@@ -34,6 +34,18 @@ pub const PHP_FPM: Tool = Tool {
     install: "apt-get install -y php8.2-fpm php8.2-cli",
 };
 
+/// php-cgi, which runtime/levee-worker.php runs under (php-cli cannot see header()).
+pub const PHP_CGI: Tool = Tool {
+    name: "php-cgi",
+    find: || {
+        ["/usr/bin/php-cgi8.2", "/usr/bin/php-cgi"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+    },
+    install: "apt-get install -y php8.2-cgi php8.2-cli",
+};
+
 pub const DOKUWIKI: Tool = Tool {
     name: "dokuwiki",
     find: || {

@@ -277,7 +277,10 @@ fn precondition(
 /// The error a backend failure becomes (502, 504, 503 with `Retry-After`, or the
 /// client's 400/413).
 pub(crate) fn upstream_error(e: &UpstreamError) -> Resp {
-    let mut resp = error(e.status(), &e.to_string());
+    if !matches!(e, UpstreamError::BadRequest { .. }) {
+        tracing::warn!(status = e.status().as_u16(), "{e}");
+    }
+    let mut resp = error(e.status(), &e.public_message());
     if matches!(e, UpstreamError::Overloaded { .. }) {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));

@@ -355,7 +355,7 @@ fn field<'a>(text: &'a str, name: &str) -> &'a str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_php_app_stays_warm_in_the_php_worker_runtime() {
-    levee_test::require!(levee_test::tools::PHP_FPM);
+    levee_test::require!(levee_test::tools::PHP_CGI);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("app.php"), PHP_APP).unwrap();
     let runtime =
@@ -394,8 +394,9 @@ async fn a_php_app_stays_warm_in_the_php_worker_runtime() {
     let c = levee.get("/c").await.text();
     assert_eq!(field(&c, "php"), field(&ta, "php"));
     assert_eq!(field(&c, "count"), "4");
-    // One that exits is replaced.
-    assert_eq!(levee.get("/exit").await.status, 502);
+    // One that exits answers as php-fpm would (what it printed, 200) and is replaced.
+    let r = levee.get("/exit").await;
+    assert_eq!(r.status, 200, "{}", r.summary());
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let r = levee.get("/d").await;
@@ -406,5 +407,139 @@ async fn a_php_app_stays_warm_in_the_php_worker_runtime() {
         }
         assert!(std::time::Instant::now() < deadline, "{}", r.summary());
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A worker as plain as they come: one connection at a time, served until the client
+/// closes it (Python's non-threading HTTPServer), as many hand-written PHP loops are.
+const ONE_CONNECTION_WORKER: &str = r#"
+import http.server, os, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    wbufsize = 1 << 16
+    def do_GET(self):
+        body = ("pid=%d" % os.getpid()).encode()
+        self.send_response(200)
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "pid-%d" % os.getpid()), "w").close()
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+fn start_one_connection_workers(dir: &std::path::Path, processes: &str) -> Levee {
+    std::fs::write(dir.join("one.py"), ONE_CONNECTION_WORKER).unwrap();
+    levee!()
+        .args(&[
+            "--workers",
+            "2",
+            "--app",
+            &format!("python3 {}/one.py {{port}}", dir.display()),
+            "--app-processes",
+            processes,
+        ])
+        .start()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_that_serves_one_connection_at_a_time_gets_one_connection() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    let dir = tempfile::tempdir().unwrap();
+    let levee = start_one_connection_workers(dir.path(), "2");
+    assert_eq!(levee.get("/warm").await.status, 200);
+    // 16 clients on their own connections, spread over levee's two worker threads: with
+    // a connection pool per thread, a process would get a second connection while the
+    // first sat idle in the other thread's pool, and never answer on it.
+    let addr = levee.addr();
+    let clients: Vec<_> = (0..16)
+        .map(|c| {
+            tokio::spawn(async move {
+                let mut conn = levee_test::Conn::open(addr).await;
+                let mut slowest = Duration::ZERO;
+                for i in 0..10 {
+                    let t = std::time::Instant::now();
+                    let r = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        conn.send(Req::get(&format!("/c{c}/{i}"))),
+                    )
+                    .await
+                    .unwrap_or_else(|_| panic!("client {c} request {i} had no answer in 5 s"));
+                    assert_eq!(r.status, 200, "{}", r.summary());
+                    slowest = slowest.max(t.elapsed());
+                }
+                slowest
+            })
+        })
+        .collect();
+    for c in clients {
+        let slowest = c.await.unwrap();
+        assert!(
+            slowest < Duration::from_secs(1),
+            "a request took {slowest:?}"
+        );
+    }
+    let err = levee.stderr();
+    assert!(
+        !err.contains("was killed") && !err.contains("starting it again"),
+        "a process was killed or restarted: {err}"
+    );
+}
+
+/// Whether `pid` is a live process (a zombie waiting for its reaper is not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().to_string()))
+        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+}
+
+fn worker_pids(dir: &std::path::Path) -> Vec<u32> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("pid-")?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_app_process_outlives_levee_killed_or_stopped() {
+    levee_test::require!(levee_test::tools::PYTHON3);
+    for signal in ["KILL", "TERM"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut levee = start_one_connection_workers(dir.path(), "4");
+        assert_eq!(levee.get("/up").await.status, 200);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while worker_pids(dir.path()).len() < 4 {
+            assert!(std::time::Instant::now() < deadline, "4 processes never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let pids = worker_pids(dir.path());
+        assert!(pids.iter().all(|&p| alive(p)), "{pids:?}");
+        levee.signal(signal);
+        assert!(
+            levee.wait_exit(Duration::from_secs(10)).is_some(),
+            "levee did not exit on SIG{signal}"
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "after SIG{signal} of levee, app processes {left:?} still run 3 s later"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
