@@ -285,6 +285,8 @@ final class LeveeRequest
     public string $pending = '';
     /** The request has ended: the next flush is the last. */
     public bool $ending = false;
+    /** The status and headers sent, to see any set too late. */
+    public array $sentHead = [];
 }
 
 /** The request being served; null between requests. */
@@ -659,6 +661,7 @@ function levee_commit(LeveeRequest $req, ?int $knownLength): void
         $out .= "Connection: close\r\n";
     }
     $req->committed = true;
+    $req->sentHead = [http_response_code(), headers_list()];
     $req->bodyless = $bodyless;
     $req->pending = $out . "\r\n";
 }
@@ -717,6 +720,11 @@ function levee_finish(LeveeRequest $req, int $baseLevel): void
     if (!$req->done) {
         $req->ending = true;
         ob_flush();
+    }
+    // headers_sent() cannot turn true here without ending headers for the life of the
+    // process: say so when the application set a header after its output had gone.
+    if ($req->sentHead !== [] && $req->sentHead !== [http_response_code(), headers_list()]) {
+        levee_log("header(), setcookie() or http_response_code() after the response's first 64 KiB or ob_flush() were ignored (php-fpm would have warned: headers already sent) for {$_SERVER['REQUEST_METHOD']} {$_SERVER['REQUEST_URI']}");
     }
 }
 
