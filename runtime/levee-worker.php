@@ -58,6 +58,16 @@
 declare(strict_types=1);
 
 const LEVEE_CHUNK = 65536;
+const LEVEE_REASONS = [
+    100 => 'Continue', 101 => 'Switching Protocols', 200 => 'OK', 201 => 'Created', 202 => 'Accepted',
+    203 => 'Non-Authoritative Information', 204 => 'No Content', 206 => 'Partial Content',
+    301 => 'Moved Permanently', 302 => 'Found', 303 => 'See Other', 304 => 'Not Modified',
+    307 => 'Temporary Redirect', 308 => 'Permanent Redirect', 400 => 'Bad Request', 401 => 'Unauthorized',
+    403 => 'Forbidden', 404 => 'Not Found', 405 => 'Method Not Allowed', 409 => 'Conflict', 410 => 'Gone',
+    413 => 'Content Too Large', 415 => 'Unsupported Media Type', 419 => 'Page Expired',
+    422 => 'Unprocessable Content', 429 => 'Too Many Requests', 500 => 'Internal Server Error',
+    501 => 'Not Implemented', 502 => 'Bad Gateway', 503 => 'Service Unavailable', 504 => 'Gateway Timeout',
+];
 
 $levee_log = fopen('php://stderr', 'w');
 
@@ -645,7 +655,7 @@ function levee_commit(LeveeRequest $req, ?int $knownLength): void
 {
     [$status, $lines, $length] = levee_head();
     $length ??= $knownLength;
-    $out = "HTTP/1.1 $status \r\n" . implode("\r\n", $lines) . ($lines ? "\r\n" : '');
+    $out = "HTTP/1.1 $status " . (LEVEE_REASONS[$status] ?? '') . "\r\n" . implode("\r\n", $lines) . ($lines ? "\r\n" : '');
     $bodyless = $req->method === 'HEAD' || $status === 304 || $status === 204 || ($status >= 100 && $status < 200);
     if ($bodyless) {
         if ($length !== null && $status !== 204 && $status !== 304) {
@@ -729,12 +739,15 @@ function levee_finish(LeveeRequest $req, int $baseLevel): void
 }
 
 /** PHP's session as php-fpm leaves it after a request: written, closed and forgotten. */
-function levee_reset_session(): void
+function levee_reset_session(bool $force): void
 {
     if (session_status() === PHP_SESSION_ACTIVE) {
         session_write_close();
     }
-    if (session_status() !== PHP_SESSION_DISABLED && session_id() !== '') {
+    // session_id() says '' both when PHP holds no id and when it holds an empty one
+    // (Symfony's session listener sets one when it resets): the latter also makes the
+    // next session_start() ignore the cookie, so $force clears it whatever it says.
+    if (session_status() !== PHP_SESSION_DISABLED && ($force || session_id() !== '')) {
         // PHP keeps the last session's id for the next session_start(), which then
         // ignores the next request's cookie. Only session_destroy() clears it: destroy a
         // throwaway session (never the user's), so that the next session_start() reads
@@ -760,10 +773,28 @@ function levee_reset_session(): void
     unset($GLOBALS['_SESSION']);
 }
 
-/** What one request changed, undone: php-fpm starts every request afresh. */
-function levee_reset(LeveeRequest $req, array $pristine): void
+/** php.ini settings as the application left them at boot. */
+$levee_ini = [];
+
+/**
+ * Settings a request changed with ini_set() (a session save handler, error_reporting,
+ * a time zone), set back: php-fpm reverts them at the end of every request.
+ */
+function levee_restore_ini(): void
 {
-    levee_reset_session();
+    global $levee_ini;
+    foreach (ini_get_all(null, false) as $name => $value) {
+        if ($value !== ($levee_ini[$name] ?? $value)) {
+            @ini_set($name, (string) $levee_ini[$name]);
+        }
+    }
+}
+
+/** What one request changed, undone: php-fpm starts every request afresh. */
+function levee_reset(LeveeRequest $req, array $pristine, bool $forceSession): void
+{
+    levee_reset_session($forceSession);
+    levee_restore_ini();
     header_remove();
     http_response_code(200);
     if (ini_get('expose_php')) {
@@ -902,18 +933,35 @@ function levee_laravel_flush(object $app): void
     \Illuminate\Support\Facades\Facade::clearResolvedInstance('auth');
 }
 
-/** Runs the application for request $r; its output and headers go through PHP. */
-function levee_dispatch(mixed $app, array $r): void
+/**
+ * Runs the application for request $r; its output and headers go through PHP. True when
+ * the application may have left PHP's session id set to '' (Symfony).
+ */
+function levee_dispatch(mixed $app, array $r): bool
 {
     if (interface_exists(\Symfony\Component\HttpKernel\HttpKernelInterface::class, false)
         && $app instanceof \Symfony\Component\HttpKernel\HttpKernelInterface) {
         $request = levee_symfony_request($r, \Symfony\Component\HttpFoundation\Request::class, \Symfony\Component\HttpFoundation\File\UploadedFile::class);
-        $response = $app->handle($request);
-        $response->send();
-        if ($app instanceof \Symfony\Component\HttpKernel\TerminableInterface) {
-            $app->terminate($request, $response);
+        try {
+            $response = $app->handle($request);
+            $response->send();
+            if ($app instanceof \Symfony\Component\HttpKernel\TerminableInterface) {
+                $app->terminate($request, $response);
+            }
+        } finally {
+            // A Kernel resets its services (services_resetter) when next booted; do it
+            // now, after this request, rather than at the start of the next, where its
+            // session listener's reset would make PHP forget the next request's cookie.
+            if ($app instanceof \Symfony\Component\HttpKernel\KernelInterface) {
+                // A session the application left open is PHP's to write, as at the end
+                // of a php-fpm request (the listener's reset would abort it).
+                if (session_status() === PHP_SESSION_ACTIVE) {
+                    session_write_close();
+                }
+                $app->boot();
+            }
         }
-        return;
+        return true;
     }
     if (interface_exists(\Illuminate\Contracts\Http\Kernel::class, false)
         && $app instanceof \Illuminate\Contracts\Http\Kernel) {
@@ -928,12 +976,12 @@ function levee_dispatch(mixed $app, array $r): void
         } finally {
             levee_laravel_flush($laravel);
         }
-        return;
+        return false;
     }
     if (interface_exists(\Psr\Http\Server\RequestHandlerInterface::class, false)
         && $app instanceof \Psr\Http\Server\RequestHandlerInterface) {
         levee_emit_psr7($app->handle(levee_psr7_request($r)));
-        return;
+        return false;
     }
     $result = $app($r);
     if (is_array($result)) {
@@ -948,6 +996,7 @@ function levee_dispatch(mixed $app, array $r): void
     } elseif (is_string($result)) {
         echo $result;
     }
+    return false;
 }
 
 /** Handles one request on $conn; false when the connection is to be closed. */
@@ -968,6 +1017,7 @@ function levee_serve_one($conn, mixed $app, array $pristine, string $appFile, in
     $req->keepAlive = strcasecmp($r['headers']['connection'] ?? '', 'close') !== 0;
     $levee_current = $req;
     levee_globals($r, $req, $pristine, $appFile, $port);
+    $forceSession = is_object($app) && $app instanceof \Symfony\Component\HttpKernel\HttpKernelInterface;
     try {
         levee_dispatch($app, $r);
     } catch (Throwable $e) {
@@ -987,7 +1037,7 @@ function levee_serve_one($conn, mixed $app, array $pristine, string $appFile, in
     }
     levee_finish($req, $baseLevel);
     $levee_current = null;
-    levee_reset($req, $pristine);
+    levee_reset($req, $pristine, $forceSession);
     return $req->keepAlive;
 }
 
@@ -1059,6 +1109,7 @@ http_response_code(200);
 if (ini_get('expose_php')) {
     header('X-Powered-By: PHP/' . PHP_VERSION);
 }
+$levee_ini = ini_get_all(null, false);
 
 // Everything the application prints lands here; never removable, so a framework that
 // closes "all" output buffers (Symfony's Response::send) stops above it.
