@@ -1,32 +1,48 @@
 #!/usr/bin/env bash
 # benchmarks/warm.sh: the seed's warm-worker experiment (ReactPHP/php-pm, 130 -> 2,000
-# req/s for a Symfony CMS): a PHP app whose bootstrap costs about 50 ms (a generated
-# framework-like tree: 300 class files and a container "compiled" at boot), uncached,
-#   - under php-fpm (pm = static, PHP_WORKERS workers) through levee's FastCGI, where every
-#     request boots the app again, against
+# req/s for a Symfony CMS), uncached:
+#   - under php-fpm (pm = static, PHP_WORKERS workers, opcache on) through levee's
+#     FastCGI, where every request boots the app again, against
 #   - the same app kept warm in levee's app pool (`--app`, runtime/levee-worker.php, the
 #     same number of processes), where it boots once per process.
-# Both answer with Cache-Control: no-store, so levee's cache plays no part.
+# APP=symfony (default): the Symfony 5.4 test app from Debian's packages
+# (crates/levee/tests/php-apps/symfony, one front controller for both), its Twig page `/`
+# and its JSON endpoint `/json`. APP=synthetic: a generated framework-like tree (300
+# class files and a container "compiled" at boot, about 50 ms), one page.
+# Both answer uncacheable responses, so levee's cache plays no part.
 #
 # Load: `levee bench URL -c C -d DURATION` at 16 and 64 clients, ROUNDS runs per setup
-# alternating; medians. Issue 12's target: warm at least 10x php-fpm.
-# Usage: benchmarks/warm.sh             (about 3 minutes)
+# alternating; medians.
+# Usage: benchmarks/warm.sh             (about 3 minutes per URL)
 #        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
-# Env:   ROUNDS=3 DURATION=10 PHP_WORKERS=4 BOOT_WORK=140000, LEVEE, BUILD, KEEP_WORK
-# Needs: php8.2-fpm, php8.2-cli, curl, python3. Targets 127.0.0.1 only.
+# Env:   APP=symfony|synthetic ROUNDS=3 DURATION=10 PHP_WORKERS=4 BOOT_WORK=140000, LEVEE, BUILD, KEEP_WORK
+# Needs: php8.2-fpm, php8.2-cgi, php8.2-cli, curl, python3 (APP=symfony: php-symfony-framework-bundle,
+#        php-symfony-twig-bundle, php-twig). Targets 127.0.0.1 only.
 source "$(dirname "$0")/lib.sh"
 
+APP_KIND=${APP:-symfony}
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
 PHP_WORKERS=${PHP_WORKERS:-4}
 BOOT_WORK=${BOOT_WORK:-140000}
 
-need_tools php curl python3
+need_tools php php-cgi curl python3
 levee_binary
 open_report warm
 
 # ---- the app -------------------------------------------------------------------------
 
+APP="$WORK/app"
+if [ "$APP_KIND" = symfony ]; then
+    [ -f /usr/share/php/Symfony/Bundle/FrameworkBundle/autoload.php ] ||
+        { echo "missing: Symfony; install with: apt-get install -y php-symfony-framework-bundle php-symfony-twig-bundle php-twig" >&2; exit 2; }
+    cp -r "$REPO_DIR/crates/levee/tests/php-apps/symfony" "$APP"
+    ROOT="$APP/public"
+    FRONT="$APP/public/index.php"
+    URLS="/ /json"
+    CHECK="Hello levee"
+    DESCRIBE='the Symfony 5.4 test app (crates/levee/tests/php-apps/symfony: FrameworkBundle, TwigBundle, prod, debug off) from Debian'"'"'s packages, one front controller public/index.php for both; `/` renders a Twig page, `/json` a JsonResponse'
+else
 APP="$WORK/app"
 mkdir -p "$APP/src"
 php -r '
@@ -86,6 +102,12 @@ return function (array $r) use ($app): array {
         handle($app, $r['path'])];
 };
 EOF
+    ROOT="$APP"
+    FRONT="$APP/warm.php"
+    URLS="/page"
+    CHECK="services</p>"
+    DESCRIBE="300 generated class files and a container built at boot (BOOT_WORK=$BOOT_WORK md5s), about $(php -r '$t = microtime(true); require "'"$APP"'/bootstrap.php"; printf("%.0f", (microtime(true) - $t) * 1000);') ms per boot in php-cli"
+fi
 
 # ---- php-fpm ---------------------------------------------------------------------------
 
@@ -95,19 +117,21 @@ start_php_fpm
 declare -A PORT PID
 PORT[php-fpm]=$(free_port)
 start_bg levee-fpm "$LEVEE" serve --listen "127.0.0.1:${PORT[php-fpm]}" \
-    --backend "fastcgi+unix:$SOCK" --root "$APP"
+    --backend "fastcgi+unix:$SOCK" --root "$ROOT"
 PID[php-fpm]=$BG_PID
 wait_port "${PORT[php-fpm]}" "${PID[php-fpm]}"
 
 PORT[warm]=$(free_port)
 start_bg levee-warm "$LEVEE" serve --listen "127.0.0.1:${PORT[warm]}" \
-    --app "php $REPO_DIR/runtime/levee-worker.php {port} $APP/warm.php" --app-processes "$PHP_WORKERS"
+    --app "php $REPO_DIR/runtime/levee-worker.php {port} $FRONT" --app-processes "$PHP_WORKERS"
 PID[warm]=$BG_PID
 wait_port "${PORT[warm]}" "${PID[warm]}"
 
+first=${URLS%% *}
 for s in php-fpm warm; do
-    body=$(curl -s --max-time 30 "http://127.0.0.1:${PORT[$s]}/page")
-    case $body in *"services</p>"*) ;; *) die "$s: /page answered '$body'" ;; esac
+    # The first request also fills Symfony's cache directory (var/cache).
+    body=$(curl -s --max-time 30 "http://127.0.0.1:${PORT[$s]}$first")
+    case $body in *"$CHECK"*) ;; *) die "$s: $first answered '$body'" ;; esac
 done
 log "both setups answer the same page"
 
@@ -118,24 +142,25 @@ row = next(csv.DictReader(sys.stdin))
 print(round(float(row["rps"])), "%.1f" % float(row["p99_ms"]), row["errors"])'
 }
 
-report "# Warm workers: php-fpm vs levee's app pool, uncached ($(date '+%Y-%m-%d %H:%M'))" ""
+report "# Warm workers: php-fpm vs levee's app pool, uncached, APP=$APP_KIND ($(date '+%Y-%m-%d %H:%M'))" ""
 machine_info
-report "- app: 300 generated class files and a container built at boot (BOOT_WORK=$BOOT_WORK md5s), about $(php -r '$t = microtime(true); require "'"$APP"'/bootstrap.php"; printf("%.0f", (microtime(true) - $t) * 1000);') ms per boot in php-cli (opcache on in php-fpm)" \
-    "- php-fpm: pm = static, $PHP_WORKERS workers, through \`levee serve --backend fastcgi+unix:SOCK --root APP\` (every request boots the app)" \
-    "- warm: \`levee serve --app \"php runtime/levee-worker.php {port} warm.php\" --app-processes $PHP_WORKERS\` (boots once per process)" \
-    "- load: \`levee bench URL -c C -d ${DURATION}s\`, $ROUNDS runs per setup alternating, medians; responses are no-store (uncached)" \
+report "- app: $DESCRIBE" \
+    "- php-fpm: pm = static, $PHP_WORKERS workers, opcache on, through \`levee serve --backend fastcgi+unix:SOCK --root $([ "$APP_KIND" = symfony ] && echo APP/public || echo APP)\` (every request boots the app)" \
+    "- warm: \`levee serve --app \"php runtime/levee-worker.php {port} $([ "$APP_KIND" = symfony ] && echo public/index.php || echo warm.php)\" --app-processes $PHP_WORKERS\` (php-cgi, boots once per process)" \
+    "- load: \`levee bench URL -c C -d ${DURATION}s\`, $ROUNDS runs per setup alternating, medians; responses are uncacheable" \
     "" \
-    "| clients | php-fpm req/s | warm req/s | warm/php-fpm | php-fpm p99 ms | warm p99 ms | errors php-fpm/warm | runs php-fpm / warm |" \
-    "|---:|---:|---:|---:|---:|---:|---:|---|"
+    "| URL | clients | php-fpm req/s | warm req/s | warm/php-fpm | php-fpm p99 ms | warm p99 ms | errors php-fpm/warm | runs php-fpm / warm |" \
+    "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+for url in $URLS; do
 for c in 16 64; do
     declare -A runs=() p99s=() errs=()
     for ((r = 0; r < ROUNDS; r++)); do
         for s in $([ $((r % 2)) = 0 ] && echo php-fpm warm || echo warm php-fpm); do
-            read -r rps p99 err <<<"$(bench "http://127.0.0.1:${PORT[$s]}/page" "$c")"
+            read -r rps p99 err <<<"$(bench "http://127.0.0.1:${PORT[$s]}$url" "$c")"
             runs[$s]+="$rps "
             p99s[$s]+="$p99 "
             errs[$s]=$((${errs[$s]:-0} + err))
-            log "  -c $c round $((r + 1))/$ROUNDS $s: $rps req/s, p99 $p99 ms, errors $err"
+            log "  $url -c $c round $((r + 1))/$ROUNDS $s: $rps req/s, p99 $p99 ms, errors $err"
         done
     done
     # shellcheck disable=SC2086
@@ -143,6 +168,7 @@ for c in 16 64; do
     # shellcheck disable=SC2086
     w=$(median ${runs[warm]})
     # shellcheck disable=SC2086
-    report "| $c | $f | $w | $(awk -v a="$w" -v b="$f" 'BEGIN {printf "%.1fx", a / b}') | $(median ${p99s[php-fpm]}) | $(median ${p99s[warm]}) | ${errs[php-fpm]}/${errs[warm]} | ${runs[php-fpm]% } / ${runs[warm]% } |"
+    report "| \`$url\` | $c | $f | $w | $(awk -v a="$w" -v b="$f" 'BEGIN {printf "%.1fx", a / b}') | $(median ${p99s[php-fpm]}) | $(median ${p99s[warm]}) | ${errs[php-fpm]}/${errs[warm]} | ${runs[php-fpm]% } / ${runs[warm]% } |"
+done
 done
 record_report

@@ -757,7 +757,9 @@ function levee_reset_session(bool $force): void
         set_error_handler(static fn (): bool => true);
         try {
             session_id('levee' . bin2hex(random_bytes(16)));
-            if (@session_start()) {
+            // No cookie, no cache headers: nothing of it reaches a response. (The ini
+            // values these options set are put back by levee_restore_ini.)
+            if (@session_start(['use_cookies' => 0, 'cache_limiter' => ''])) {
                 @session_destroy();
             }
         } catch (Throwable) {
