@@ -39,7 +39,7 @@
  * the client reached levee, SCRIPT_NAME, SCRIPT_FILENAME, PHP_SELF and DOCUMENT_ROOT of
  * the application file, every HTTP_*), $_GET, $_POST, $_COOKIE, $_FILES (multipart
  * uploads in temporary files, upload_max_filesize, post_max_size and max_file_uploads
- * honoured, removed after the request), the body in php://input; header(),
+ * honoured, removed after the request), the body in php://input (a framework gets it in its Request); header(),
  * setcookie(), http_response_code(), headers_sent() and PHP's own sessions (the id from
  * the request's cookie, Set-Cookie when it is new, written and closed after the request)
  * work as under php-fpm. Output is sent as it is flushed past 64 KiB or by ob_flush(),
@@ -884,7 +884,10 @@ function levee_psr7_files(array $files): array
             }
             $out[$key] = levee_psr7_files($split);
         } else {
-            $out[$key] = new \Nyholm\Psr7\UploadedFile($f['tmp_name'], (int) $f['size'], (int) $f['error'], $f['name'], $f['type']);
+            // From a stream: moveTo() then copies it, where from a path it would ask
+            // move_uploaded_file(), which knows nothing of this runtime's uploads.
+            $stream = $f['error'] === UPLOAD_ERR_OK ? \Nyholm\Psr7\Stream::create(fopen($f['tmp_name'], 'r')) : $f['tmp_name'];
+            $out[$key] = new \Nyholm\Psr7\UploadedFile($stream, (int) $f['size'], (int) $f['error'], $f['name'], $f['type']);
         }
     }
     return $out;
@@ -1045,8 +1048,8 @@ function levee_serve_one($conn, mixed $app, array $pristine, string $appFile, in
 
 // ---- start ----------------------------------------------------------------------------
 
-$server = @stream_socket_server("tcp://127.0.0.1:$levee_port", $errno, $errstr);
-if ($server === false) {
+$levee_server = @stream_socket_server("tcp://127.0.0.1:$levee_port", $errno, $errstr);
+if ($levee_server === false) {
     levee_log("cannot listen on 127.0.0.1:$levee_port: $errstr");
     exit(1);
 }
@@ -1054,7 +1057,6 @@ $levee_pristine = $_SERVER;
 foreach (['argv', 'argc', 'PHP_SELF', 'SCRIPT_NAME', 'SCRIPT_FILENAME', 'PATH_TRANSLATED', 'DOCUMENT_ROOT', 'REQUEST_TIME', 'REQUEST_TIME_FLOAT'] as $k) {
     unset($levee_pristine[$k]);
 }
-LeveePhpStream::install();
 header_remove();
 
 // exit() or a fatal error in a request ends the process: first send what the request
@@ -1062,7 +1064,13 @@ header_remove();
 $levee_base_level = 0;
 register_shutdown_function(static function (): void {
     register_shutdown_function(static function (): void {
-        global $levee_current, $levee_base_level;
+        global $levee_current, $levee_base_level, $levee_server;
+        // This process is ending: stop listening first, so that levee's next connection
+        // is refused (and goes to another process) rather than accepted by a process
+        // about to vanish.
+        if (is_resource($levee_server)) {
+            @fclose($levee_server);
+        }
         $req = $levee_current;
         if ($req === null || $req->done) {
             return;
@@ -1097,6 +1105,16 @@ if (is_object($app) && interface_exists(\Symfony\Component\HttpKernel\KernelInte
     && $app instanceof \Symfony\Component\HttpKernel\KernelInterface) {
     $app->boot();
 }
+// A plain PHP app reads its body from php://input; a framework's Request (Symfony,
+// Laravel, PSR-7) is given it, and PSR-7 libraries (nyholm) misread the mode a wrapped
+// php://temp reports, so the wrapper is for callables only.
+if (!is_object($app) || $app instanceof Closure || !(
+    $app instanceof \Symfony\Component\HttpKernel\HttpKernelInterface
+    || $app instanceof \Illuminate\Contracts\Http\Kernel
+    || $app instanceof \Psr\Http\Server\RequestHandlerInterface
+)) {
+    LeveePhpStream::install();
+}
 $known = (is_object($app) && (
     $app instanceof \Symfony\Component\HttpKernel\HttpKernelInterface
     || $app instanceof \Illuminate\Contracts\Http\Kernel
@@ -1121,14 +1139,14 @@ $levee_base_level = ob_get_level();
 // One request at a time, but any number of kept-alive connections.
 $clients = [];
 while (true) {
-    $read = array_merge([$server], array_values($clients));
+    $read = array_merge([$levee_server], array_values($clients));
     $write = $except = null;
     if (@stream_select($read, $write, $except, null) === false) {
         continue;
     }
     foreach ($read as $s) {
-        if ($s === $server) {
-            $c = @stream_socket_accept($server, 0);
+        if ($s === $levee_server) {
+            $c = @stream_socket_accept($levee_server, 0);
             if ($c !== false) {
                 $clients[(int) $c] = $c;
             }

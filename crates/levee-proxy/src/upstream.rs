@@ -134,17 +134,17 @@ impl Drop for AppBody {
 
 /// Why one try at an app process failed.
 enum AppFailure {
-    /// The process refused the connection: nothing reached the application, and the
-    /// process has been taken out of rotation. A request that can be repeated may go to
-    /// another.
-    Refused(UpstreamError),
+    /// The process refused the connection (it exited, after a PHP exit() for one): the
+    /// request, given back untouched, never reached the application, whatever its
+    /// method, and may go to another process. The process is out of rotation.
+    Refused(UpstreamError, Box<Request<UpBody>>),
     Other(UpstreamError),
 }
 
 impl AppFailure {
     fn into_inner(self) -> UpstreamError {
         match self {
-            AppFailure::Refused(e) | AppFailure::Other(e) => e,
+            AppFailure::Refused(e, _) | AppFailure::Other(e) => e,
         }
     }
 }
@@ -438,31 +438,15 @@ impl Upstream {
                 Transport::App {
                     pool,
                     request_timeout,
-                } => {
-                    // A request that can be repeated and has no body goes to another
-                    // process when its first refuses the connection (it died, and its
-                    // supervisor has not seen it yet): nothing reached the application.
-                    let again = (matches!(*req.method(), Method::GET | Method::HEAD)
-                        && req.body().is_end_stream())
-                    .then(|| {
-                        let mut copy = Request::new(UpBody::default());
-                        *copy.method_mut() = req.method().clone();
-                        *copy.uri_mut() = req.uri().clone();
-                        *copy.version_mut() = req.version();
-                        *copy.headers_mut() = req.headers().clone();
-                        copy
-                    });
-                    match (
-                        self.send_app(pool, *request_timeout, req, conn).await,
-                        again,
-                    ) {
-                        (Err(AppFailure::Refused(_)), Some(req)) => self
-                            .send_app(pool, *request_timeout, req, conn)
-                            .await
-                            .map_err(AppFailure::into_inner),
-                        (r, _) => r.map_err(AppFailure::into_inner),
-                    }
-                }
+                } => match self.send_app(pool, *request_timeout, req, conn).await {
+                    // Refused at connect: nothing reached the application, so any
+                    // request may go to another process, a POST too.
+                    Err(AppFailure::Refused(_, req)) => self
+                        .send_app(pool, *request_timeout, *req, conn)
+                        .await
+                        .map_err(AppFailure::into_inner),
+                    r => r.map_err(AppFailure::into_inner),
+                },
                 Transport::FastCgi {
                     client,
                     root,
@@ -513,7 +497,10 @@ impl Upstream {
             }
             let mut sender = match sender {
                 Some(s) => s,
-                None => self.app_connect(&lease).await?,
+                None => match self.app_connect(&lease).await {
+                    Ok(s) => s,
+                    Err(e) => return Err(AppFailure::Refused(e, Box::new(req))),
+                },
             };
             match sender.send_request(req).await {
                 Ok(resp) => Ok((resp, sender)),
@@ -542,9 +529,9 @@ impl Upstream {
                     })
                 }))
             }
-            Ok(Err(AppFailure::Refused(e))) => {
+            Ok(Err(AppFailure::Refused(e, req))) => {
                 lease.refused();
-                Err(AppFailure::Refused(e))
+                Err(AppFailure::Refused(e, req))
             }
             Ok(Err(e)) => Err(e),
             Err(_) => {
@@ -561,12 +548,10 @@ impl Upstream {
     async fn app_connect(
         &self,
         lease: &levee_app::Lease,
-    ) -> Result<hyper::client::conn::http1::SendRequest<UpBody>, AppFailure> {
-        let refused = |detail: String| {
-            AppFailure::Refused(UpstreamError::Connect {
-                backend: self.backend_name.clone(),
-                detail,
-            })
+    ) -> Result<hyper::client::conn::http1::SendRequest<UpBody>, UpstreamError> {
+        let refused = |detail: String| UpstreamError::Connect {
+            backend: self.backend_name.clone(),
+            detail,
         };
         let stream = tokio::net::TcpStream::connect(lease.addr())
             .await

@@ -17,6 +17,7 @@ mod conformance_validation;
 mod dashboard;
 mod demo;
 mod edits;
+mod frameworks;
 mod hostile;
 mod limits;
 mod metrics;
