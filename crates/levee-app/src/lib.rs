@@ -670,7 +670,9 @@ async fn start_ready(
             // died during the fork is seen.
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             if rustix::process::getppid() != Some(parent) {
-                return Err(std::io::Error::other("levee exited while the process started"));
+                return Err(std::io::Error::other(
+                    "levee exited while the process started",
+                ));
             }
             Ok(())
         });

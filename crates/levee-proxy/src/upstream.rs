@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::limit::{BackendSlot, Limiter, Mode, Priority};
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
@@ -515,11 +515,10 @@ impl Upstream {
         match tokio::time::timeout(request_timeout, exchange).await {
             Ok(Ok((resp, sender))) => {
                 let reusable = resp.version() == http::Version::HTTP_11
-                    && !resp
-                        .headers()
-                        .get_all(header::CONNECTION)
-                        .iter()
-                        .any(|v| v.to_str().is_ok_and(|v| v.to_ascii_lowercase().contains("close")));
+                    && !resp.headers().get_all(header::CONNECTION).iter().any(|v| {
+                        v.to_str()
+                            .is_ok_and(|v| v.to_ascii_lowercase().contains("close"))
+                    });
                 Ok(resp.map(|body| {
                     BackendBody::App(AppBody {
                         body,

@@ -492,7 +492,10 @@ async fn a_worker_that_serves_one_connection_at_a_time_gets_one_connection() {
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().to_string()))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_string())
+        })
         .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
 }
 
@@ -519,7 +522,10 @@ async fn no_app_process_outlives_levee_killed_or_stopped() {
         assert_eq!(levee.get("/up").await.status, 200);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while worker_pids(dir.path()).len() < 4 {
-            assert!(std::time::Instant::now() < deadline, "4 processes never started");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "4 processes never started"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let pids = worker_pids(dir.path());
