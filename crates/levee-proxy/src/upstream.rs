@@ -181,6 +181,9 @@ impl UpstreamError {
     /// port or a command line of levee's (those are in the log, from `Display`).
     pub fn public_message(&self) -> String {
         match self {
+            UpstreamError::Connect { backend, .. } if backend.starts_with("fastcgi") => {
+                "levee could not connect to php-fpm; the details are in levee's log".into()
+            }
             UpstreamError::Connect { .. } => {
                 "levee could not connect to the backend; the details are in levee's log".into()
             }

@@ -161,18 +161,19 @@ async fn a_get_refused_by_a_process_goes_to_another() {
     assert!(err.contains("refused a connection"), "{err}");
 }
 
-/// What may not be repeated is not: a POST refused by the only process gets 502, a GET
-/// waits for its replacement.
+/// A request refused at connect never reached the application: it waits for the only
+/// process's replacement and goes there, a POST too, exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_post_refused_is_not_repeated_a_get_waits_for_the_replacement() {
+async fn a_post_refused_at_connect_goes_to_the_replacement() {
     levee_test::require!(levee_test::tools::PYTHON3);
     let dir = tempfile::tempdir().unwrap();
     let levee = start(dir.path(), "1");
     let first = pid(&levee.get("/unlisten").await.text());
     levee.wait_backend_idle().await;
-    // The worker has no do_POST: had levee repeated it on the replacement, 501.
+    // The worker has no do_POST: the replacement's 501 says the POST arrived there
+    // (with a 502, it would have been dropped).
     let r = Req::post("/pid", "x").send(&levee).await;
-    assert_eq!(r.status, 502, "{}", r.summary());
+    assert_eq!(r.status, 501, "{}", r.summary());
     let r = levee.get("/pid").await;
     assert_eq!(r.status, 200, "{}", r.summary());
     assert_ne!(pid(&r.text()), first);

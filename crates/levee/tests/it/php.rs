@@ -1359,8 +1359,9 @@ async fn php_fpm_pm_max_children_is_the_limit_and_its_connections_stay_kept_aliv
     }
 }
 
-/// Asserts a clear 502 from levee that speaks of php-fpm and names `what`.
-fn assert_php_fpm_502(r: &Resp, what: &str) {
+/// Asserts a clear 502 from levee that speaks of php-fpm, and names `what` (the socket
+/// or address) in levee's log, never to the client.
+async fn assert_php_fpm_502(levee: &Levee, r: &Resp, what: &str) {
     assert_eq!(r.status, 502, "{}", r.summary());
     assert_eq!(r.x_cache(), "ERROR", "{}", r.summary());
     let text = r.text();
@@ -1369,9 +1370,18 @@ fn assert_php_fpm_502(r: &Resp, what: &str) {
         "the body does not say php-fpm: {text:?}"
     );
     assert!(
-        text.contains(what),
-        "the body does not name {what}: {text:?}"
+        !text.contains(what),
+        "the body shows clients {what}: {text:?}"
     );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !levee.stderr().contains(what) {
+        assert!(
+            Instant::now() < deadline,
+            "the log does not name {what}: {}",
+            levee.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1384,10 +1394,10 @@ async fn php_fpm_not_running_gives_a_clear_502() {
     bounded(async {
         for path in ["/", "/wiki/Page", "/hello.php"] {
             let r = levee.get(path).await;
-            assert_php_fpm_502(&r, &socket.display().to_string());
+            assert_php_fpm_502(&levee, &r, &socket.display().to_string()).await;
         }
         let r = Req::post("/hello.php", "a=1").send(&levee).await;
-        assert_php_fpm_502(&r, &socket.display().to_string());
+        assert_php_fpm_502(&levee, &r, &socket.display().to_string()).await;
         // Static files do not need php-fpm.
         let r = levee.get("/assets/style.css").await;
         assert_eq!(r.status, 200, "{}", r.summary());
@@ -1401,7 +1411,7 @@ async fn php_fpm_not_running_gives_a_clear_502() {
     let levee = levee_php(&site, &format!("fastcgi://{refusing}")).start();
     bounded(async {
         let r = levee.get("/").await;
-        assert_php_fpm_502(&r, &refusing.to_string());
+        assert_php_fpm_502(&levee, &r, &refusing.to_string()).await;
     })
     .await;
 }
