@@ -1,6 +1,7 @@
 //! One stored response: status, packed headers, body, coding, Vary key and freshness.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -150,6 +151,115 @@ pub struct Entry {
     pub soft_purged: AtomicU8,
     /// Surrogate keys the backend gave it (tags.rs), for purges by tag.
     pub tags: Box<[Box<str>]>,
+    /// Its body in other codings, made when a client asks for one (levee-proxy's
+    /// encoding.rs). Shared with the entry a 304 refresh makes of it (same body), and
+    /// gone with the last of them: a refreshed, evicted or purged page leaves nothing
+    /// behind.
+    pub derived: Arc<DerivedForms>,
+}
+
+/// How many bytes of derived forms all entries together may keep
+/// (`[compression] transcode_memory`). Shared; each form gives its bytes back when
+/// dropped.
+#[derive(Debug)]
+pub struct DerivedBudget {
+    used: AtomicU64,
+    max: u64,
+}
+
+impl DerivedBudget {
+    pub fn new(max: u64) -> Arc<DerivedBudget> {
+        Arc::new(DerivedBudget {
+            used: AtomicU64::new(0),
+            max,
+        })
+    }
+
+    /// Bytes held by derived forms now (a metric).
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Takes `n` bytes if they fit under the budget.
+    fn take(&self, n: u64) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                u.checked_add(n).filter(|&t| t <= self.max)
+            })
+            .is_ok()
+    }
+}
+
+/// Something kept for an entry (another coding of its body, a memfd copy of it),
+/// counted in its budget while it lives.
+#[derive(Debug)]
+pub struct Kept<T> {
+    value: T,
+    cost: u64,
+    budget: Arc<DerivedBudget>,
+}
+
+impl<T> Kept<T> {
+    /// `value`, which takes `len` bytes, if the budget has room for it; else
+    /// `Err(value)` (made, but not kept).
+    pub fn keep(value: T, len: usize, budget: &Arc<DerivedBudget>) -> Result<Kept<T>, T> {
+        // Beyond its bytes: the cell and the value's own header.
+        let cost = len as u64 + 64;
+        if budget.take(cost) {
+            Ok(Kept {
+                value,
+                cost,
+                budget: budget.clone(),
+            })
+        } else {
+            Err(value)
+        }
+    }
+
+    pub fn get(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T> Drop for Kept<T> {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.cost, Ordering::AcqRel);
+    }
+}
+
+/// Another coding of an entry's body.
+pub type DerivedBody = Kept<Bytes>;
+
+/// What is made of an entry's body on demand, per coding: the body in that coding
+/// (made once, concurrent askers wait for the one making it) and a memfd copy of the
+/// body sent in that coding (sendfile).
+#[derive(Debug, Default)]
+pub struct DerivedForms {
+    forms: [tokio::sync::OnceCell<DerivedBody>; 4],
+    files: [std::sync::OnceLock<Kept<Arc<std::fs::File>>>; 4],
+}
+
+fn slot(coding: Coding) -> usize {
+    match coding {
+        Coding::Identity => 0,
+        Coding::Gzip => 1,
+        Coding::Br => 2,
+        Coding::Zstd => 3,
+    }
+}
+
+impl DerivedForms {
+    pub fn cell(&self, coding: Coding) -> &tokio::sync::OnceCell<DerivedBody> {
+        &self.forms[slot(coding)]
+    }
+
+    pub fn file(&self, coding: Coding) -> &std::sync::OnceLock<Kept<Arc<std::fs::File>>> {
+        &self.files[slot(coding)]
+    }
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);

@@ -165,6 +165,7 @@ mod tests {
             initial_age: Duration::from_secs(initial_age),
             response_time: clock.0,
             soft_purged: Default::default(),
+            derived: Default::default(),
             tags: Default::default(),
         }
     }

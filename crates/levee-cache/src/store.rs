@@ -255,6 +255,7 @@ mod tests {
             initial_age: Duration::ZERO,
             response_time: Instant::now(),
             soft_purged: Default::default(),
+            derived: Default::default(),
             tags: Default::default(),
         })
     }

@@ -91,6 +91,7 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                 shared.access_log.as_ref().map(|l| &l.dropped),
                 shared.upstream.app_pool(),
                 shared.upstream.fastcgi_stats(),
+                &side_tables(shared),
             ),
         ),
         (&Method::POST, "/purge") => match Purge::from_query(req.uri().query().unwrap_or("")) {
@@ -189,4 +190,53 @@ fn reply(status: StatusCode, content_type: &'static str, body: String) -> Respon
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
+}
+
+/// The sizes of what levee keeps beside the cache, each bounded (metrics).
+fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
+    let (derived, derived_max) = shared.encoder.derived_bytes();
+    let (sendfile_bytes, sendfile_max) = shared.sendfile.held();
+    shared.hit_for_miss.run_pending_tasks();
+    vec![
+        (
+            "transcoded_bytes",
+            "Bytes of stored pages kept in other codings (bounded by transcode_memory / 2; they go with their page)",
+            derived,
+        ),
+        (
+            "transcoded_bytes_max",
+            "The bound of transcoded_bytes",
+            derived_max,
+        ),
+        (
+            "sendfile_bytes",
+            "Bytes of memfd copies of large bodies kept for sendfile",
+            sendfile_bytes,
+        ),
+        (
+            "sendfile_bytes_max",
+            "The bound of sendfile_bytes",
+            sendfile_max,
+        ),
+        (
+            "hit_for_miss_urls",
+            "URLs marked uncacheable for a while (at most 100,000)",
+            shared.hit_for_miss.entry_count(),
+        ),
+        (
+            "fills_registered",
+            "Backend fetches registered for coalescing now",
+            shared.fills.len() as u64,
+        ),
+        (
+            "learned_session_cookies",
+            "Cookie names learned from the backend's Set-Cookie (at most 1,024)",
+            shared.sessions.learned_count() as u64,
+        ),
+        (
+            "top_urls_tracked",
+            "URLs tracked for the dashboard's top lists (at most 2,048)",
+            shared.stats.top.len() as u64,
+        ),
+    ]
 }

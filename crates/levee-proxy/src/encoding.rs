@@ -20,7 +20,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
-use levee_cache::{Entry, LeveeCoded};
+use levee_cache::{DerivedBody, DerivedBudget, Entry, LeveeCoded};
 use levee_compress::{
     add_vary_accept_encoding, compress, compress_chunks, compressible, decompress,
 };
@@ -45,8 +45,9 @@ pub struct Encoder {
     enabled: bool,
     min_size: u64,
     store: Coding,
-    /// Other forms of stored entries: (entry id, coding) → body.
-    derived: moka::future::Cache<(u64, Coding), Bytes>,
+    /// Bounds the other forms of stored entries, which are kept with their entries
+    /// (`Entry::derived`) and go with them.
+    derived: Arc<DerivedBudget>,
     /// Compressed forms of static files held in memory: (path + ETag, coding) → the
     /// content they were made from and the compressed body (see [`Encoder::static_file`]).
     files: moka::future::Cache<(Arc<str>, Coding), (Bytes, Bytes)>,
@@ -62,9 +63,6 @@ pub enum EntryForm {
 
 impl Encoder {
     pub fn new(c: &CompressionSettings) -> Encoder {
-        fn weigh<K>(_: &K, v: &Bytes) -> u32 {
-            u32::try_from(v.len() + 64).unwrap_or(u32::MAX)
-        }
         // The content a static form was made from is counted too: it is usually the
         // very `Bytes` levee-static keeps in memory, but this cache may outlive it there.
         fn weigh_file<K>(_: &K, v: &(Bytes, Bytes)) -> u32 {
@@ -75,10 +73,7 @@ impl Encoder {
             enabled: c.enabled,
             min_size: c.min_size,
             store: Coding::from_token(&c.store).unwrap_or(Coding::Gzip),
-            derived: moka::future::Cache::builder()
-                .max_capacity(half)
-                .weigher(weigh)
-                .build(),
+            derived: DerivedBudget::new(half),
             files: moka::future::Cache::builder()
                 .max_capacity(half)
                 .weigher(weigh_file)
@@ -183,12 +178,12 @@ impl Encoder {
         if chosen == entry.coding {
             return EntryForm::AsStored;
         }
-        let key = (entry.id, chosen);
+        let cell = entry.derived.cell(chosen);
         // The common case, already derived, stays out of the large future of
-        // `try_get_with`: hits move their futures around, and size costs copies.
-        let made = match self.derived.get(&key).await {
-            Some(body) => Ok(body),
-            None => Box::pin(self.derive(key, entry.body.clone(), entry.coding)).await,
+        // `get_or_try_init`: hits move their futures around, and size costs copies.
+        let made = match cell.get() {
+            Some(d) => Ok(d.get().clone()),
+            None => Box::pin(self.derive(cell, entry.body.clone(), entry.coding, chosen)).await,
         };
         match made {
             Ok(body) => EntryForm::Derived {
@@ -203,19 +198,38 @@ impl Encoder {
         }
     }
 
-    /// Makes (once, however many ask at the same time) `body` in `key`'s coding.
+    /// Makes `body` in coding `to` once, however many ask at the same time, and keeps it
+    /// in `cell` while the budget has room (else it is made for this request only).
     async fn derive(
         &self,
-        key: (u64, Coding),
+        cell: &tokio::sync::OnceCell<DerivedBody>,
         body: Bytes,
         from: Coding,
-    ) -> Result<Bytes, std::sync::Arc<std::io::Error>> {
-        let chosen = key.1;
-        self.derived
-            .try_get_with(key, async move {
-                run_codec(body, move |b| recode(&b, from, chosen)).await
+        to: Coding,
+    ) -> Result<Bytes, std::io::Error> {
+        enum Failed {
+            Codec(std::io::Error),
+            NoRoom(Bytes),
+        }
+        let made = cell
+            .get_or_try_init(|| async {
+                let coded = run_codec(body, move |b| recode(&b, from, to))
+                    .await
+                    .map_err(Failed::Codec)?;
+                let len = coded.len();
+                DerivedBody::keep(coded, len, &self.derived).map_err(Failed::NoRoom)
             })
-            .await
+            .await;
+        match made {
+            Ok(d) => Ok(d.get().clone()),
+            Err(Failed::NoRoom(body)) => Ok(body),
+            Err(Failed::Codec(e)) => Err(e),
+        }
+    }
+
+    /// Bytes held now by other codings of stored entries, and their bound (metrics).
+    pub fn derived_bytes(&self) -> (u64, u64) {
+        (self.derived.used(), self.derived.max())
     }
 
     /// After a 304 merged new headers into a compressed entry: the new `ETag` is the

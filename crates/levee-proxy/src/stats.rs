@@ -146,6 +146,11 @@ struct Noted {
 const MAX_TRACKED: usize = 2048;
 
 impl TopUrls {
+    /// URLs tracked now (a metric; at most MAX_TRACKED).
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |m| m.len())
+    }
+
     pub fn note(&self, url: &str, cache: &'static str, reason: &str) {
         let Ok(mut map) = self.0.lock() else { return };
         if let Some(n) = map.get_mut(url) {
@@ -316,6 +321,7 @@ pub(crate) fn encode(
     log_dropped: Option<&Counter>,
     app: Option<&levee_app::Pool>,
     fastcgi: Option<levee_fastcgi::PoolStats>,
+    tables: &[(&'static str, &'static str, u64)],
 ) -> String {
     store.run_pending_tasks();
     s.cache_objects
@@ -398,6 +404,12 @@ pub(crate) fn encode(
         "Concurrent requests the backend may see now (moves when adaptive)",
         s.backend_limit.clone(),
     );
+    // Every structure that grows with traffic, so that growth shows before it hurts.
+    for (name, help, value) in tables {
+        let g = Gauge::<i64>::default();
+        g.set(i64::try_from(*value).unwrap_or(i64::MAX));
+        r.register(*name, *help, g);
+    }
     let requests = Family::<Labels, Counter>::default();
     for (result, by_class) in CACHE_RESULTS.iter().zip(&s.requests) {
         for (class, n) in STATUS_CLASSES.iter().zip(by_class) {

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
+use levee_cache::{DerivedBudget, DerivedForms, Kept};
 use levee_compress::Coding;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
@@ -104,41 +105,46 @@ impl ZcBody {
     }
 }
 
-/// Memfd copies of hot large bodies, keyed by entry id and coding, bounded in bytes.
+/// The bound on memfd copies of large bodies. The copies themselves are kept with their
+/// entry (`DerivedForms::file`) and go with it: a refreshed or purged page leaves none.
 pub struct Files {
-    cache: moka::sync::Cache<(u64, Coding), Arc<File>>,
+    budget: Arc<DerivedBudget>,
 }
 
 impl Files {
     pub fn new(capacity: u64) -> Files {
         Files {
-            cache: moka::sync::Cache::builder()
-                .max_capacity(capacity)
-                .weigher(|_, f: &Arc<File>| {
-                    let len = f.metadata().map_or(0, |m| m.len());
-                    u32::try_from(len).unwrap_or(u32::MAX)
-                })
-                .build(),
+            budget: DerivedBudget::new(capacity),
         }
     }
 
-    /// The memfd holding `body`, made on first use. `None` if the system refuses one
-    /// (then the body is sent from memory, as usual).
-    pub fn get(&self, id: u64, coding: Coding, body: &Bytes) -> Option<Arc<File>> {
-        if let Some(f) = self.cache.get(&(id, coding)) {
-            return Some(f);
+    /// The memfd holding `body` (an entry's body in `coding`), made on first use. `None`
+    /// if the system refuses one (then the body is sent from memory, as usual).
+    pub fn get(&self, forms: &DerivedForms, coding: Coding, body: &Bytes) -> Option<Arc<File>> {
+        let cell = forms.file(coding);
+        if let Some(k) = cell.get() {
+            return Some(k.get().clone());
         }
         match make_memfd(body) {
-            Ok(f) => {
-                let f = Arc::new(f);
-                self.cache.insert((id, coding), f.clone());
-                Some(f)
-            }
+            Ok(f) => match Kept::keep(Arc::new(f), body.len(), &self.budget) {
+                Ok(kept) => {
+                    // Another request may have made one meanwhile: use whichever is kept.
+                    let _ = cell.set(kept);
+                    cell.get().map(|k| k.get().clone())
+                }
+                // No room: this response only.
+                Err(f) => Some(f),
+            },
             Err(e) => {
                 tracing::debug!(error = %e, "no memfd for a large body; sending it from memory");
                 None
             }
         }
+    }
+
+    /// Bytes held now by memfd copies, and their bound (metrics).
+    pub fn held(&self) -> (u64, u64) {
+        (self.budget.used(), self.budget.max())
     }
 }
 
@@ -313,11 +319,12 @@ mod tests {
     }
 
     #[test]
-    fn memfds_hold_the_body() {
+    fn memfds_hold_the_body_and_go_with_their_entry() {
         use std::io::Read;
         let body = Bytes::from(vec![7u8; 100_000]);
         let files = Files::new(1 << 20);
-        let f = files.get(1, Coding::Identity, &body).unwrap();
+        let forms = DerivedForms::default();
+        let f = files.get(&forms, Coding::Identity, &body).unwrap();
         let mut back = Vec::new();
         let mut r: &File = &f;
         std::io::Seek::seek(&mut r, std::io::SeekFrom::Start(0)).unwrap();
@@ -325,7 +332,15 @@ mod tests {
         assert_eq!(back, body);
         assert!(Arc::ptr_eq(
             &f,
-            &files.get(1, Coding::Identity, &body).unwrap()
+            &files.get(&forms, Coding::Identity, &body).unwrap()
         ));
+        assert_eq!(files.held().0, 100_000 + 64);
+        drop(forms);
+        assert_eq!(files.held().0, 0, "the copy went with its entry");
+        // Over the bound: made for one response, not kept.
+        let small = Files::new(1000);
+        let forms = DerivedForms::default();
+        assert!(small.get(&forms, Coding::Identity, &body).is_some());
+        assert_eq!(small.held().0, 0);
     }
 }

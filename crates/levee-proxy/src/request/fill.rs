@@ -308,6 +308,7 @@ async fn run_fill(
         response_time: received.at,
         soft_purged: Default::default(),
         tags,
+        derived: Default::default(),
     };
     shared.store.insert(key.clone(), Arc::new(entry));
     shared.stats.stored.inc();
@@ -532,6 +533,8 @@ fn refresh(
         response_time: received.at,
         soft_purged: Default::default(),
         tags: stale.tags.clone(),
+        // The same body: its other codings stay valid.
+        derived: stale.derived.clone(),
     });
     if decision.is_ok() {
         shared.store.insert(key.clone(), entry.clone());

@@ -139,7 +139,7 @@ pub(crate) async fn entry(
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
     } else {
-        large_body(shared, parts, entry.id, coding, body)
+        large_body(shared, parts, &entry.derived, coding, body)
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = entry.status;
@@ -153,14 +153,14 @@ pub(crate) async fn entry(
 fn large_body(
     shared: &Shared,
     parts: &request::Parts,
-    id: u64,
+    forms: &levee_cache::DerivedForms,
     coding: Coding,
     body: Bytes,
 ) -> ProxyBody {
     let len = body.len();
     if (zerocopy::MIN_LEN..=zerocopy::MAX_LEN).contains(&len) {
         if let Some(queue) = parts.extensions.get::<Arc<zerocopy::SendQueue>>() {
-            if let Some(file) = shared.sendfile.get(id, coding, &body) {
+            if let Some(file) = shared.sendfile.get(forms, coding, &body) {
                 return ProxyBody::Zc(zerocopy::ZcBody::new(queue.clone(), file, len));
             }
         }

@@ -35,6 +35,11 @@ impl Sessions {
         }
     }
 
+    /// Cookie names learned so far (a metric; at most MAX_LEARNED).
+    pub fn learned_count(&self) -> usize {
+        self.learned.load().len()
+    }
+
     /// The configured globs after a reload (the learned names are kept).
     pub fn set_configured(&self, configured: CookieMatcher) {
         self.configured.store(Arc::new(configured));

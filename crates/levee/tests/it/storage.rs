@@ -164,3 +164,88 @@ async fn cache_size_bounds_what_is_stored_and_evicts_without_failing() {
     assert_eq!(r.status, 200);
     assert!(r.body == pattern(SIZE, 1));
 }
+
+/// Issue 26: what levee keeps beside a stored page (its body in other codings, the memfd
+/// copy sendfile sends) goes with the page. Pages refreshed a thousand times over leave
+/// only what the live pages need: before, every refresh left its uncompressed copy in a
+/// side cache until that filled up (16 MiB by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refreshing_pages_a_thousand_times_leaves_only_what_the_live_pages_need() {
+    const SMALL: usize = 12 * 1024;
+    const LARGE: usize = 100 * 1024;
+    let origin = Origin::start(|r| {
+        let len = if r.path.starts_with("/large") {
+            LARGE
+        } else {
+            SMALL
+        };
+        let line = format!("<p>{} is a page about caching and cookies.</p>\n", r.path);
+        let body: String = line.repeat(len / line.len() + 1)[..len].to_string();
+        Reply::ok()
+            .header("content-type", "text/html; charset=utf-8")
+            .header("cache-control", "public, max-age=3600")
+            .header("surrogate-key", "pages")
+            .body(body)
+    });
+    let levee = levee!().backend(&origin.url()).start();
+    let pages: Vec<String> = (0..8)
+        .map(|i| format!("/small/{i}"))
+        .chain((0..2).map(|i| format!("/large/{i}")))
+        .collect();
+    let mut conn = levee_test::Conn::open(levee.addr()).await;
+    let mut most_derived = 0.0_f64;
+    let mut most_sendfile = 0.0_f64;
+    for round in 0..100 {
+        // Twice each: the first fetches or refreshes it, the second is a hit. No
+        // Accept-Encoding: the stored (gzip) page is sent uncompressed, made from it once
+        // and kept with it; large ones from a memfd copy, with sendfile.
+        for _ in 0..2 {
+            for p in &pages {
+                let r = conn.send(Req::get(p)).await;
+                assert_eq!(r.status, 200, "{p}: {}", r.summary());
+                let len = if p.starts_with("/large") {
+                    LARGE
+                } else {
+                    SMALL
+                };
+                assert_eq!(r.body.len(), len, "{p}");
+            }
+        }
+        levee.wait_fills_done().await;
+        if round % 20 == 0 {
+            most_derived = most_derived.max(levee.metric("levee_transcoded_bytes").await);
+            most_sendfile = most_sendfile.max(levee.metric("levee_sendfile_bytes").await);
+        }
+        // Refreshed (a soft purge: validated, here fetched again, and replaced) or removed
+        // (a purge), in turns.
+        let soft = if round % 2 == 0 { "&soft=1" } else { "" };
+        assert_eq!(
+            levee.purge(&format!("tag=pages{soft}")).await,
+            pages.len() as u64
+        );
+    }
+    assert!(
+        origin.requests() >= 900,
+        "the pages were not refreshed: {} backend requests",
+        origin.requests()
+    );
+    // The test measures something: other forms were made and kept.
+    assert!(most_derived > 0.0, "no uncompressed form was ever kept");
+    assert!(most_sendfile > 0.0, "no memfd copy was ever kept");
+    let live = (8 * (SMALL + 64) + 2 * (LARGE + 64)) as f64;
+    let derived = levee.metric("levee_transcoded_bytes").await;
+    assert!(
+        derived <= live,
+        "{derived} bytes of other codings kept for {live} bytes of live pages"
+    );
+    let sendfile = levee.metric("levee_sendfile_bytes").await;
+    assert!(
+        sendfile <= (2 * (LARGE + 64)) as f64,
+        "{sendfile} bytes of memfd copies kept for 2 large pages"
+    );
+    assert!(levee.metric("levee_cache_objects").await <= pages.len() as f64);
+    assert!(levee.metric("levee_cache_bytes").await <= live);
+    assert!(levee.metric("levee_hit_for_miss_urls").await <= pages.len() as f64);
+    assert_eq!(levee.metric("levee_fills_registered").await, 0.0);
+    assert!(levee.metric("levee_top_urls_tracked").await <= pages.len() as f64);
+}
