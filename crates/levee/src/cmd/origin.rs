@@ -202,8 +202,23 @@ async fn page(
         CONTENT_TYPE,
         HeaderValue::from_static("text/html; charset=UTF-8"),
     );
-    if let Some(cc) = &args.cache_control {
-        if let Ok(v) = HeaderValue::from_str(cc) {
+    // Per URL, for mixed loads (benchmarks/soak.sh): `?cache-control=public,max-age=2`
+    // (or `none`) instead of --cache-control, `?tag=T` as a Surrogate-Key.
+    let mut cc = args.cache_control.clone();
+    for (k, v) in form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()) {
+        match &*k {
+            "cache-control" if v == "none" => cc = None,
+            "cache-control" => cc = Some(v.into_owned()),
+            "tag" => {
+                if let Ok(v) = HeaderValue::from_str(&v) {
+                    h.insert("surrogate-key", v);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(cc) = cc {
+        if let Ok(v) = HeaderValue::from_str(&cc) {
             h.insert(CACHE_CONTROL, v);
         }
     }
