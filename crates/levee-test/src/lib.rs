@@ -51,3 +51,41 @@ pub async fn eventually(timeout: std::time::Duration, mut cond: impl FnMut() -> 
 pub fn http_date(t: std::time::SystemTime) -> String {
     httpdate::fmt_http_date(t)
 }
+
+/// The digest of `data` in hex by a coreutils tool (`sha256sum`, `md5sum`): checked by a
+/// program other than the one under test.
+pub fn digest_hex(tool: &str, data: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new(tool)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {tool}: {e}"));
+    let mut stdin = child.stdin.take().expect("stdin");
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&data));
+    let out = child.wait_with_output().expect("digest output");
+    writer
+        .join()
+        .expect("writer")
+        .expect("write to the digest tool");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_else(|| panic!("{tool} printed no digest"))
+        .to_string()
+}
+
+/// `len` bytes that are not all alike (a simple LCG), so that a shifted or repeated
+/// piece changes a checksum.
+pub fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as u8
+        })
+        .collect()
+}

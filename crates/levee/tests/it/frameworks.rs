@@ -327,39 +327,6 @@ fn multipart(fields: &[(&str, &str)], files: &[(&str, &str, &[u8])]) -> (String,
     (format!("multipart/form-data; boundary={boundary}"), body)
 }
 
-/// The SHA-256 of `data` in hex, by `sha256sum`.
-fn sha256_hex(data: &[u8]) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new("sha256sum")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("run sha256sum");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let data = data.to_vec();
-    let writer = std::thread::spawn(move || stdin.write_all(&data));
-    let out = child.wait_with_output().expect("sha256sum output");
-    writer.join().expect("writer").expect("write to sha256sum");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .expect("sha256sum printed a hash")
-        .to_string()
-}
-
-/// `len` bytes that are not all alike (a simple LCG).
-fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed;
-    (0..len)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) as u8
-        })
-        .collect()
-}
-
 /// What `GET /state` must show: a request that arrives sees nothing of earlier ones.
 fn clean_state(get: Value, cookie: Value) -> Value {
     json!({
@@ -454,8 +421,13 @@ async fn exercise(app: &App, s: &Served, root: &Path) -> Facts {
         s.says("GET /download", &r)
     );
     assert_eq!(r.body.len(), 1 << 20, "{}", s.says("GET /download", &r));
-    let sha = sha256_hex(&r.body);
-    assert_eq!(sha, sha256_hex(&on_disk), "{}", s.says("GET /download", &r));
+    let sha = levee_test::digest_hex("sha256sum", &r.body);
+    assert_eq!(
+        sha,
+        levee_test::digest_hex("sha256sum", &on_disk),
+        "{}",
+        s.says("GET /download", &r)
+    );
     f.note("GET /download sha256", sha);
     f.note_header("GET /download", &r, "content-type");
 
@@ -621,7 +593,7 @@ async fn check_bodies(s: &Served, f: &mut Facts) {
     );
     f.note("POST /echo/form multipart", v);
 
-    let data = pseudo_random(300 * 1024 + 17, 7);
+    let data = levee_test::pseudo_random(300 * 1024 + 17, 7);
     let (ct, body) = multipart(
         &[("note", "holiday")],
         &[("file", "photo.bin", data.as_slice())],
@@ -632,7 +604,7 @@ async fn check_bodies(s: &Served, f: &mut Facts) {
     let want = json!({
         "name": "photo.bin",
         "size": data.len(),
-        "sha256": sha256_hex(&data),
+        "sha256": levee_test::digest_hex("sha256sum", &data),
         "note": "holiday",
         "valid": true,
         "moved": true,

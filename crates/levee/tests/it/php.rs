@@ -628,48 +628,14 @@ async fn php_headers_statuses_redirects_and_cookies_reach_the_client() {
     .await;
 }
 
-/// The MD5 of `data`, by `md5sum` (PHP's md5 is what is being checked).
-fn md5_hex(data: &[u8]) -> String {
-    use std::io::Write;
-    let mut child = std::process::Command::new("md5sum")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("run md5sum");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let data = data.to_vec();
-    let writer = std::thread::spawn(move || stdin.write_all(&data));
-    let out = child.wait_with_output().expect("md5sum output");
-    writer.join().expect("writer").expect("write to md5sum");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .expect("md5sum printed a hash")
-        .to_string()
-}
-
-/// `len` bytes that are not all alike (a simple LCG), so that a shifted or repeated
-/// piece changes the checksum.
-fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed;
-    (0..len)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) as u8
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multipart_upload_of_several_mib_reaches_php_intact() {
     levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     bounded(async {
-        let big = pseudo_random(6 * 1024 * 1024 + 123, 1);
-        let small = pseudo_random(1000, 2);
+        let big = levee_test::pseudo_random(6 * 1024 * 1024 + 123, 1);
+        let small = levee_test::pseudo_random(1000, 2);
         let boundary = "----leveeBoundary7MA4YWxkTrZu0gW";
         let mut body = Vec::new();
         let mut part = |headers: &str, content: &[u8]| {
@@ -706,12 +672,12 @@ async fn multipart_upload_of_several_mib_reaches_php_intact() {
         let want_big = format!(
             "file file error=0 name=big.bin size={} md5={}",
             big.len(),
-            md5_hex(&big)
+            levee_test::digest_hex("md5sum", &big)
         );
         let want_small = format!(
             "file other error=0 name=small.bin size={} md5={}",
             small.len(),
-            md5_hex(&small)
+            levee_test::digest_hex("md5sum", &small)
         );
         assert!(text.contains(&want_big), "want {want_big:?}, got {text:?}");
         assert!(
@@ -729,11 +695,11 @@ async fn large_post_body_streams_through_to_php() {
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     bounded(async {
-        let body = pseudo_random(8 * 1024 * 1024 + 7, 3);
+        let body = levee_test::pseudo_random(8 * 1024 * 1024 + 7, 3);
         let want = format!(
             "len={} md5={} content_length={}\n",
             body.len(),
-            md5_hex(&body),
+            levee_test::digest_hex("md5sum", &body),
             body.len()
         );
         let r = Req::post("/input.php", body)
@@ -753,7 +719,7 @@ async fn upload_with_expect_100_continue_gets_its_continue_and_reaches_php() {
     let site = Site::start();
     let levee = levee_php(&site, &site.tcp()).start();
     bounded(async {
-        let body = pseudo_random(2 * 1024 * 1024, 5);
+        let body = levee_test::pseudo_random(2 * 1024 * 1024, 5);
         let mut conn = RawConn::connect(levee.addr()).await;
         let head = format!(
             "POST /input.php HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n\
@@ -777,7 +743,7 @@ async fn upload_with_expect_100_continue_gets_its_continue_and_reaches_php() {
         let want = format!(
             "len={} md5={} content_length={}\n",
             body.len(),
-            md5_hex(&body),
+            levee_test::digest_hex("md5sum", &body),
             body.len()
         );
         assert_eq!(String::from_utf8_lossy(&r.body), want);
@@ -794,7 +760,7 @@ async fn chunked_post_body_reaches_php() {
     let site = Site::start();
     let levee = levee_php(&site, &site.unix()).start();
     bounded(async {
-        let body = pseudo_random(300_000, 4);
+        let body = levee_test::pseudo_random(300_000, 4);
         let mut request = format!(
             "POST /input.php HTTP/1.1\r\nHost: {}\r\nContent-Type: application/octet-stream\r\n\
              Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
@@ -818,7 +784,11 @@ async fn chunked_post_body_reaches_php() {
         let r = parse_raw(&raw);
         assert_eq!(r.status, 200, "{}", r.head);
         let text = String::from_utf8_lossy(&r.body).into_owned();
-        let want = format!("len={} md5={}", body.len(), md5_hex(&body));
+        let want = format!(
+            "len={} md5={}",
+            body.len(),
+            levee_test::digest_hex("md5sum", &body)
+        );
         assert!(text.starts_with(&want), "want {want:?}, got {text:?}");
     })
     .await;
@@ -834,7 +804,7 @@ async fn chunked_post_body_over_the_limit_gets_413_that_says_what_to_do() {
         .config("[fastcgi]\nmax_unsized_body = \"64KiB\"")
         .start();
     bounded(async {
-        let body = pseudo_random(200_000, 5);
+        let body = levee_test::pseudo_random(200_000, 5);
         let mut request = format!(
             "POST /input.php HTTP/1.1\r\nHost: {}\r\nContent-Type: application/octet-stream\r\n\
              Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
