@@ -785,8 +785,12 @@ $levee_ini = [];
 function levee_restore_ini(): void
 {
     global $levee_ini;
-    foreach (ini_get_all(null, false) as $name => $value) {
-        if ($value !== ($levee_ini[$name] ?? $value)) {
+    $now = ini_get_all(null, false);
+    if ($now === $levee_ini) {
+        return; // the common case: one comparison in C
+    }
+    foreach (array_diff_assoc($now, $levee_ini) as $name => $value) {
+        if (array_key_exists($name, $levee_ini)) {
             @ini_set($name, (string) $levee_ini[$name]);
         }
     }
