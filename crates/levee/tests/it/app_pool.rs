@@ -514,39 +514,78 @@ fn worker_pids(dir: &std::path::Path) -> Vec<u32> {
         .collect()
 }
 
+/// A PHP app on runtime/levee-worker.php that notes its pid (php-cli re-executes itself
+/// as php-cgi: the same pid, which must still die with levee).
+const PHP_PID_APP: &str = r#"<?php
+touch(__DIR__ . '/pid-' . getmypid());
+return fn (array $r) => 'php ' . getmypid();
+"#;
+
+fn start_php_pid_app(dir: &std::path::Path, processes: &str) -> Levee {
+    std::fs::write(dir.join("app.php"), PHP_PID_APP).unwrap();
+    let runtime =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime/levee-worker.php");
+    levee!()
+        .args(&[
+            "--app",
+            &format!(
+                "php {} {{port}} {}",
+                runtime.display(),
+                dir.join("app.php").display()
+            ),
+            "--app-processes",
+            processes,
+        ])
+        .start()
+}
+
+/// Starts 4 processes with `start`, stops levee with `signal`, and asserts that none of
+/// them runs 3 s later.
+async fn none_outlives(start: fn(&std::path::Path, &str) -> Levee, signal: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut levee = start(dir.path(), "4");
+    assert_eq!(levee.get("/up").await.status, 200);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while worker_pids(dir.path()).len() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "4 processes never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pids = worker_pids(dir.path());
+    assert!(pids.iter().all(|&p| alive(p)), "{pids:?}");
+    levee.signal(signal);
+    assert!(
+        levee.wait_exit(Duration::from_secs(10)).is_some(),
+        "levee did not exit on SIG{signal}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "after SIG{signal} of levee, app processes {left:?} still run 3 s later"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_app_process_outlives_levee_killed_or_stopped() {
     levee_test::require!(levee_test::tools::PYTHON3);
     for signal in ["KILL", "TERM"] {
-        let dir = tempfile::tempdir().unwrap();
-        let mut levee = start_one_connection_workers(dir.path(), "4");
-        assert_eq!(levee.get("/up").await.status, 200);
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while worker_pids(dir.path()).len() < 4 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "4 processes never started"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let pids = worker_pids(dir.path());
-        assert!(pids.iter().all(|&p| alive(p)), "{pids:?}");
-        levee.signal(signal);
-        assert!(
-            levee.wait_exit(Duration::from_secs(10)).is_some(),
-            "levee did not exit on SIG{signal}"
-        );
-        let deadline = std::time::Instant::now() + Duration::from_secs(3);
-        loop {
-            let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
-            if left.is_empty() {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "after SIG{signal} of levee, app processes {left:?} still run 3 s later"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        none_outlives(start_one_connection_workers, signal).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_php_worker_outlives_levee_killed_or_stopped() {
+    levee_test::require!(levee_test::tools::PHP_CGI);
+    for signal in ["KILL", "TERM"] {
+        none_outlives(start_php_pid_app, signal).await;
     }
 }
