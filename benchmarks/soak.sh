@@ -113,6 +113,10 @@ EOF
         --json "$WORK/bench-disconnect.json" -f "$WORK/gone.txt" --random
 fi
 log "soak: $SCENARIO for $MINUTES min, clients: ${CLIENTS[*]}"
+# Written now: the commit and load average of the start.
+report "# Soak: $SCENARIO, $MINUTES minutes ($(date '+%Y-%m-%d %H:%M'))" "" \
+    "- command: \`SCENARIO=$SCENARIO MINUTES=$MINUTES benchmarks/soak.sh\`"
+machine_info
 
 # ---- sampling, purges and reloads -------------------------------------------------------
 
@@ -156,8 +160,6 @@ sample "$(($(date +%s) - start))"
 CHART="$REPO_DIR/docs/soak.svg"
 [ "${RECORD:-1}" = 1 ] || CHART="$WORK/soak.svg"
 [ "$SCENARIO" = mixed ] || CHART="${CHART%.svg}-refresh.svg"
-report "# Soak: $SCENARIO, $MINUTES minutes ($(date '+%Y-%m-%d %H:%M'))" ""
-machine_info
 python3 - "$SAMPLES" "$WORK" "$SCENARIO" "$CHART" "${CHART#"$REPO_DIR"/}" "${CLIENTS[@]}" <<'EOF' | tee -a "$OUT_FILE"
 import csv, json, os, statistics, sys
 samples, work, scenario, chart, chart_shown = sys.argv[1:6]
