@@ -209,6 +209,11 @@ fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
             derived_max,
         ),
         (
+            "static_transcoded_bytes",
+            "Bytes of static files kept compressed (bounded by transcode_memory / 2)",
+            shared.encoder.static_forms_bytes(),
+        ),
+        (
             "sendfile_bytes",
             "Bytes of memfd copies of large bodies kept for sendfile",
             sendfile_bytes,

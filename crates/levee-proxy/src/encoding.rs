@@ -232,6 +232,12 @@ impl Encoder {
         (self.derived.used(), self.derived.max())
     }
 
+    /// Bytes held now by compressed forms of static files (a metric; bounded by
+    /// `transcode_memory / 2`, evicted by size).
+    pub fn static_forms_bytes(&self) -> u64 {
+        self.files.weighted_size()
+    }
+
     /// After a 304 merged new headers into a compressed entry: the new `ETag` is the
     /// backend's, of the uncompressed form; keep it for revalidation and serve it weak.
     pub fn after_refresh(headers: &mut HeaderMap, coded: &mut LeveeCoded) {

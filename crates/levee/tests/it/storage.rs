@@ -166,11 +166,11 @@ async fn cache_size_bounds_what_is_stored_and_evicts_without_failing() {
 }
 
 /// Issue 26: what levee keeps beside a stored page (its body in other codings, the memfd
-/// copy sendfile sends) goes with the page. Pages refreshed a thousand times over leave
+/// copy sendfile sends) goes with the page. Pages refreshed 2,000 times over leave
 /// only what the live pages need: before, every refresh left its uncompressed copy in a
 /// side cache until that filled up (16 MiB by default).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refreshing_pages_a_thousand_times_leaves_only_what_the_live_pages_need() {
+async fn refreshing_pages_thousands_of_times_leaves_only_what_the_live_pages_need() {
     const SMALL: usize = 12 * 1024;
     const LARGE: usize = 100 * 1024;
     let origin = Origin::start(|r| {
@@ -195,7 +195,7 @@ async fn refreshing_pages_a_thousand_times_leaves_only_what_the_live_pages_need(
     let mut conn = levee_test::Conn::open(levee.addr()).await;
     let mut most_derived = 0.0_f64;
     let mut most_sendfile = 0.0_f64;
-    for round in 0..100 {
+    for round in 0..200 {
         // Twice each: the first fetches or refreshes it, the second is a hit. No
         // Accept-Encoding: the stored (gzip) page is sent uncompressed, made from it once
         // and kept with it; large ones from a memfd copy, with sendfile.
@@ -225,7 +225,7 @@ async fn refreshing_pages_a_thousand_times_leaves_only_what_the_live_pages_need(
         );
     }
     assert!(
-        origin.requests() >= 900,
+        origin.requests() >= 1800,
         "the pages were not refreshed: {} backend requests",
         origin.requests()
     );
