@@ -589,3 +589,88 @@ async fn no_php_worker_outlives_levee_killed_or_stopped() {
         none_outlives(start_php_pid_app, signal).await;
     }
 }
+
+/// A PHP app that shows what PHP made of a request's body, and whether a file exists.
+const PHP_UPLOAD_APP: &str = r#"<?php
+return function (array $r) {
+    if ($r['path'] === '/exists') {
+        echo json_encode(['exists' => file_exists($_GET['p'] ?? '')]);
+        return null;
+    }
+    echo json_encode(['files' => $_FILES, 'post' => $_POST, 'input' => strlen(file_get_contents('php://input'))]);
+    return null;
+};
+"#;
+
+/// Uploads as php-fpm takes them (issue 19): `$_FILES` in PHP's shapes, a file over
+/// upload_max_filesize (2M in Debian's php.ini) refused with UPLOAD_ERR_INI_SIZE, a body
+/// over post_max_size (8M) dropped, temporary files removed after the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn php_uploads_honour_the_ini_limits_and_leave_no_file_behind() {
+    levee_test::require!(levee_test::tools::PHP_CGI);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.php"), PHP_UPLOAD_APP).unwrap();
+    let runtime =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime/levee-worker.php");
+    let levee = levee!()
+        .args(&[
+            "--app",
+            &format!(
+                "php {} {{port}} {}",
+                runtime.display(),
+                dir.path().join("app.php").display()
+            ),
+            "--app-processes",
+            "1",
+        ])
+        .start();
+    let small = levee_test::pseudo_random(1000, 1);
+    let big = levee_test::pseudo_random(3 << 20, 2);
+    let (ct, body) = levee_test::multipart(
+        &[("note", "hello"), ("a[b]", "nested")],
+        &[
+            ("small", "small.bin", &small),
+            ("big", "big.bin", &big),
+            ("docs[]", "one.txt", b"one"),
+            ("docs[]", "two.txt", b"two"),
+        ],
+    );
+    let r = Req::post("/upload", body)
+        .header("content-type", &ct)
+        .send(&levee)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.summary());
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let files = &v["files"];
+    assert_eq!(v["post"]["note"], "hello", "{v}");
+    assert_eq!(v["post"]["a"]["b"], "nested", "{v}");
+    assert_eq!(
+        v["input"], 0,
+        "php://input is empty for multipart, as in php-fpm: {v}"
+    );
+    assert_eq!(files["small"]["error"], 0, "{v}");
+    assert_eq!(files["small"]["size"], 1000, "{v}");
+    assert_eq!(files["big"]["error"], 1, "UPLOAD_ERR_INI_SIZE: {v}");
+    assert_eq!(files["big"]["size"], 0, "{v}");
+    assert_eq!(files["docs"]["name"][0], "one.txt", "{v}");
+    assert_eq!(files["docs"]["name"][1], "two.txt", "{v}");
+    assert_eq!(files["docs"]["size"][1], 3, "{v}");
+    // The temporary files are gone once the request is over.
+    for tmp in [
+        files["small"]["tmp_name"].as_str().unwrap_or_default(),
+        files["docs"]["tmp_name"][0].as_str().unwrap_or_default(),
+    ] {
+        assert!(tmp.starts_with('/'), "{v}");
+        let r = levee.get(&format!("/exists?p={tmp}")).await;
+        assert_eq!(r.text(), r#"{"exists":false}"#, "{tmp} is left behind");
+    }
+    // Over post_max_size: PHP drops the body.
+    let (ct, body) =
+        levee_test::multipart(&[("note", "x")], &[("huge", "h.bin", &vec![7u8; 9 << 20])]);
+    let r = Req::post("/upload", body)
+        .header("content-type", &ct)
+        .send(&levee)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.summary());
+    assert_eq!(r.text(), r#"{"files":[],"post":[],"input":0}"#);
+}

@@ -300,33 +300,6 @@ impl Facts {
     }
 }
 
-/// A multipart/form-data body: (content type, body) of text fields and files.
-fn multipart(fields: &[(&str, &str)], files: &[(&str, &str, &[u8])]) -> (String, Vec<u8>) {
-    let boundary = "----leveeFrameworks9Xq2b7WcR";
-    let mut body = Vec::new();
-    for (name, value) in fields {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
-            )
-            .as_bytes(),
-        );
-    }
-    for (name, filename, data) in files {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; \
-                 filename=\"{filename}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-            )
-            .as_bytes(),
-        );
-        body.extend_from_slice(data);
-        body.extend_from_slice(b"\r\n");
-    }
-    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
-    (format!("multipart/form-data; boundary={boundary}"), body)
-}
-
 /// What `GET /state` must show: a request that arrives sees nothing of earlier ones.
 fn clean_state(get: Value, cookie: Value) -> Value {
     json!({
@@ -574,7 +547,7 @@ async fn check_bodies(s: &Served, f: &mut Facts) {
     assert_eq!(v["raw_post"], want, "{}", s.says("POST /echo/form", &r));
     f.note("POST /echo/form urlencoded", v);
 
-    let (ct, body) = multipart(&[("a", "1"), ("b[k]", "v"), ("c", "hello world")], &[]);
+    let (ct, body) = levee_test::multipart(&[("a", "1"), ("b[k]", "v"), ("c", "hello world")], &[]);
     let r = c.post(s, "/echo/form", &ct, body).await;
     assert_eq!(r.status, 200, "{}", s.says("POST /echo/form multipart", &r));
     let v = json_of(s, "POST /echo/form multipart", &r);
@@ -594,7 +567,7 @@ async fn check_bodies(s: &Served, f: &mut Facts) {
     f.note("POST /echo/form multipart", v);
 
     let data = levee_test::pseudo_random(300 * 1024 + 17, 7);
-    let (ct, body) = multipart(
+    let (ct, body) = levee_test::multipart(
         &[("note", "holiday")],
         &[("file", "photo.bin", data.as_slice())],
     );
@@ -667,7 +640,8 @@ async fn check_state(s: &Served, f: &mut Facts) {
         let what = format!("round {round}");
         let r = dirty.post(s, "/echo/form", URLENCODED, "left=over").await;
         assert_eq!(r.status, 200, "{}", s.says(&what, &r));
-        let (ct, body) = multipart(&[("note", "n")], &[("file", "f.bin", &b"leftover"[..])]);
+        let (ct, body) =
+            levee_test::multipart(&[("note", "n")], &[("file", "f.bin", &b"leftover"[..])]);
         dirty.post(s, "/upload", &ct, body).await;
         dirty.get(s, "/native/login?user=leftover").await;
         dirty.get(s, "/raw-headers?left=over").await;
