@@ -353,8 +353,16 @@ function levee_read_request($conn): ?array
             fgets($conn);
         }
     } elseif (isset($headers['content-length'])) {
-        $n = (int) $headers['content-length'];
-        $body = $n > 0 ? (string) stream_get_contents($conn, $n) : '';
+        $n = max(0, (int) $headers['content-length']);
+        if ($max > 0 && $n > $max) {
+            // Read and dropped piece by piece: never held whole in memory.
+            $tooLarge = true;
+            while ($n > 0 && !feof($conn)) {
+                $n -= strlen((string) fread($conn, min($n, 1 << 16)));
+            }
+        } else {
+            $body = $n > 0 ? (string) stream_get_contents($conn, $n) : '';
+        }
     }
     $tooLarge = $tooLarge || ($max > 0 && strlen($body) > $max);
     $path = parse_url('http://x' . $uri, PHP_URL_PATH) ?: '/';
