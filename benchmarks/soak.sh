@@ -56,14 +56,13 @@ BASE="http://127.0.0.1:$LEVEE_PORT"
 
 # ---- the load ---------------------------------------------------------------------------
 
-urls() { # FILE PREFIX COUNT [QUERY]
+urls() { # FILE COUNT FORMAT : one line per i < COUNT, FORMAT's {i} and {m} (= i % 100) filled
     python3 - "$@" <<'EOF'
 import sys
-f, prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-q = sys.argv[4] if len(sys.argv) > 4 else ""
+f, n, fmt = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 with open(f, "w") as out:
     for i in range(n):
-        out.write(f"{prefix}{i}{q}\n")
+        out.write(fmt.format(i=i, m=i % 100) + "\n")
 EOF
 }
 
@@ -78,28 +77,18 @@ client() {
 }
 
 if [ "$SCENARIO" = refresh ]; then
-    urls "$WORK/pages.txt" "$BASE/page/" 50
+    urls "$WORK/pages.txt" 50 "$BASE/page/{i}"
     client identity 150 -f "$WORK/pages.txt" --random
     client gzip 150 -f "$WORK/pages.txt" --random -H 'Accept-Encoding: gzip, br'
 else
     # Tagged by page number modulo 100, for purges by tag.
-    python3 - "$WORK/hits.txt" "$BASE" <<'EOF'
-import sys
-with open(sys.argv[1], "w") as out:
-    for i in range(10000):
-        out.write(f"{sys.argv[2]}/h/{i}?tag=t{i % 100}\n")
-EOF
-    urls "$WORK/short.txt" "$BASE/s/" 200 "?cache-control=public,max-age=2"
-    urls "$WORK/micro.txt" "$BASE/m/" 200 "?cache-control=none"
-    urls "$WORK/cold.txt" "$BASE/c/" 200000
-    urls "$WORK/session.txt" "$BASE/h/" 500
-    python3 - "$WORK/posts.txt" "$BASE" <<'EOF'
-import sys
-with open(sys.argv[1], "w") as out:
-    for i in range(200):
-        out.write(f"{sys.argv[2]}/h/{i}?tag=t{i % 100} POST comment=soak{i}\n")
-EOF
-    urls "$WORK/gone.txt" "$BASE/g/" 20000 "?cache-control=none"
+    urls "$WORK/hits.txt" 10000 "$BASE/h/{i}?tag=t{m}"
+    urls "$WORK/short.txt" 200 "$BASE/s/{i}?cache-control=public,max-age=2"
+    urls "$WORK/micro.txt" 200 "$BASE/m/{i}?cache-control=none"
+    urls "$WORK/cold.txt" 200000 "$BASE/c/{i}"
+    urls "$WORK/session.txt" 500 "$BASE/h/{i}"
+    urls "$WORK/posts.txt" 200 "$BASE/h/{i}?tag=t{m} POST comment=soak{i}"
+    urls "$WORK/gone.txt" 20000 "$BASE/g/{i}?cache-control=none"
     client hits-identity 300 -f "$WORK/hits.txt" --random
     client hits-gzip 300 -f "$WORK/hits.txt" --random -H 'Accept-Encoding: gzip, br'
     client short 150 -f "$WORK/short.txt" --random -H 'Accept-Encoding: gzip'

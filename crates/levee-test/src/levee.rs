@@ -199,6 +199,20 @@ impl Levee {
         self.log.lock().unwrap().clone()
     }
 
+    /// Waits (at most 5 s) until levee's stderr contains `needle`; panics with the log
+    /// otherwise. For what levee reports in the background (a log line after a response).
+    pub async fn wait_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.stderr().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "the log never said {needle:?}:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Sends SIGTERM (graceful drain).
     pub fn sigterm(&self) {
         let status = Command::new("kill")

@@ -333,6 +333,25 @@ async fn a_file_change_restarts_the_processes_with_no_failed_request() {
     );
 }
 
+/// levee running `app` (a PHP app file's text) on runtime/levee-worker.php.
+fn start_php_app(dir: &std::path::Path, app: &str, processes: &str) -> Levee {
+    std::fs::write(dir.join("app.php"), app).unwrap();
+    let runtime =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime/levee-worker.php");
+    levee!()
+        .args(&[
+            "--app",
+            &format!(
+                "php {} {{port}} {}",
+                runtime.display(),
+                dir.join("app.php").display()
+            ),
+            "--app-processes",
+            processes,
+        ])
+        .start()
+}
+
 /// A PHP app kept warm by runtime/levee-worker.php, nothing but php-cli: booted once,
 /// its handler called per request with fresh superglobals.
 const PHP_APP: &str = r#"<?php
@@ -358,21 +377,7 @@ fn field<'a>(text: &'a str, name: &str) -> &'a str {
 async fn a_php_app_stays_warm_in_the_php_worker_runtime() {
     levee_test::require!(levee_test::tools::PHP_CGI);
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("app.php"), PHP_APP).unwrap();
-    let runtime =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime/levee-worker.php");
-    let levee = levee!()
-        .args(&[
-            "--app",
-            &format!(
-                "php {} {{port}} {}",
-                runtime.display(),
-                dir.path().join("app.php").display()
-            ),
-            "--app-processes",
-            "1",
-        ])
-        .start();
+    let levee = start_php_app(dir.path(), PHP_APP, "1");
     let a = levee.get("/a?x=1").await;
     assert_eq!(a.status, 200, "{}", a.summary());
     let b = Req::get("/b")
@@ -522,21 +527,7 @@ return fn (array $r) => 'php ' . getmypid();
 "#;
 
 fn start_php_pid_app(dir: &std::path::Path, processes: &str) -> Levee {
-    std::fs::write(dir.join("app.php"), PHP_PID_APP).unwrap();
-    let runtime =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime/levee-worker.php");
-    levee!()
-        .args(&[
-            "--app",
-            &format!(
-                "php {} {{port}} {}",
-                runtime.display(),
-                dir.join("app.php").display()
-            ),
-            "--app-processes",
-            processes,
-        ])
-        .start()
+    start_php_app(dir, PHP_PID_APP, processes)
 }
 
 /// Starts 4 processes with `start`, stops levee with `signal`, and asserts that none of
@@ -609,21 +600,7 @@ return function (array $r) {
 async fn php_uploads_honour_the_ini_limits_and_leave_no_file_behind() {
     levee_test::require!(levee_test::tools::PHP_CGI);
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("app.php"), PHP_UPLOAD_APP).unwrap();
-    let runtime =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../runtime/levee-worker.php");
-    let levee = levee!()
-        .args(&[
-            "--app",
-            &format!(
-                "php {} {{port}} {}",
-                runtime.display(),
-                dir.path().join("app.php").display()
-            ),
-            "--app-processes",
-            "1",
-        ])
-        .start();
+    let levee = start_php_app(dir.path(), PHP_UPLOAD_APP, "1");
     let small = levee_test::pseudo_random(1000, 1);
     let big = levee_test::pseudo_random(3 << 20, 2);
     let (ct, body) = levee_test::multipart(

@@ -438,16 +438,7 @@ async fn backend_connect_failure_gives_a_clear_502() {
         assert!(start.elapsed() < Duration::from_secs(3), "{desc}");
     }
     // What the client was not told is in the log, for the operator.
-    let addr = backend.trim_start_matches("http://");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !levee.stderr().contains(addr) {
-        assert!(
-            Instant::now() < deadline,
-            "the log does not name the backend {addr}: {}",
-            levee.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    levee.wait_log(backend.trim_start_matches("http://")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1343,15 +1343,7 @@ async fn assert_php_fpm_502(levee: &Levee, r: &Resp, what: &str) {
         !text.contains(what),
         "the body shows clients {what}: {text:?}"
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !levee.stderr().contains(what) {
-        assert!(
-            Instant::now() < deadline,
-            "the log does not name {what}: {}",
-            levee.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    levee.wait_log(what).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
