@@ -155,7 +155,27 @@ pub struct Entry {
     /// encoding.rs). Shared with the entry a 304 refresh makes of it (same body), and
     /// gone with the last of them: a refreshed, evicted or purged page leaves nothing
     /// behind.
-    pub derived: Arc<DerivedForms>,
+    pub derived: Derived,
+}
+
+/// An entry's [`DerivedForms`], allocated on first use: most entries are only ever sent
+/// as stored, and an empty slot costs 16 bytes where the forms cost several hundred.
+#[derive(Debug, Default)]
+pub struct Derived(std::sync::OnceLock<Arc<DerivedForms>>);
+
+impl Derived {
+    pub fn forms(&self) -> &DerivedForms {
+        self.0.get_or_init(Default::default)
+    }
+
+    /// For the entry a 304 refresh makes of the same body: the same forms.
+    pub fn share(&self) -> Derived {
+        let d = Derived::default();
+        if let Some(f) = self.0.get() {
+            let _ = d.0.set(f.clone());
+        }
+        d
+    }
 }
 
 /// How many bytes of derived forms all entries together may keep

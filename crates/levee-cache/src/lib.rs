@@ -14,7 +14,9 @@ pub mod store;
 pub mod tags;
 
 pub use cache_control::CacheControl;
-pub use entry::{DerivedBody, DerivedBudget, DerivedForms, Entry, Kept, LeveeCoded, StoredHeaders};
+pub use entry::{
+    Derived, DerivedBody, DerivedBudget, DerivedForms, Entry, Kept, LeveeCoded, StoredHeaders,
+};
 pub use fill::{Coalescer, Fill, FillGuard, Incomplete, Reader};
 pub use key::{CacheKey, Scheme, VaryKey};
 pub use lookup::{lookup, stale_on_error, Lookup};

@@ -178,7 +178,7 @@ impl Encoder {
         if chosen == entry.coding {
             return EntryForm::AsStored;
         }
-        let cell = entry.derived.cell(chosen);
+        let cell = entry.derived.forms().cell(chosen);
         // The common case, already derived, stays out of the large future of
         // `get_or_try_init`: hits move their futures around, and size costs copies.
         let made = match cell.get() {

@@ -534,7 +534,7 @@ fn refresh(
         soft_purged: Default::default(),
         tags: stale.tags.clone(),
         // The same body: its other codings stay valid.
-        derived: stale.derived.clone(),
+        derived: stale.derived.share(),
     });
     if decision.is_ok() {
         shared.store.insert(key.clone(), entry.clone());

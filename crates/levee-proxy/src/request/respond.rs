@@ -153,14 +153,14 @@ pub(crate) async fn entry(
 fn large_body(
     shared: &Shared,
     parts: &request::Parts,
-    forms: &levee_cache::DerivedForms,
+    derived: &levee_cache::Derived,
     coding: Coding,
     body: Bytes,
 ) -> ProxyBody {
     let len = body.len();
     if (zerocopy::MIN_LEN..=zerocopy::MAX_LEN).contains(&len) {
         if let Some(queue) = parts.extensions.get::<Arc<zerocopy::SendQueue>>() {
-            if let Some(file) = shared.sendfile.get(forms, coding, &body) {
+            if let Some(file) = shared.sendfile.get(derived.forms(), coding, &body) {
                 return ProxyBody::Zc(zerocopy::ZcBody::new(queue.clone(), file, len));
             }
         }
