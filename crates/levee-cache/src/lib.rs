@@ -4,6 +4,7 @@
 //! Nothing here knows about sockets: `levee-proxy` drives it.
 
 pub mod cache_control;
+pub mod clock;
 pub mod conditional;
 pub mod entry;
 pub mod fill;

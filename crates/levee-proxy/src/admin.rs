@@ -117,6 +117,21 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                 }
             }
         },
+        // Tests only (`LEVEE_TEST_CLOCK=1`): moves levee's clock forward, so that a test of
+        // a TTL advances time instead of sleeping through it (levee_cache::clock).
+        (&Method::POST, "/clock") if test_clock_enabled() => {
+            match clock_advance(req.uri().query().unwrap_or("")) {
+                Some(by) => {
+                    let ahead = levee_cache::clock::advance(by);
+                    (StatusCode::OK, TEXT, format!("{}\n", ahead.as_millis()))
+                }
+                None => (
+                    StatusCode::BAD_REQUEST,
+                    TEXT,
+                    "POST /clock?advance=DURATION (for example 1500ms or 3s)\n".to_string(),
+                ),
+            }
+        }
         (&Method::POST, "/reload") => {
             let s = shared.clone();
             match tokio::task::spawn_blocking(move || crate::server::report_reload(&s)).await {
@@ -244,4 +259,18 @@ fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
             shared.stats.top.len() as u64,
         ),
     ]
+}
+
+/// Whether levee runs under a test that moves its clock (`LEVEE_TEST_CLOCK=1`).
+fn test_clock_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var_os("LEVEE_TEST_CLOCK").is_some_and(|v| v == "1"))
+}
+
+/// `advance=1500ms` of `POST /clock`.
+fn clock_advance(query: &str) -> Option<std::time::Duration> {
+    let value = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("advance="))?;
+    humantime::parse_duration(value).ok()
 }

@@ -87,7 +87,9 @@ impl LeveeBuilder {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
-            .env("LEVEE_LOG", "warn");
+            .env("LEVEE_LOG", "warn")
+            // Lets `Levee::advance_clock` move levee's clock (admin `POST /clock`).
+            .env("LEVEE_TEST_CLOCK", "1");
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()));
@@ -293,6 +295,21 @@ impl Levee {
             .and_then(|s| s.split([',', '}']).next())
             .and_then(|n| n.trim().parse().ok())
             .unwrap_or_else(|| panic!("no count in {text}"))
+    }
+
+    /// Moves levee's clock forward by `by` (`POST /clock?advance=` on the admin
+    /// listener): every age, TTL, grace and micro-cache decision sees the time `by`
+    /// later, without the test sleeping. Backends that send their own `Date` keep the
+    /// real time: to them levee's clock is skewed, so advance before storing what must
+    /// look fresh, or give the origin the same offset (`Origin::advance_clock`).
+    pub async fn advance_clock(&self, by: Duration) {
+        let r = self
+            .admin(Req::new(
+                "POST",
+                &format!("/clock?advance={}ms", by.as_millis()),
+            ))
+            .await;
+        assert_eq!(r.status, 200, "POST /clock: {}", r.summary());
     }
 
     /// Waits until `cond` holds for the metric `name` (5 s at most, then panics).

@@ -3,7 +3,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
@@ -140,6 +140,9 @@ struct State {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     connections: AtomicUsize,
+    /// How far this origin's clock (its `Date` fields) runs ahead of the real one, in
+    /// milliseconds: moved with levee's by `Origin::advance_clock`.
+    clock_ahead_ms: AtomicU64,
 }
 
 /// Counts a request as in flight from its arrival until its response body is dropped
@@ -215,6 +218,7 @@ impl Origin {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
+            clock_ahead_ms: AtomicU64::new(0),
         });
         let std_listener =
             std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
@@ -246,6 +250,15 @@ impl Origin {
             state,
             running: Mutex::new(Some((stop_tx, thread))),
         }
+    }
+
+    /// Moves this origin's clock forward: the `Date` of its replies (unless a reply sets
+    /// one) is that much later, as levee's is after `Levee::advance_clock`. Without it a
+    /// response stored after levee's clock moved would look `by` old on arrival
+    /// (RFC 9111 §4.2.3's apparent age).
+    pub fn advance_clock(&self, by: Duration) {
+        let ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        self.state.clock_ahead_ms.fetch_add(ms, Ordering::SeqCst);
     }
 
     /// Every request gets the same reply, built fresh each time.
@@ -415,6 +428,13 @@ async fn respond(
     *resp.status_mut() = reply.status;
     for (k, v) in reply.headers {
         resp.headers_mut().append(k, v);
+    }
+    if !resp.headers().contains_key(http::header::DATE) {
+        let ahead = Duration::from_millis(state.clock_ahead_ms.load(Ordering::SeqCst));
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now() + ahead);
+        if let Ok(v) = http::HeaderValue::from_str(&date) {
+            resp.headers_mut().insert(http::header::DATE, v);
+        }
     }
     Ok(resp)
 }

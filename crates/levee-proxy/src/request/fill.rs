@@ -61,7 +61,7 @@ pub(crate) async fn fetch(
     let head = match tokio::time::timeout(head_wait_limit(shared), fill.head()).await {
         Ok(head) => head,
         Err(_) => {
-            let now = Instant::now();
+            let now = levee_cache::clock::now();
             if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
                 return respond::entry(shared, &stale, &parts, XCache::Stale, now).await;
             }
@@ -71,7 +71,7 @@ pub(crate) async fn fetch(
             );
         }
     };
-    let now = Instant::now();
+    let now = levee_cache::clock::now();
     match &*head {
         FillHead::Stream(h) => {
             // Never break a session: a response fetched without this client's cookies
@@ -338,14 +338,14 @@ async fn send(
     }
     let mut req = Request::from_parts(req_parts, req_body);
     loop {
-        let request_time = SystemTime::now();
+        let request_time = levee_cache::clock::system_now();
         let resp = shared.upstream.send(req, ctx.conn).await;
         shared.stats.backend(&resp);
         let resp = resp?;
         let received = Received {
             request_time,
-            response_time: SystemTime::now(),
-            at: Instant::now(),
+            response_time: levee_cache::clock::system_now(),
+            at: levee_cache::clock::now(),
         };
         let (mut head, body) = resp.into_parts();
         strip_hop_by_hop(&mut head.headers);
@@ -404,11 +404,11 @@ pub(super) fn renew_hit_for_miss(
     status: StatusCode,
     headers: &HeaderMap,
 ) {
-    let now = SystemTime::now();
+    let now = levee_cache::clock::system_now();
     let received = Received {
         request_time: now,
         response_time: now,
-        at: Instant::now(),
+        at: levee_cache::clock::now(),
     };
     let req_cc = CacheControl::from_request_headers(req_headers);
     match decide(shared, &req_cc, status, headers, &received) {

@@ -3,7 +3,6 @@
 //! decides; this module only carries the decision out.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use http::header;
 use http::request;
@@ -32,7 +31,7 @@ pub(crate) async fn cached(
     if origin_preconditions && !req_cc.only_if_cached {
         return Box::pin(pass::pass(shared, parts, body, conn, "origin-precondition")).await;
     }
-    let now = Instant::now();
+    let now = levee_cache::clock::now();
     let stored = shared.store.get(&key, &parts.headers);
     match (levee_cache::lookup(&req_cc, stored.as_deref(), now), stored) {
         (Lookup::Hit, Some(entry)) => {

@@ -22,7 +22,8 @@ async fn stale_while_revalidate_serves_stale_at_once_and_revalidates_once() {
     let levee = Arc::new(levee!().backend(&origin.url()).start());
     assert_eq!(levee.get("/swr").await.text(), "v1");
     levee.wait_stored("/swr").await;
-    tokio::time::sleep(Duration::from_millis(1150)).await;
+    levee.advance_clock(Duration::from_millis(1500)).await;
+    origin.advance_clock(Duration::from_millis(1500));
 
     let mut set = JoinSet::new();
     for _ in 0..8 {
@@ -60,13 +61,12 @@ async fn backend_down_serves_stale_within_grace_then_a_clear_502() {
         .backend(&backend)
         .config("[cache]\ngrace = \"2s\"")
         .start();
-    let stored_at = Instant::now();
     assert_eq!(levee.get("/page").await.x_cache(), "MISS");
     levee.wait_stored("/page").await;
     origin.stop();
 
     // Stale (past max-age=1) but within the 2 s grace.
-    tokio::time::sleep(Duration::from_millis(1150)).await;
+    levee.advance_clock(Duration::from_millis(1500)).await;
     for _ in 0..3 {
         let r = levee.get("/page").await;
         assert_eq!(r.status, 200, "{}", r.summary());
@@ -74,8 +74,7 @@ async fn backend_down_serves_stale_within_grace_then_a_clear_502() {
         assert_eq!(r.text(), "the stored page");
     }
     // Beyond max-age + grace: a 502 that says what is wrong.
-    let beyond = Duration::from_millis(3300);
-    tokio::time::sleep(beyond.saturating_sub(stored_at.elapsed())).await;
+    levee.advance_clock(Duration::from_secs(2)).await;
     let r = levee.get("/page").await;
     assert_eq!(r.status, 502, "{}", r.summary());
     assert_eq!(r.x_cache(), "ERROR");
