@@ -3,6 +3,7 @@
 //!
 //! Nothing here knows about sockets: `levee-proxy` drives it.
 
+pub mod after_fetch;
 pub mod cache_control;
 pub mod clock;
 pub mod conditional;
@@ -14,6 +15,7 @@ pub mod policy;
 pub mod store;
 pub mod tags;
 
+pub use after_fetch::{after_fetch, AfterFetch, Asked, Fetched, HitForMiss};
 pub use cache_control::CacheControl;
 pub use entry::{
     Derived, DerivedBody, DerivedBudget, DerivedForms, Entry, Kept, LeveeCoded, StoredHeaders,

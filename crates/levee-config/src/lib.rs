@@ -4,17 +4,26 @@
 //! - options.rs: [`Options`], the one shape of both the file and the flags, merged by
 //!   [`Combine`]; [`DEFAULTS`], every built-in value in one table.
 //! - settings.rs: [`Settings`], what `levee serve` runs with, validated from options
-//!   before a port is bound so that a mistake is reported with what to change.
+//!   before a port is bound so that a mistake is reported with what to change: what
+//!   the process shares (listeners, workers, limits, admin, log, the store's size) and
+//!   the [`Site`]s (site.rs: hosts, backend, root, presets, cache and anonymous rules,
+//!   FastCGI), each table converted by its own `from_options`.
+//! - describe.rs: every setting as `levee serve --check` prints it, from the settings.
+//! - convert.rs: the conversions the tables share (durations, sizes, percentages).
 //! - presets.rs, matcher.rs: applications' session cookies and pass paths, as globs.
 
+mod convert;
+mod describe;
 mod duration;
 mod matcher;
 mod options;
 mod presets;
 mod settings;
+mod site;
 
 use std::path::PathBuf;
 
+pub use describe::Described;
 pub use matcher::{CookieMatcher, PathMatcher};
 pub use options::{
     AdminOptions, AnonymousOptions, AppOptions, CacheOptions, Combine, CompressionOptions,
@@ -23,9 +32,11 @@ pub use options::{
 };
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
 pub use settings::{
-    AccessLog, AccessLogFormat, AdminSettings, AnonymousSettings, BackendLimit, CacheSettings,
-    CompressionSettings, EditInvalidation, FastCgiSettings, Limits, PurgeSettings, Settings,
-    StaticSettings,
+    AccessLog, AccessLogFormat, AdminSettings, BackendLimit, CacheSettings, CompressionSettings,
+    Limits, PurgeSettings, Settings,
+};
+pub use site::{
+    AnonymousSettings, CacheRules, EditInvalidation, FastCgiSettings, Site, StaticSettings,
 };
 
 /// An error in the configuration: always says what to change.

@@ -59,7 +59,7 @@ shutdown_timeout = "30s"
 
 [static]
 index = ["index.html", "index.htm"]
-asset_extensions = ["css", "js", "mjs", "map", "png", "jpg", "jpeg", "gif", "webp", "avif", "svg", "ico", "bmp", "woff", "woff2", "ttf", "otf", "eot", "mp3", "mp4", "webm", "ogg", "ogv", "wav", "flac", "pdf", "zip", "gz", "tgz", "bz2", "xz", "7z", "rar", "txt", "xml", "json", "wasm"]
+asset_extensions = ["css", "js", "mjs", "map", "png", "jpg", "jpeg", "gif", "webp", "avif", "svg", "ico", "bmp", "woff", "woff2", "ttf", "otf", "eot", "mp3", "mp4", "m4a", "m4v", "webm", "ogg", "oga", "ogv", "wav", "flac", "pdf", "zip", "gz", "tgz", "bz2", "xz", "7z", "rar", "txt", "xml", "json", "wasm"]
 asset_max_age = "7d"
 memory = "64MiB"
 memory_max_file = "1MiB"

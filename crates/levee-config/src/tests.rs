@@ -29,18 +29,22 @@ fn backend_alone_is_a_complete_setup() {
     let s = resolve("", with_backend()).unwrap();
     assert_eq!(s.listen, vec!["127.0.0.1:8080".parse().unwrap()]);
     assert_eq!(s.cache.size, 256 * 1024 * 1024);
-    assert!(s.cache.micro_cache.is_none());
+    assert!(s.sites[0].cache.micro_cache.is_none());
     assert!(
         s.admin.listen.is_none(),
         "the admin listener is off by default"
     );
-    assert!(s.anonymous.session_cookies.is_session("PHPSESSID"));
-    assert!(s
+    assert!(s.sites[0].anonymous.session_cookies.is_session("PHPSESSID"));
+    assert!(s.sites[0]
         .anonymous
         .session_cookies
         .is_session("wordpress_logged_in_abc"));
-    assert!(!s.anonymous.session_cookies.is_session("_ga"));
-    assert!(s.static_files.asset_extensions.iter().any(|e| e == "css"));
+    assert!(!s.sites[0].anonymous.session_cookies.is_session("_ga"));
+    assert!(s.sites[0]
+        .static_files
+        .asset_extensions
+        .iter()
+        .any(|e| e == "css"));
 }
 
 #[test]
@@ -58,11 +62,15 @@ fn flags_override_file_and_file_overrides_defaults() {
         ..with_backend()
     };
     let s = resolve(file, flags).unwrap();
-    assert_eq!(s.backend.to_string(), "http://127.0.0.1:9000");
+    assert_eq!(s.sites[0].backend.to_string(), "http://127.0.0.1:9000");
     assert_eq!(s.listen, vec!["127.0.0.1:1234".parse().unwrap()]);
-    assert_eq!(s.cache.micro_cache, Some(Duration::from_secs(3)));
+    assert_eq!(s.sites[0].cache.micro_cache, Some(Duration::from_secs(3)));
     assert_eq!(s.cache.size, 1024 * 1024, "a table merges key by key");
-    assert_eq!(s.cache.grace, Duration::from_secs(3600), "the default");
+    assert_eq!(
+        s.sites[0].cache.grace,
+        Duration::from_secs(3600),
+        "the default"
+    );
 }
 
 #[test]
@@ -174,12 +182,18 @@ fn presets_add_pass_paths() {
         ..with_backend()
     };
     let s = resolve("", o).unwrap();
-    assert!(s.anonymous.pass_paths.is_match("/wp-admin/edit.php"));
-    assert!(s
+    assert!(s.sites[0]
+        .anonymous
+        .pass_paths
+        .is_match("/wp-admin/edit.php"));
+    assert!(s.sites[0]
         .anonymous
         .pass_paths
         .is_match("/wp-login.php?action=lostpassword"));
-    assert!(!s.anonymous.pass_paths.is_match("/2024/01/hello-world/"));
+    assert!(!s.sites[0]
+        .anonymous
+        .pass_paths
+        .is_match("/2024/01/hello-world/"));
 }
 
 #[test]
@@ -229,7 +243,7 @@ fn fastcgi_backends_parse_and_need_a_root() {
         },
     )
     .unwrap();
-    assert_eq!(s.fastcgi.index, "index.php");
+    assert_eq!(s.sites[0].fastcgi.index, "index.php");
     let err = resolve(
         "",
         Options {
@@ -313,23 +327,34 @@ fn presets_turn_the_anonymous_ttl_on_unless_told_otherwise() {
         ..with_backend()
     };
     assert_eq!(
-        resolve("", with_backend()).unwrap().cache.anonymous_ttl,
+        resolve("", with_backend()).unwrap().sites[0]
+            .cache
+            .anonymous_ttl,
         None
     );
     let s = resolve("", preset("dokuwiki")).unwrap();
-    assert_eq!(s.cache.anonymous_ttl, Some(Duration::from_secs(60)));
-    assert!(s.anonymous.session_cookies.is_session("DokuWiki"));
-    assert!(s
+    assert_eq!(
+        s.sites[0].cache.anonymous_ttl,
+        Some(Duration::from_secs(60))
+    );
+    assert!(s.sites[0].anonymous.session_cookies.is_session("DokuWiki"));
+    assert!(s.sites[0]
         .anonymous
         .session_cookies
         .is_session("DW68700bfd16c2027de7de74a5a8202a6f"));
-    assert!(s
+    assert!(s.sites[0]
         .anonymous
         .pass_paths
         .is_match("/doku.php?id=start&do=edit"));
-    assert!(!s.anonymous.pass_paths.is_match("/doku.php?id=start"));
+    assert!(!s.sites[0]
+        .anonymous
+        .pass_paths
+        .is_match("/doku.php?id=start"));
     let s = resolve("[cache]\nanonymous_ttl = \"off\"", preset("wordpress")).unwrap();
-    assert_eq!(s.cache.anonymous_ttl, None, "the file switches it off");
+    assert_eq!(
+        s.sites[0].cache.anonymous_ttl, None,
+        "the file switches it off"
+    );
     let flags = Options {
         cache: CacheOptions {
             anonymous_ttl: Some("5s".into()),
@@ -338,9 +363,11 @@ fn presets_turn_the_anonymous_ttl_on_unless_told_otherwise() {
         ..preset("mediawiki")
     };
     let s = resolve("", flags).unwrap();
-    assert_eq!(s.cache.anonymous_ttl, Some(Duration::from_secs(5)));
+    assert_eq!(s.sites[0].cache.anonymous_ttl, Some(Duration::from_secs(5)));
     assert_eq!(
-        resolve("", preset("rhymix")).unwrap().anonymous.presets,
+        resolve("", preset("rhymix")).unwrap().sites[0]
+            .anonymous
+            .presets,
         vec![Preset::Xe]
     );
 }
@@ -353,8 +380,8 @@ fn app_directory_and_environment() {
         dir.display()
     );
     let s = resolve(&file, Options::default()).unwrap();
-    let Backend::App(a) = &s.backend else {
-        panic!("not an app backend: {}", s.backend);
+    let Backend::App(a) = &s.sites[0].backend else {
+        panic!("not an app backend: {}", s.sites[0].backend);
     };
     assert_eq!(a.cwd.as_deref(), Some(dir.as_path()));
     assert_eq!(
@@ -367,4 +394,43 @@ fn app_directory_and_environment() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("app.cwd"), "{err}");
+}
+
+/// `--check` prints every option: each key of the defaults table (and of `[app]` for an
+/// app backend) is described, so a new option cannot be forgotten there.
+#[test]
+fn describe_covers_every_option_of_the_defaults_table() {
+    let defaults: toml::Table = toml::from_str(DEFAULTS).unwrap();
+    let mut keys = Vec::new();
+    for (k, v) in &defaults {
+        match v {
+            toml::Value::Table(t) => keys.extend(t.keys().map(|n| format!("{k}.{n}"))),
+            _ => keys.push(k.clone()),
+        }
+    }
+    let app = Options {
+        app: AppOptions {
+            command: Some("python3 app.py {port}".into()),
+            ..AppOptions::default()
+        },
+        ..Options::default()
+    };
+    let described: Vec<_> = [
+        resolve("", with_backend()).unwrap(),
+        resolve("", app).unwrap(),
+    ]
+    .iter()
+    .flat_map(|s| s.describe())
+    .map(|d| d.option)
+    .collect();
+    for key in keys {
+        // Merged into anonymous.session_cookies, which is described.
+        if key == "anonymous.extra_session_cookies" {
+            continue;
+        }
+        assert!(
+            described.contains(&key.as_str()),
+            "`levee serve --check` does not describe {key}"
+        );
+    }
 }

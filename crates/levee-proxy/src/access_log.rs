@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime};
 
 use http::{HeaderValue, Method, Uri, Version};
 use levee_config::{AccessLog, AccessLogFormat};
+
+use crate::outcome::CacheResult;
 use prometheus_client::metrics::counter::Counter;
 
 /// Lines waiting for the writer at most; beyond, new ones are dropped.
@@ -30,8 +32,10 @@ pub(crate) struct Record {
     pub status: u16,
     /// Body length, when known at the head.
     pub bytes: Option<u64>,
-    /// `X-Cache` (HIT, MISS, PASS, STATIC, ERROR...).
-    pub cache: HeaderValue,
+    /// Where the response came from (HIT, MISS, PASS, STATIC, ERROR...).
+    pub cache: CacheResult,
+    /// The site that served it.
+    pub site: Option<std::sync::Arc<str>>,
     /// How long this request waited for the backend's response head, if it did.
     pub backend: Option<Duration>,
     pub total: Duration,
@@ -197,7 +201,7 @@ fn combined(r: &Record, out: &mut String) {
     let _ = writeln!(
         out,
         " cache={} backend={} total={:.6}",
-        String::from_utf8_lossy(r.cache.as_bytes()),
+        r.cache.as_str(),
         r.backend
             .map_or("-".to_string(), |b| format!("{:.6}", b.as_secs_f64())),
         r.total.as_secs_f64()
@@ -215,7 +219,8 @@ fn json(r: &Record, out: &mut String) {
         "bytes": r.bytes,
         "referer": r.referer.as_ref().map(|_| text(&r.referer)),
         "user_agent": r.user_agent.as_ref().map(|_| text(&r.user_agent)),
-        "cache": String::from_utf8_lossy(r.cache.as_bytes()),
+        "cache": r.cache.as_str(),
+        "site": r.site.as_deref(),
         "backend_seconds": r.backend.map(|b| b.as_secs_f64()),
         "total_seconds": r.total.as_secs_f64(),
     });
@@ -240,7 +245,8 @@ mod tests {
             user_agent: Some(HeaderValue::from_static("curl/8")),
             status: 200,
             bytes: Some(1234),
-            cache: HeaderValue::from_static("HIT"),
+            cache: CacheResult::Hit,
+            site: Some("default".into()),
             backend: None,
             total: Duration::from_micros(1500),
         }

@@ -87,10 +87,12 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
             stats::encode(
                 &shared.stats,
                 &shared.store,
-                &shared.upstream.limiter,
+                // Per-backend gauges are the first site's: with several sites they
+                // will need a `site` label.
+                &shared.first_site().upstream.limiter,
                 shared.access_log.as_ref().map(|l| &l.dropped),
-                shared.upstream.app_pool(),
-                shared.upstream.fastcgi_stats(),
+                shared.first_site().upstream.app_pool(),
+                shared.first_site().upstream.fastcgi_stats(),
                 &side_tables(shared),
             ),
         ),
@@ -134,7 +136,7 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
         }
         (&Method::POST, "/reload") => {
             let s = shared.clone();
-            match tokio::task::spawn_blocking(move || crate::server::report_reload(&s)).await {
+            match tokio::task::spawn_blocking(move || s.reload_and_report()).await {
                 Ok(Ok(kept)) if kept.is_empty() => {
                     (StatusCode::OK, TEXT, "configuration reloaded\n".to_string())
                 }
@@ -211,7 +213,6 @@ fn reply(status: StatusCode, content_type: &'static str, body: String) -> Respon
 fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
     let (derived, derived_max) = shared.encoder.derived_bytes();
     let (sendfile_bytes, sendfile_max) = shared.sendfile.held();
-    shared.hit_for_miss.run_pending_tasks();
     vec![
         (
             "transcoded_bytes",
@@ -241,7 +242,7 @@ fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
         (
             "hit_for_miss_urls",
             "URLs marked uncacheable for a while (at most 100,000)",
-            shared.hit_for_miss.entry_count(),
+            shared.hit_for_miss_urls(),
         ),
         (
             "fills_registered",
@@ -251,7 +252,11 @@ fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
         (
             "learned_session_cookies",
             "Cookie names learned from the backend's Set-Cookie (at most 1,024)",
-            shared.sessions.learned_count() as u64,
+            shared
+                .sites
+                .iter()
+                .map(|s| s.sessions.learned_count() as u64)
+                .sum(),
         ),
         (
             "top_urls_tracked",

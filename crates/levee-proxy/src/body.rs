@@ -123,3 +123,16 @@ impl Body for ProxyBody {
 }
 
 use std::future::Future;
+
+/// A response as levee sends it.
+pub(crate) type Resp = http::Response<ProxyBody>;
+
+/// The body's length when known at the head: the body's own, or its `Content-Length`.
+pub(crate) fn body_len(resp: &Resp) -> Option<u64> {
+    http_body::Body::size_hint(resp.body()).exact().or_else(|| {
+        resp.headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+    })
+}

@@ -9,8 +9,10 @@ mod access_log;
 mod admin;
 mod body;
 mod encoding;
+mod error;
 mod headers;
 mod limit;
+mod outcome;
 mod purge;
 mod request;
 mod server;
@@ -19,7 +21,8 @@ mod upstream;
 mod worker;
 mod zerocopy;
 
-pub use server::{serve_workers, BindError, Bound, Reloader, ServeError, Server};
+pub use error::{BindError, ServeError};
+pub use server::{serve_workers, Bound, Reloader, Server};
 
 /// Entry points for the fuzz targets in `fuzz/` (not an API).
 #[doc(hidden)]

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::error::{BindError, ServeError};
 use crate::request::handle;
 pub use crate::request::Reloader;
 use crate::request::Shared;
@@ -23,33 +24,6 @@ use crate::zerocopy::{SendQueue, ZcStream};
 pub struct Server {
     listeners: Vec<TcpListener>,
     shared: Arc<Shared>,
-}
-
-/// Binding failed; says which address and what to do.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot listen on {addr}{hint}")]
-pub struct BindError {
-    pub addr: SocketAddr,
-    pub source: std::io::Error,
-    hint: &'static str,
-}
-
-/// Why `levee serve` could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error(transparent)]
-    Bind(#[from] BindError),
-    #[error(transparent)]
-    Root(levee_static::Error),
-    #[error("cannot start levee's threads: {0}")]
-    Runtime(std::io::Error),
-    #[error(transparent)]
-    Backend(crate::upstream::StartError),
-    #[error("cannot open the access log {file}: {source}; check that its directory exists and levee may write there ([log] access_file)")]
-    AccessLog {
-        file: String,
-        source: std::io::Error,
-    },
 }
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -436,7 +410,8 @@ pub fn serve_workers(
         })?),
         None => None,
     };
-    let limiter = &shared.upstream.limiter;
+    let upstream = &shared.first_site().upstream;
+    let limiter = &upstream.limiter;
     let backend_limit = format!(
         "{}{} concurrent ({}), {} of them kept for sessions",
         if limiter.is_adaptive() {
@@ -445,7 +420,7 @@ pub fn serve_workers(
             ""
         },
         limiter.limit(),
-        shared.upstream.limit_source(),
+        upstream.limit_source(),
         limiter.reserved()
     );
     on_listening(&Bound {
@@ -477,7 +452,7 @@ pub fn serve_workers(
                     tokio::spawn(async move {
                         while hup.recv().await.is_some() {
                             let s = shared.clone();
-                            let _ = tokio::task::spawn_blocking(move || report_reload(&s)).await;
+                            let _ = tokio::task::spawn_blocking(move || s.reload_and_report()).await;
                         }
                     });
                 }
@@ -511,24 +486,12 @@ pub fn serve_workers(
     }
     // The app's processes last: every request to them has ended. Waits until each one
     // has exited, so that none outlives levee.
-    if let Some(pool) = shared.upstream.app_pool() {
-        pool.shutdown();
+    for site in &shared.sites {
+        if let Some(pool) = site.upstream.app_pool() {
+            pool.shutdown();
+        }
     }
     Ok(())
-}
-
-/// Reloads and says how it went on standard error (the operator's terminal or journal).
-pub(crate) fn report_reload(shared: &Shared) -> Result<Vec<&'static str>, String> {
-    let r = shared.reload();
-    match &r {
-        Ok(kept) if kept.is_empty() => eprintln!("levee: configuration reloaded"),
-        Ok(kept) => eprintln!(
-            "levee: configuration reloaded; these changes need a restart and were not applied: {}",
-            kept.join(", ")
-        ),
-        Err(e) => eprintln!("levee: reload refused, the previous configuration keeps running: {e}"),
-    }
-    r
 }
 
 /// One non-blocking listening socket per address (backlog 1024, like tokio's).

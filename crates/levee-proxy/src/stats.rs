@@ -11,8 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::headers::X_CACHE;
-use crate::request::Resp;
+use crate::outcome::CacheResult;
 use crate::upstream::UpstreamError;
 
 use crate::limit::Limiter;
@@ -30,10 +29,10 @@ pub(crate) struct Stats {
     pub stored: Counter,
     /// Stored responses removed or marked stale by purges.
     pub purged: Counter,
-    /// Responses by `X-Cache` result (`CACHE_RESULTS`) and status class (1xx..5xx):
+    /// Responses by cache result (`CacheResult::COUNTED`) and status class (1xx..5xx):
     /// plain atomics, so that counting costs the hit path one increment and no lock;
     /// turned into a labelled family when scraped.
-    requests: [[AtomicU64; 5]; CACHE_RESULTS.len()],
+    requests: [[AtomicU64; 5]; CacheResult::COUNTED.len()],
     /// Body bytes of responses whose length was known when they started.
     response_bytes: Counter,
     /// Time from the request's head to the response's head.
@@ -54,16 +53,6 @@ pub(crate) struct Stats {
     backend_limit: Gauge,
 }
 
-/// The values of `X-Cache`, in the order of `Stats::requests`.
-const CACHE_RESULTS: [&str; 7] = [
-    "hit",
-    "miss",
-    "stale",
-    "pass",
-    "revalidated",
-    "static",
-    "error",
-];
 const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 /// What a backend request came to, in the order of `Stats::backend`.
 const BACKEND_RESULTS: [&str; 6] = [
@@ -76,20 +65,17 @@ const BACKEND_RESULTS: [&str; 6] = [
 ];
 
 impl Stats {
-    /// Counts a response on its way out (handle, request/mod.rs).
-    pub fn response(&self, resp: &Resp, took: Duration) {
-        let result = match resp.headers().get(&X_CACHE).map(|v| v.as_bytes()) {
-            Some(b"HIT") => 0,
-            Some(b"MISS") => 1,
-            Some(b"STALE") => 2,
-            Some(b"REVALIDATED") => 4,
-            Some(b"STATIC") => 5,
-            Some(b"ERROR") => 6,
-            _ => 3,
-        };
-        let class = usize::from(resp.status().as_u16() / 100).clamp(1, 5) - 1;
-        self.requests[result][class].fetch_add(1, Ordering::Relaxed);
-        if let Some(len) = crate::request::body_len(resp) {
+    /// Counts a response on its way out (`request::handle`, from its outcome).
+    pub fn response(
+        &self,
+        result: CacheResult,
+        status: http::StatusCode,
+        bytes: Option<u64>,
+        took: Duration,
+    ) {
+        let class = usize::from(status.as_u16() / 100).clamp(1, 5) - 1;
+        self.requests[result.index()][class].fetch_add(1, Ordering::Relaxed);
+        if let Some(len) = bytes {
             self.response_bytes.inc_by(len);
         }
         self.latency.observe(took);
@@ -411,19 +397,19 @@ pub(crate) fn encode(
         r.register(*name, *help, g);
     }
     let requests = Family::<Labels, Counter>::default();
-    for (result, by_class) in CACHE_RESULTS.iter().zip(&s.requests) {
+    for (result, by_class) in CacheResult::COUNTED.iter().zip(&s.requests) {
         for (class, n) in STATUS_CLASSES.iter().zip(by_class) {
             let n = n.load(Ordering::Relaxed);
             if n > 0 {
                 requests
-                    .get_or_create(&vec![("cache", *result), ("status", *class)])
+                    .get_or_create(&vec![("cache", result.label()), ("status", *class)])
                     .inc_by(n);
             }
         }
     }
     r.register(
         "requests",
-        "Responses sent, by X-Cache result and status class",
+        "Responses sent, by cache result (X-Cache) and status class",
         requests,
     );
     let backend = Family::<Labels, Counter>::default();

@@ -213,7 +213,7 @@ pub enum StartError {
 impl Upstream {
     /// Fails when the app pool's thread cannot start, or when the php-fpm
     /// configuration levee was given has no pool on the backend's address.
-    pub fn new(settings: &Settings) -> Result<Upstream, StartError> {
+    pub fn new(settings: &Settings, site: &levee_config::Site) -> Result<Upstream, StartError> {
         let l = &settings.limits;
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(l.backend_connect_timeout));
@@ -244,7 +244,7 @@ impl Upstream {
             Some(_) => "backend_max_concurrency".to_string(),
             None => "adapted to the backend's latency".to_string(),
         };
-        let transport = match &settings.backend {
+        let transport = match &site.backend {
             Backend::Http { authority } => Transport::Http {
                 clients: http_clients(),
                 authority: authority.clone(),
@@ -256,18 +256,7 @@ impl Upstream {
                 mode = Mode::Fixed(fixed.map_or(capacity, |n| n.min(capacity)));
                 limit_source = "the app pool's processes x concurrency".into();
                 Transport::App {
-                    pool: levee_app::Pool::start(levee_app::AppConfig {
-                        concurrency: a.concurrency,
-                        ready_timeout: a.ready_timeout,
-                        max_requests: a.max_requests,
-                        max_memory: a.max_memory,
-                        max_age: a.max_age,
-                        drain_timeout: a.request_timeout,
-                        watch: a.watch.clone(),
-                        cwd: a.cwd.clone(),
-                        env: a.env.clone(),
-                        ..levee_app::AppConfig::new(a.command.clone(), a.processes)
-                    })?,
+                    pool: levee_app::Pool::start(crate::request::app_config(a))?,
                     request_timeout: a.request_timeout,
                 }
             }
@@ -276,7 +265,7 @@ impl Upstream {
                     FastCgiAddress::Tcp(a) => levee_fastcgi::Address::Tcp(a.clone()),
                     FastCgiAddress::Unix(p) => levee_fastcgi::Address::Unix(p.clone()),
                 };
-                let mut max_idle = settings.fastcgi.keep_alive;
+                let mut max_idle = site.fastcgi.keep_alive;
                 let mut within_pool_size = false;
                 if fixed.is_none() {
                     // php-fpm serves pm.max_children connections at once; one more
@@ -285,7 +274,7 @@ impl Upstream {
                     // many, all kept alive, and the rest wait in levee's queue.
                     let found = levee_fastcgi::pool::discover(
                         &address,
-                        settings.fastcgi.pool_config.as_deref(),
+                        site.fastcgi.pool_config.as_deref(),
                     )
                     .map_err(StartError::FpmPool)?;
                     match found {
@@ -309,15 +298,15 @@ impl Upstream {
                     read_timeout: l.backend_read_timeout,
                     write_timeout: l.backend_read_timeout,
                     max_idle,
-                    max_unsized_body: settings.fastcgi.max_unsized_body,
+                    max_unsized_body: site.fastcgi.max_unsized_body,
                     within_pool_size,
                     ..levee_fastcgi::ClientConfig::default()
                 };
                 Transport::FastCgi {
                     client: levee_fastcgi::Client::new(address, config),
                     // Resolve already checked that a FastCGI backend has a root.
-                    root: settings.root.clone().unwrap_or_default(),
-                    index: settings.fastcgi.index.clone(),
+                    root: site.root.clone().unwrap_or_default(),
+                    index: site.fastcgi.index.clone(),
                     routes: moka::sync::Cache::builder()
                         .max_capacity(10_000)
                         .time_to_live(ROUTE_TTL)
@@ -327,7 +316,7 @@ impl Upstream {
         };
         Ok(Upstream {
             transport,
-            backend_name: settings.backend.to_string(),
+            backend_name: site.backend.to_string(),
             limiter: Limiter::new(
                 mode,
                 l.backend_session_share,

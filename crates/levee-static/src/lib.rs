@@ -51,7 +51,7 @@ pub struct StaticConfig {
     pub index: Vec<String>,
     /// Extensions (lowercase, no dot) that get `Cache-Control: public,
     /// max-age=<asset_max_age>`; every other file gets `no-cache`. Default: styles,
-    /// scripts, images, fonts, audio, video and PDF.
+    /// scripts, images, fonts, audio, video, PDF, archives, text, XML and JSON.
     pub asset_extensions: Vec<String>,
     /// Browser cache lifetime of assets. Default 7 days: PHP sites seldom fingerprint
     /// file names (WordPress adds `?ver=` to some URLs, not to theme images or fonts),
@@ -86,10 +86,13 @@ impl StaticConfig {
     }
 }
 
+/// The same list as levee-config's `DEFAULTS` (levee-proxy's `request/site` tests
+/// check that the two agree).
 const DEFAULT_ASSETS: &[&str] = &[
-    "css", "js", "mjs", "map", "png", "jpg", "jpeg", "gif", "svg", "webp", "avif", "ico", "bmp",
-    "woff", "woff2", "ttf", "otf", "eot", "mp3", "mp4", "m4a", "m4v", "ogg", "oga", "ogv", "webm",
-    "wav", "flac", "pdf", "wasm",
+    "css", "js", "mjs", "map", "png", "jpg", "jpeg", "gif", "webp", "avif", "svg", "ico", "bmp",
+    "woff", "woff2", "ttf", "otf", "eot", "mp3", "mp4", "m4a", "m4v", "webm", "ogg", "oga", "ogv",
+    "wav", "flac", "pdf", "zip", "gz", "tgz", "bz2", "xz", "7z", "rar", "txt", "xml", "json",
+    "wasm",
 ];
 
 /// Why a [`StaticConfig`] cannot be used. Each message says what to change.

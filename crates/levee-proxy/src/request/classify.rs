@@ -1,5 +1,6 @@
-//! Phase 1: what kind of request this is. Answered by levee itself (`Max-Forwards: 0`),
-//! or allowed to use the cache under its key, or passed to the backend with a reason.
+//! The first phases: is the request answered by levee itself (malformed, `PURGE`,
+//! `Max-Forwards: 0`), a file of the document root, or may it use the cache (under its
+//! key) or must it pass, and why.
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -7,40 +8,88 @@ use http::{request, Method, Response};
 use levee_cache::key::normalize_host;
 use levee_cache::{CacheKey, NotStored, Scheme};
 
-use super::respond::{self, XCache};
+use super::next::Next;
+use super::respond;
 use super::shared::Shared;
-use super::{Reason, Resp};
+use super::site::Site;
 use crate::body::ProxyBody;
+use crate::outcome::{Answer, CacheResult};
+use crate::upstream::ConnInfo;
 
-/// Where a request goes after classification.
-pub(crate) enum Class {
-    /// GET or HEAD that may be answered from the cache, under this key.
-    Cache(CacheKey),
-    /// To the backend as it is, never stored; the reason shows in `X-Cache-Reason`.
-    Pass(Reason),
+/// What levee answers itself, before anything else; then the document root for GET and
+/// HEAD, when the site has one.
+pub(crate) fn early(
+    shared: &Shared,
+    site: &Site,
+    parts: &mut request::Parts,
+    conn: ConnInfo,
+) -> Next {
+    if let Some(answer) = refuse_malformed(parts) {
+        return Next::Respond(answer);
+    }
+    if parts.method.as_str() == "PURGE" {
+        return Next::Respond(purge_from_client(shared, parts, conn));
+    }
+    if let Some(answer) = answer_here(shared, parts) {
+        return Next::Respond(answer);
+    }
+    let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
+    if read_only && site.files.is_some() {
+        // Files first, never through the cache nor the backend (nginx's try_files):
+        // they are public, and their own memory cache and validators make them cheap.
+        return Next::Files;
+    }
+    Next::Classify
 }
 
 /// Only GET and HEAD may use the cache, and only without `Authorization`, without a
-/// session cookie (configured or learned, see sessions.rs), and outside the pass paths.
-pub(crate) fn classify(shared: &Shared, parts: &request::Parts) -> Class {
+/// session cookie (configured or learned, see sessions.rs), and outside the site's pass
+/// paths. Everything else passes, with its reason: the one place that decides it,
+/// besides what the cache itself says (lookup, fill).
+pub(crate) fn classify(site: &Site, parts: &request::Parts) -> Next {
     if parts.method != Method::GET && parts.method != Method::HEAD {
-        return Class::Pass(NotStored::Method.as_str().into());
+        return Next::pass(NotStored::Method.as_str());
     }
     let h = &parts.headers;
     if h.contains_key(header::AUTHORIZATION) {
-        return Class::Pass(NotStored::Session.as_str().into());
+        return Next::pass(NotStored::Session.as_str());
     }
-    match shared.sessions.session_cookie(h) {
+    match site.sessions.session_cookie(h) {
         Ok(None) => {}
-        Ok(Some(name)) => return Class::Pass(format!("session-cookie:{name}").into()),
+        Ok(Some(name)) => return Next::pass(format!("session-cookie:{name}")),
         // A cookie header we cannot read might hide a session: pass.
-        Err(()) => return Class::Pass(NotStored::Session.as_str().into()),
+        Err(()) => return Next::pass(NotStored::Session.as_str()),
     }
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    if shared.conf().settings.anonymous.pass_paths.is_match(pq) {
-        return Class::Pass(NotStored::PassPath.as_str().into());
+    if site.conf().settings.anonymous.pass_paths.is_match(pq) {
+        return Next::pass(NotStored::PassPath.as_str());
     }
-    Class::Cache(CacheKey::for_request(Scheme::Http, &parts.uri, h))
+    Next::Lookup(CacheKey::for_request(Scheme::Http, &parts.uri, h))
+}
+
+/// The `PURGE` method (Varnish's convention; MediaWiki sends it to `$wgCdnServers`):
+/// removes every variant of the URL, for clients on the `[purge] allow` list; 403 for
+/// anyone else, who learns nothing about what is stored.
+fn purge_from_client(shared: &Shared, parts: &request::Parts, conn: ConnInfo) -> Answer {
+    if !crate::purge::allowed(&shared.conf().settings, conn.peer.ip()) {
+        return respond::error(
+            http::StatusCode::FORBIDDEN,
+            "PURGE is allowed only from the addresses in [purge] allow",
+        );
+    }
+    let key = crate::purge::key_of_request(parts);
+    let n = shared.store.purge_key(&key, false);
+    shared.stats.purged.inc_by(n as u64);
+    let mut resp = Response::new(ProxyBody::full(Bytes::from(format!(
+        "{{\"purged\":{n}}}\n"
+    ))));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    respond::mark(shared, resp, CacheResult::Answered, None, None)
 }
 
 /// Requests whose target is ambiguous get 400 and their connection closed, and are never
@@ -50,7 +99,7 @@ pub(crate) fn classify(shared: &Shared, parts: &request::Parts) -> Class {
 /// another site than an absolute-form target or `:authority`. Framing (`Content-Length`
 /// with `Transfer-Encoding`, a coding other than chunked, HTTP/1.0 with
 /// `Transfer-Encoding`) is hyper's to refuse before a request exists.
-pub(crate) fn refuse_malformed(parts: &request::Parts) -> Option<Resp> {
+fn refuse_malformed(parts: &request::Parts) -> Option<Answer> {
     let mut hosts = parts.headers.get_all(header::HOST).iter();
     let host = hosts.next();
     let why = if hosts.next().is_some() {
@@ -72,18 +121,20 @@ pub(crate) fn refuse_malformed(parts: &request::Parts) -> Option<Resp> {
     } else {
         return None;
     };
-    let mut resp = respond::error(http::StatusCode::BAD_REQUEST, why);
+    let mut answer = respond::error(http::StatusCode::BAD_REQUEST, why);
     if parts.version <= http::Version::HTTP_11 {
-        resp.headers_mut()
+        answer
+            .resp
+            .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     tracing::debug!(why, "refused a malformed request");
-    Some(resp)
+    Some(answer)
 }
 
 /// RFC 9110 §7.6.2: an OPTIONS or TRACE whose `Max-Forwards` is 0 is answered here, as
 /// the last recipient; any other value goes on decremented.
-pub(crate) fn answer_here(shared: &Shared, parts: &mut request::Parts) -> Option<Resp> {
+fn answer_here(shared: &Shared, parts: &mut request::Parts) -> Option<Answer> {
     if parts.method != Method::OPTIONS && parts.method != Method::TRACE {
         return None;
     }
@@ -139,6 +190,11 @@ pub(crate) fn answer_here(shared: &Shared, parts: &mut request::Parts) -> Option
     };
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    respond::mark(shared, resp.headers_mut(), XCache::Answered, None, None);
-    Some(resp)
+    Some(respond::mark(
+        shared,
+        resp,
+        CacheResult::Answered,
+        None,
+        None,
+    ))
 }

@@ -1,5 +1,6 @@
-//! Phase 3, cacheable: one backend fetch per key (a *fill*), streamed to every request
-//! waiting for it and stored when the policy allows.
+//! One backend fetch per key (a *fill*), streamed to every request waiting for it and
+//! stored when the policy allows. What to do with the backend's answer is decided by
+//! [`levee_cache::after_fetch`] (pure, unit-tested there); this module does the I/O.
 //!
 //! The filler runs in its own task holding the fill's [`FillGuard`]: however it ends,
 //! dropping the guard publishes a failure to the waiters that have no head yet, fails
@@ -7,69 +8,78 @@
 //! a plain `return`.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, response, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
-use levee_cache::policy::{self, Candidate, Storable};
+use levee_cache::after_fetch::{self, Refreshed};
 use levee_cache::{
-    conditional, CacheControl, CacheKey, Entry, Fill, FillGuard, NotStored, StoredHeaders, VaryKey,
+    conditional, policy, AfterFetch, Asked, CacheControl, CacheKey, Entry, Fetched, Fill,
+    FillGuard, HitForMiss, NotStored, StoredHeaders, VaryKey,
 };
 use levee_compress::{add_vary_accept_encoding, Coding};
 
-use super::respond::{self, XCache};
+use super::next::{Next, Serve, Stream};
+use super::respond;
 use super::shared::{FillHead, Shared, StreamHead};
-use super::{pass, Resp};
+use super::site::Site;
 use crate::encoding::Encoder;
 use crate::headers::{prepare_forward, strip_hop_by_hop, FILL_DROPPED, FILL_DROPPED_BODY};
 use crate::limit::Priority;
+use crate::outcome::CacheResult;
 use crate::upstream::{BackendBody, ConnInfo, UpBody, UpstreamError};
 
-/// Gets the response from the backend through the fill for `key`, shared with
-/// concurrent requests for it. `stale` is the stored response being validated, if any:
-/// sent as validators and served if the backend fails.
+/// Gets the response through the fill for `key`, shared with concurrent requests for
+/// it. `stale` is the stored response being validated, if any: sent as validators and
+/// served if the backend fails.
 pub(crate) async fn fetch(
     shared: &Arc<Shared>,
-    parts: request::Parts,
-    body: Incoming,
+    site: &Site,
+    parts: &request::Parts,
     key: CacheKey,
     stale: Option<Arc<Entry>>,
     conn: ConnInfo,
-) -> Resp {
-    let max = usize::try_from(shared.conf().policy.max_object_size).unwrap_or(usize::MAX);
+) -> Next {
+    let max = usize::try_from(site.conf().policy.max_object_size).unwrap_or(usize::MAX);
     let (fill, guard) = shared.fills.get_or_create(&key, max);
     let leader = guard.is_some();
     let mut reader = None;
     if let Some(guard) = guard {
         reader = fill.join();
-        let req = backend_request(&parts, &key, conn, stale.as_deref());
+        let req = backend_request(parts, &key, conn, stale.as_deref());
         let ctx = FillCtx {
             conn,
             req_cc: CacheControl::from_request_headers(&parts.headers),
             req_headers: parts.headers.clone(),
             stale: stale.clone(),
         };
-        spawn_filler(shared, guard, req, ctx);
+        spawn_filler(shared, site, guard, req, ctx);
     }
     // The filler is bounded by the queue, connect and first-byte timeouts and its guard
     // publishes any failure; this is the backstop should a filler ever be lost anyway:
     // no request waits on another's fill without a limit.
     let asked = Instant::now();
-    let head = match tokio::time::timeout(head_wait_limit(shared), fill.head()).await {
-        Ok(head) => head,
-        Err(_) => {
-            let now = levee_cache::clock::now();
-            if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
-                return respond::entry(shared, &stale, &parts, XCache::Stale, now).await;
-            }
-            return respond::error(
+    let stale_or = |now, otherwise: Next| match stale
+        .clone()
+        .filter(|s| usable_on_error(s, &parts.headers, now))
+    {
+        Some(entry) => Next::Serve(Serve {
+            entry,
+            result: CacheResult::Stale,
+            now,
+        }),
+        None => otherwise,
+    };
+    let Ok(head) = tokio::time::timeout(head_wait_limit(shared), fill.head()).await else {
+        return stale_or(
+            levee_cache::clock::now(),
+            Next::Respond(respond::error(
                 StatusCode::GATEWAY_TIMEOUT,
                 "the backend response this request waited for did not start in time",
-            );
-        }
+            )),
+        );
     };
     let now = levee_cache::clock::now();
     match &*head {
@@ -80,63 +90,58 @@ pub(crate) async fn fetch(
             // session, not the fresh one the cookie-less fill was given).
             if leader && h.storable.is_err() && parts.headers.contains_key(header::COOKIE) {
                 let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
-                drop(reader);
-                return pass::pass(shared, parts, body, conn, reason.as_str()).await;
+                return Next::pass(reason.as_str());
             }
             if !leader {
                 let usable = h.storable.is_ok() && h.vary.matches(&parts.headers);
                 reader = if usable { fill.join() } else { None };
-                if reader.is_some() {
-                    shared.stats.coalesced.inc();
-                }
-                if reader.is_none() {
-                    // Not shareable: this request goes to the backend on its own, in parallel.
-                    let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
-                    return pass::pass(shared, parts, body, conn, reason.as_str()).await;
+                match &reader {
+                    Some(_) => {
+                        shared.stats.coalesced.inc();
+                    }
+                    // Not shareable: this request goes to the backend on its own, in
+                    // parallel.
+                    None => {
+                        let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
+                        return Next::pass(reason.as_str());
+                    }
                 }
             }
             let Some(reader) = reader else {
-                return respond::error(
+                return Next::Respond(respond::error(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "levee lost track of a backend response",
-                );
+                ));
             };
-            let mut resp = respond::streaming(shared, h, reader, &parts, now);
-            resp.extensions_mut()
-                .insert(super::BackendWait(now.saturating_duration_since(asked)));
-            resp
+            Next::Stream(Stream {
+                head: head.clone(),
+                reader,
+                now,
+                waited: asked.elapsed(),
+            })
         }
-        FillHead::Refreshed(entry) => {
-            if entry.vary.matches(&parts.headers) {
-                respond::entry(shared, entry, &parts, XCache::Revalidated, now).await
-            } else {
-                pass::pass(shared, parts, body, conn, NotStored::HitForMiss.as_str()).await
-            }
-        }
-        FillHead::Failed(err) => {
-            if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
-                return respond::entry(shared, &stale, &parts, XCache::Stale, now).await;
-            }
-            respond::upstream_error(err)
-        }
+        FillHead::Refreshed(entry) if entry.vary.matches(&parts.headers) => Next::Serve(Serve {
+            entry: entry.clone(),
+            result: CacheResult::Revalidated,
+            now,
+        }),
+        FillHead::Refreshed(_) => Next::pass(NotStored::HitForMiss.as_str()),
+        FillHead::Failed(err) => stale_or(now, Next::Respond(respond::upstream_error(err))),
         FillHead::ErrorStatus(status) => {
-            if let Some(stale) = stale.filter(|s| usable_on_error(s, &parts.headers, now)) {
-                return respond::entry(shared, &stale, &parts, XCache::Stale, now).await;
-            }
-            tracing::debug!(%status, "backend error status without a usable stale copy");
-            pass::pass(shared, parts, body, conn, NotStored::Status.as_str()).await
+            tracing::debug!(%status, "backend error status");
+            stale_or(now, Next::pass(NotStored::Status.as_str()))
         }
     }
 }
 
 /// How long a request waits for the head of a fill: everything the filler may
 /// legitimately take (a queue slot, a connection, the first byte), and a second more.
-fn head_wait_limit(shared: &Shared) -> std::time::Duration {
+fn head_wait_limit(shared: &Shared) -> Duration {
     let l = &shared.conf().settings.limits;
     l.backend_queue_timeout
         + l.backend_connect_timeout
         + l.backend_first_byte_timeout
-        + std::time::Duration::from_secs(1)
+        + Duration::from_secs(1)
 }
 
 /// May `stale` stand in for a backend failure for a request with these headers?
@@ -147,6 +152,7 @@ fn usable_on_error(stale: &Entry, req: &HeaderMap, now: Instant) -> bool {
 /// Starts one background revalidation for a stale entry, unless one is running.
 pub(crate) fn revalidate_in_background(
     shared: &Arc<Shared>,
+    site: &Site,
     key: &CacheKey,
     parts: &request::Parts,
     entry: &Arc<Entry>,
@@ -155,7 +161,7 @@ pub(crate) fn revalidate_in_background(
     if shared.fills.get(key).is_some() {
         return;
     }
-    let max = usize::try_from(shared.conf().policy.max_object_size).unwrap_or(usize::MAX);
+    let max = usize::try_from(site.conf().policy.max_object_size).unwrap_or(usize::MAX);
     let (_, Some(guard)) = shared.fills.get_or_create(key, max) else {
         return;
     };
@@ -166,7 +172,7 @@ pub(crate) fn revalidate_in_background(
         req_headers: parts.headers.clone(),
         stale: Some(entry.clone()),
     };
-    spawn_filler(shared, guard, req, ctx);
+    spawn_filler(shared, site, guard, req, ctx);
 }
 
 /// What the filler needs of the request that started it.
@@ -179,7 +185,7 @@ struct FillCtx {
     stale: Option<Arc<Entry>>,
 }
 
-/// When the backend's answer was asked for and came (RFC 9111 §4.2.3).
+/// When the backend's answer was asked for and came (RFC 9111 §4.2.3), on levee's clock.
 struct Received {
     request_time: SystemTime,
     response_time: SystemTime,
@@ -188,6 +194,7 @@ struct Received {
 
 fn spawn_filler(
     shared: &Arc<Shared>,
+    site: &Site,
     guard: FillGuard<FillHead>,
     req: Request<UpBody>,
     ctx: FillCtx,
@@ -195,8 +202,11 @@ fn spawn_filler(
     // Counted from now until the task ends, stored or not: what tests wait on.
     let in_flight = shared.stats.fill_started();
     let shared = shared.clone();
+    let site = site.index;
     tokio::spawn(async move {
-        run_fill(&shared, guard, req, ctx).await;
+        if let Some(site) = shared.sites.get(site) {
+            run_fill(&shared, site, guard, req, ctx).await;
+        }
         drop(in_flight);
     });
 }
@@ -204,79 +214,83 @@ fn spawn_filler(
 /// The filler task: one backend request, its body streamed to the readers and stored.
 async fn run_fill(
     shared: &Shared,
+    site: &Site,
     mut guard: FillGuard<FillHead>,
     req: Request<UpBody>,
     ctx: FillCtx,
 ) {
     let fill = guard.fill().clone();
     let key = guard.key().clone();
-    let _permit = match shared.upstream.slot(Priority::Normal).await {
+    let _permit = match site.upstream.slot(Priority::Normal).await {
         Ok(p) => p,
         Err(e) => {
             shared.stats.backend::<()>(&Err(e.clone()));
             return fill.set_head(FillHead::Failed(e));
         }
     };
-    let (mut head, body, received, validation) = match send(shared, req, &ctx, &key).await {
+    let (mut head, body, received, validated) = match send(shared, site, req, &ctx, &key).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(%key, error = %e, "backend request failed");
             return fill.set_head(FillHead::Failed(e));
         }
     };
-
-    if is_error_status(head.status) {
-        if let Some(stale) = &ctx.stale {
-            if usable_on_error(stale, &ctx.req_headers, received.at) {
-                tracing::warn!(%key, status = %head.status, "backend error; serving stale");
-                return fill.set_head(FillHead::ErrorStatus(head.status));
-            }
+    let conf = site.conf();
+    let session = |n: &str| site.sessions.is_configured(n);
+    let asked = Asked {
+        request_cc: &ctx.req_cc,
+        request_headers: &ctx.req_headers,
+        stale: ctx.stale.as_deref(),
+    };
+    let fetched = Fetched {
+        status: head.status,
+        headers: &head.headers,
+        request_time: received.request_time,
+        response_time: received.response_time,
+        at: received.at,
+        validated,
+    };
+    let full = match levee_cache::after_fetch(&asked, &fetched, &conf.policy, &session) {
+        AfterFetch::ServeStale => {
+            tracing::warn!(%key, status = %head.status, "backend error; serving stale");
+            return fill.set_head(FillHead::ErrorStatus(head.status));
         }
-    }
-    if head.status == StatusCode::NOT_MODIFIED && validation {
-        if let Some(stale) = &ctx.stale {
-            let entry = refresh(shared, &key, &ctx, stale, head.headers, &received);
+        AfterFetch::Refresh => {
+            let Some(stale) = &ctx.stale else {
+                return fill.set_head(FillHead::abandoned());
+            };
+            let entry = refresh(shared, site, &key, &ctx, stale, head.headers, &received);
             return fill.set_head(FillHead::Refreshed(entry));
         }
+        AfterFetch::Full(full) => full,
+    };
+    if let (true, Some(stale)) = (full.remove_stale, &ctx.stale) {
+        shared.store.remove(&key, stale.id);
     }
-    // RFC 9111 §4.3.3: a full response means the stored one it replaces is no longer
-    // suitable, even when the new one cannot be stored in its place (uncacheable, too
-    // large, another Vary). A 5xx is no such answer: the backend failed (§4.3.3).
-    if let Some(stale) = &ctx.stale {
-        if head.status != StatusCode::NOT_MODIFIED && !head.status.is_server_error() {
-            shared.store.remove(&key, stale.id);
-        }
-    }
-
-    let decision = decide(shared, &ctx.req_cc, head.status, &head.headers, &received);
-    let initial_age =
-        policy::initial_age(&head.headers, received.request_time, received.response_time);
     head.headers.remove(header::AGE);
     // After the decision and the age, which take a missing Date as exactly response_time.
     policy::ensure_date(&mut head.headers, received.response_time);
-    if matches!(&decision, Ok(s) if s.strip_set_cookie) {
+    if matches!(&full.storable, Ok(s) if s.strip_set_cookie) {
         head.headers.remove(header::SET_COOKIE);
     }
-    let storable = decision.as_ref().map(|_| ()).map_err(|e| *e);
-    if let Err(reason) = storable {
+    let storable = full.storable.as_ref().map(|_| ()).map_err(|e| *e);
+    if storable.is_err() {
         // Not shared: late requests go to the backend on their own (see `fetch`).
         fill.stop_buffering();
         guard.unregister();
-        if reason != NotStored::RequestNoStore {
-            shared.hit_for_miss.insert(key.clone(), reason);
-        }
+        shared.mark_hit_for_miss(&key, full.mark);
     }
     let vary = VaryKey::new(&head.headers, &ctx.req_headers);
     // Surrogate keys are for purges, not for clients.
     let tags = levee_cache::tags::tags(&head.headers);
     levee_cache::tags::strip(&mut head.headers);
-    let stored_headers = decision.is_ok().then(|| head.headers.clone());
+    let stored_headers = full.storable.is_ok().then(|| head.headers.clone());
     fill.set_head(FillHead::Stream(StreamHead {
         status: head.status,
         headers: head.headers,
         vary: vary.clone(),
         storable,
-        initial_age,
+        initial_age: full.initial_age,
         received: received.at,
     }));
 
@@ -284,11 +298,11 @@ async fn run_fill(
         return;
     }
     fill.finish();
-    let (Ok(st), Some(mut headers)) = (decision, stored_headers) else {
+    let (Ok(st), Some(mut headers)) = (full.storable, stored_headers) else {
         return;
     };
     let Some(chunks) = fill.take_body() else {
-        shared.hit_for_miss.insert(key, NotStored::TooLarge);
+        shared.mark_hit_for_miss(&key, HitForMiss::Set(NotStored::TooLarge));
         return;
     };
     let (body, coding, levee_coded) = shared
@@ -304,7 +318,7 @@ async fn run_fill(
         levee_coded,
         vary,
         freshness: st.freshness,
-        initial_age,
+        initial_age: full.initial_age,
         response_time: received.at,
         soft_purged: Default::default(),
         tags,
@@ -312,7 +326,7 @@ async fn run_fill(
     };
     shared.store.insert(key.clone(), Arc::new(entry));
     shared.stats.stored.inc();
-    shared.hit_for_miss.invalidate(&key);
+    shared.mark_hit_for_miss(&key, HitForMiss::Clear);
 }
 
 /// Sends the fill's request. A conditional request is sent again without its
@@ -321,6 +335,7 @@ async fn run_fill(
 /// levee's validation of the stale entry.
 async fn send(
     shared: &Shared,
+    site: &Site,
     req: Request<UpBody>,
     ctx: &FillCtx,
     key: &CacheKey,
@@ -339,7 +354,7 @@ async fn send(
     let mut req = Request::from_parts(req_parts, req_body);
     loop {
         let request_time = levee_cache::clock::system_now();
-        let resp = shared.upstream.send(req, ctx.conn).await;
+        let resp = site.upstream.send(req, ctx.conn).await;
         shared.stats.backend(&resp);
         let resp = resp?;
         let received = Received {
@@ -349,7 +364,7 @@ async fn send(
         };
         let (mut head, body) = resp.into_parts();
         strip_hop_by_hop(&mut head.headers);
-        shared.sessions.learn(&head.headers);
+        site.sessions.learn(&head.headers);
         if head.status == StatusCode::NOT_MODIFIED {
             if let (Some(stale), Some(_)) = (&ctx.stale, &unconditional) {
                 let applies = conditional::not_modified_applies(
@@ -368,53 +383,6 @@ async fn send(
         }
         // Still holding the unconditional form: the validators were sent and answered.
         return Ok((head, body, received, unconditional.is_some()));
-    }
-}
-
-/// RFC 9111 §3 and §4.2: may this response be stored, and for how long. A fill's
-/// request is always anonymous (it carries no cookies).
-fn decide(
-    shared: &Shared,
-    req_cc: &CacheControl,
-    status: StatusCode,
-    headers: &HeaderMap,
-    received: &Received,
-) -> Result<Storable, NotStored> {
-    // Only configured session cookies may be dropped from a shared response; learned
-    // ones make requests pass but a response setting one is not stored.
-    let session = |n: &str| shared.sessions.is_configured(n);
-    let candidate = Candidate {
-        method: &Method::GET,
-        request_cc: req_cc,
-        anonymous: true,
-        status,
-        headers,
-        now: received.response_time,
-    };
-    policy::decide(&candidate, &shared.conf().policy, &session)
-}
-
-/// After a pass for a URL marked hit-for-miss: the mark starts again while the response
-/// still could not be stored, and goes once it could (it is not stored from here: the
-/// request went as the client sent it, beyond what the key covers).
-pub(super) fn renew_hit_for_miss(
-    shared: &Shared,
-    key: CacheKey,
-    req_headers: &HeaderMap,
-    status: StatusCode,
-    headers: &HeaderMap,
-) {
-    let now = levee_cache::clock::system_now();
-    let received = Received {
-        request_time: now,
-        response_time: now,
-        at: levee_cache::clock::now(),
-    };
-    let req_cc = CacheControl::from_request_headers(req_headers);
-    match decide(shared, &req_cc, status, headers, &received) {
-        Err(NotStored::RequestNoStore) => {}
-        Err(reason) => shared.hit_for_miss.insert(key, reason),
-        Ok(_) => shared.hit_for_miss.invalidate(&key),
     }
 }
 
@@ -450,60 +418,33 @@ async fn stream_body(
     }
 }
 
-/// RFC 5861 §4: an error is any situation that would result in a 500, 502, 503 or 504.
-fn is_error_status(status: StatusCode) -> bool {
-    matches!(status.as_u16(), 500 | 502 | 503 | 504)
-}
-
-/// Merges a 304's headers into a stale entry (RFC 9111 §4.3.4) and stores the result.
+/// Merges a 304's fields into a stale entry ([`after_fetch::refresh`]) and stores the
+/// result, or removes the entry when the 304 made it unstorable.
 fn refresh(
     shared: &Shared,
+    site: &Site,
     key: &CacheKey,
     ctx: &FillCtx,
     stale: &Entry,
     mut new_headers: HeaderMap,
     received: &Received,
 ) -> Arc<Entry> {
-    // The age of the 304 just received (RFC 9111 §4.2.3), not of the stored Date: a 304
-    // without Date (FastCGI sends none) is as old as its Age says, and gets one.
-    let initial_age =
-        policy::initial_age(&new_headers, received.request_time, received.response_time);
     policy::ensure_date(&mut new_headers, received.response_time);
-    // RFC 9111 §3.2: every field of the 304 replaces the stored one, except
-    // Content-Length, fields that describe the stored bytes rather than the
-    // representation (Content-Encoding: levee may have compressed them itself;
-    // Content-Range), and Set-Cookie, which a shared entry never carries.
-    let not_updated = |n: &header::HeaderName| {
-        [
-            header::CONTENT_LENGTH,
-            header::CONTENT_ENCODING,
-            header::CONTENT_RANGE,
-            header::SET_COOKIE,
-        ]
-        .contains(n)
-    };
-    let mut headers = stale.headers.to_map();
-    let mut last = None;
-    for (name, value) in new_headers {
-        // Iterating an owned HeaderMap yields the name once, then None for repeats.
-        let name = match name {
-            Some(n) => {
-                last = Some(n.clone());
-                if !not_updated(&n) {
-                    headers.remove(&n);
-                }
-                n
-            }
-            None => match &last {
-                Some(n) => n.clone(),
-                None => continue,
-            },
-        };
-        if not_updated(&name) {
-            continue;
-        }
-        headers.append(name, value);
-    }
+    let conf = site.conf();
+    let session = |n: &str| site.sessions.is_configured(n);
+    let Refreshed {
+        mut headers,
+        storable,
+        freshness,
+        initial_age,
+    } = after_fetch::refresh(
+        &ctx.req_cc,
+        stale,
+        new_headers,
+        (received.request_time, received.response_time),
+        &conf.policy,
+        &session,
+    );
     // The stored body is in a coding chosen per client: its Vary keeps Accept-Encoding
     // whatever Vary the 304 carried.
     if stale.coding != Coding::Identity {
@@ -513,13 +454,6 @@ fn refresh(
     if let Some(coded) = &mut levee_coded {
         Encoder::after_refresh(&mut headers, coded);
     }
-    headers.remove(header::AGE);
-    levee_cache::tags::strip(&mut headers);
-    let decision = decide(shared, &ctx.req_cc, stale.status, &headers, received);
-    let freshness = match &decision {
-        Ok(s) => s.freshness,
-        Err(_) => stale.freshness,
-    };
     let entry = Arc::new(Entry {
         id: stale.id,
         status: stale.status,
@@ -536,7 +470,7 @@ fn refresh(
         // The same body: its other codings stay valid.
         derived: stale.derived.share(),
     });
-    if decision.is_ok() {
+    if storable.is_ok() {
         shared.store.insert(key.clone(), entry.clone());
         shared.stats.stored.inc();
     } else {

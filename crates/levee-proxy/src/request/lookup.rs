@@ -1,26 +1,17 @@
-//! Phase 2: a GET or HEAD that may use the cache. The store selects the variant, and
+//! A GET or HEAD that may use the cache. The store selects the variant, and
 //! [`levee_cache::lookup`] (pure, unit-tested against RFC 9111 §4 with a set clock)
-//! decides; this module only carries the decision out.
-
-use std::sync::Arc;
+//! decides; this phase turns the decision into what happens next.
 
 use http::header;
 use http::request;
-use hyper::body::Incoming;
 use levee_cache::{CacheControl, CacheKey, Lookup};
 
-use super::respond::{self, XCache};
+use super::next::{Next, Serve};
+use super::respond;
 use super::shared::Shared;
-use super::{fill, pass, Resp};
-use crate::upstream::ConnInfo;
+use crate::outcome::CacheResult;
 
-pub(crate) async fn cached(
-    shared: &Arc<Shared>,
-    parts: request::Parts,
-    body: Incoming,
-    key: CacheKey,
-    conn: ConnInfo,
-) -> Resp {
+pub(crate) fn lookup(shared: &Shared, parts: &request::Parts, key: CacheKey) -> Next {
     let req_cc = CacheControl::from_request_headers(&parts.headers);
     // RFC 9111 §4.3.2: If-Match and If-Unmodified-Since are not applicable to a cache
     // (a cache MUST NOT evaluate preconditions that only apply to an origin server):
@@ -29,46 +20,46 @@ pub(crate) async fn cached(
     let origin_preconditions = parts.headers.contains_key(header::IF_MATCH)
         || parts.headers.contains_key(header::IF_UNMODIFIED_SINCE);
     if origin_preconditions && !req_cc.only_if_cached {
-        return Box::pin(pass::pass(shared, parts, body, conn, "origin-precondition")).await;
+        return Next::pass("origin-precondition");
     }
     let now = levee_cache::clock::now();
     let stored = shared.store.get(&key, &parts.headers);
+    let serve = |entry, result| Serve { entry, result, now };
     match (levee_cache::lookup(&req_cc, stored.as_deref(), now), stored) {
-        (Lookup::Hit, Some(entry)) => {
-            respond::entry(shared, &entry, &parts, XCache::Hit, now).await
-        }
-        (Lookup::StaleAccepted, Some(entry)) => {
-            respond::entry(shared, &entry, &parts, XCache::Stale, now).await
-        }
-        (Lookup::StaleWhileRevalidate, Some(entry)) => {
-            fill::revalidate_in_background(shared, &key, &parts, &entry, conn);
-            respond::entry(shared, &entry, &parts, XCache::Stale, now).await
-        }
+        (Lookup::Hit, Some(entry)) => Next::Serve(serve(entry, CacheResult::Hit)),
+        (Lookup::StaleAccepted, Some(entry)) => Next::Serve(serve(entry, CacheResult::Stale)),
+        (Lookup::StaleWhileRevalidate, Some(entry)) => Next::ServeAndRevalidate {
+            key,
+            serve: serve(entry, CacheResult::Stale),
+        },
         // RFC 9111 §5.2.1.7: nothing the client may have as it is, and the client forbids
         // contacting the backend.
-        (Lookup::OnlyIfCachedMiss, stored) => respond::error(
+        (Lookup::OnlyIfCachedMiss, stored) => Next::Respond(respond::error(
             http::StatusCode::GATEWAY_TIMEOUT,
             if stored.is_some() {
                 "the stored response is stale and the request said only-if-cached"
             } else {
                 "the response is not in the cache and the request said only-if-cached"
             },
-        ),
-        (Lookup::Validate, Some(entry)) => {
-            Box::pin(fill::fetch(shared, parts, body, key, Some(entry), conn)).await
-        }
+        )),
+        (Lookup::Validate, Some(entry)) => Next::Fill {
+            key,
+            stale: Some(entry),
+        },
         (_, stored) => {
             // The last response for this URL could not be stored: for a while, requests
             // go to the backend as they are (Varnish's hit-for-pass), without a fill that
-            // would only copy the body through a second task. When the mark expires, a
-            // fill tries again.
+            // would only copy the body through a second task. The pass renews the mark
+            // while the URL stays uncacheable, and clears it once it is not.
             if stored.is_none() {
-                if let Some(reason) = shared.hit_for_miss.get(&key) {
-                    let pass = pass::pass_marked(shared, parts, body, conn, reason.as_str(), key);
-                    return Box::pin(pass).await;
+                if let Some(reason) = shared.hit_for_miss(&key) {
+                    return Next::Pass {
+                        reason: reason.as_str().into(),
+                        marked: Some(key),
+                    };
                 }
             }
-            Box::pin(fill::fetch(shared, parts, body, key, stored, conn)).await
+            Next::Fill { key, stale: stored }
         }
     }
 }

@@ -1,6 +1,6 @@
-//! Phase 3, uncacheable: the request goes to the backend as it is (with its cookies and
-//! body) and its response is never stored. A successful unsafe request invalidates what
-//! the cache holds for its URL.
+//! To the backend as the client sent it (with its cookies and body); the response is
+//! never stored. A successful unsafe request invalidates what the cache holds for its
+//! URL. Entered only from the driver (`Next::Pass`), with the reason it passes.
 
 use std::sync::Arc;
 
@@ -8,61 +8,42 @@ use http::header::HeaderMap;
 use http::{request, Method, Request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use levee_cache::{CacheKey, Scheme};
+use levee_cache::after_fetch::decide;
+use levee_cache::{CacheControl, CacheKey, HitForMiss, Scheme};
 use levee_config::EditInvalidation;
 
 use super::respond;
 use super::shared::Shared;
-use super::{Reason, Resp};
+use super::site::Site;
 use crate::headers::{prepare_forward, strip_hop_by_hop};
 use crate::limit::Priority;
+use crate::outcome::{Answer, Reason};
 use crate::upstream::{BoxError, ClientBodyError, ConnInfo};
 
-/// Sends the request to the backend as it is; the response is never stored.
-pub(crate) async fn pass(
-    shared: &Arc<Shared>,
-    parts: request::Parts,
-    body: Incoming,
-    conn: ConnInfo,
-    reason: impl Into<Reason>,
-) -> Resp {
-    pass_inner(shared, parts, body, conn, reason.into(), None).await
-}
-
-/// `pass` for a request that would be a fill but for the hit-for-miss mark on `key`: its
-/// response renews the mark while it is still uncacheable, or clears it once it is not
-/// (the next request then fills). Without the renewal the mark would lapse every
+/// Sends the request to the backend as it is. `marked`: the key is marked hit-for-miss;
+/// the response renews the mark while it is still uncacheable, or clears it once it is
+/// not (the next request then fills). Without the renewal the mark would lapse every
 /// `hit_for_miss` and every request for the URL would wait behind one fill, as long as
 /// the backend takes; seconds, when it is overloaded.
-pub(crate) async fn pass_marked(
+pub(crate) async fn pass(
     shared: &Arc<Shared>,
-    parts: request::Parts,
-    body: Incoming,
-    conn: ConnInfo,
-    reason: impl Into<Reason>,
-    key: CacheKey,
-) -> Resp {
-    pass_inner(shared, parts, body, conn, reason.into(), Some(key)).await
-}
-
-async fn pass_inner(
-    shared: &Arc<Shared>,
+    site: &Site,
     parts: request::Parts,
     body: Incoming,
     conn: ConnInfo,
     reason: Reason,
     marked: Option<CacheKey>,
-) -> Resp {
+) -> Answer {
     // Logged-in users and editors (a session cookie, Authorization) may use the slots
     // kept for them: anonymous traffic cannot crowd them out.
     let session = parts.headers.contains_key(http::header::AUTHORIZATION)
-        || !matches!(shared.sessions.session_cookie(&parts.headers), Ok(None));
+        || !matches!(site.sessions.session_cookie(&parts.headers), Ok(None));
     let priority = if session {
         Priority::Session
     } else {
         Priority::Normal
     };
-    let permit = match shared.upstream.slot(priority).await {
+    let permit = match site.upstream.slot(priority).await {
         Ok(p) => p,
         Err(e) => {
             shared.stats.backend::<()>(&Err(e.clone()));
@@ -88,32 +69,41 @@ async fn pass_inner(
     *req.uri_mut() = parts.uri.clone();
     *req.headers_mut() = headers;
     let asked = std::time::Instant::now();
-    let resp = shared.upstream.send(req, conn).await;
-    let waited = super::BackendWait(asked.elapsed());
+    let resp = site.upstream.send(req, conn).await;
+    let waited = asked.elapsed();
     shared.stats.backend(&resp);
     let resp = match resp {
         Ok(r) => r,
         Err(e) => return respond::upstream_error(&e),
     };
     let (mut head, body) = resp.into_parts();
-    shared.sessions.learn(&head.headers);
+    site.sessions.learn(&head.headers);
     if let Some(key) = marked {
-        super::fill::renew_hit_for_miss(shared, key, &parts.headers, head.status, &head.headers);
+        let conf = site.conf();
+        let is_session = |n: &str| site.sessions.is_configured(n);
+        let decision = decide(
+            &CacheControl::from_request_headers(&parts.headers),
+            head.status,
+            &head.headers,
+            levee_cache::clock::system_now(),
+            &conf.policy,
+            &is_session,
+        );
+        shared.mark_hit_for_miss(&key, HitForMiss::after(&decision));
     }
     if let Some(key) = invalidates {
         if head.status.is_success() || head.status.is_redirection() {
             invalidate_after_unsafe(shared, &key, &head.headers);
-            if edit && shared.conf().settings.anonymous.edit_invalidation == EditInvalidation::Host
-            {
+            if edit && site.conf().settings.anonymous.edit_invalidation == EditInvalidation::Host {
                 soft_purge_host(shared, key);
             }
         }
     }
     strip_hop_by_hop(&mut head.headers);
     levee_cache::tags::strip(&mut head.headers);
-    let mut resp = respond::passed(shared, &parts, head, body, permit, &reason);
-    resp.extensions_mut().insert(waited);
-    resp
+    let mut answer = respond::passed(shared, &parts, head, body, permit, reason);
+    answer.outcome.backend_wait = Some(waited);
+    answer
 }
 
 /// RFC 9111 §4.4: a successful unsafe request invalidates the target URI and the URIs in

@@ -1,103 +1,70 @@
-//! Phase 4: the one place a result becomes a response. Everything a client receives goes
-//! through here: the coding it accepts (the only caller of the [`Encoder`] for client
-//! forms; fills use it for the stored form), and the headers levee adds ([`mark`]):
-//! `X-Cache`, `Via`, `Age` and, with `--debug-headers`, `X-Cache-Reason`.
+//! The one place a result becomes a response ([`Answer`]). Everything a client
+//! receives goes through here: the coding it accepts (the only caller of the
+//! [`Encoder`] for client forms; fills use it for the stored form), and the headers
+//! levee adds, written from the response's [`Outcome`] by [`mark`]: `X-Cache`, `Via`,
+//! `Age` and, with `--debug-headers`, `X-Cache-Reason`.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
-use levee_cache::{conditional, policy, Entry, Reader};
+use levee_cache::{conditional, policy};
 use levee_compress::Coding;
 
-use super::shared::Shared;
-use super::shared::StreamHead;
-use super::Resp;
-use crate::body::ProxyBody;
+use super::next::{Serve, Stream};
+use super::shared::{FillHead, Shared};
+use crate::body::{ProxyBody, Resp};
 use crate::encoding::{Encoder, EntryForm};
 use crate::headers::{add_via, X_CACHE, X_CACHE_REASON};
+use crate::outcome::{Answer, CacheResult, Outcome, Reason};
 use crate::upstream::{BackendBody, UpstreamError};
 use crate::zerocopy;
 
-/// What `X-Cache` says about a response: where it came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum XCache {
-    /// Fresh from the cache.
-    Hit,
-    /// From the backend through a fill (stored or not).
-    Miss,
-    /// From the cache, stale (client's max-stale, stale-while-revalidate, or the backend
-    /// failed).
-    Stale,
-    /// From the backend, never stored.
-    Pass,
-    /// From the cache after the backend confirmed it (304).
-    Revalidated,
-    /// A file of the document root.
-    Static,
-    /// An error levee made (backend down, overloaded, bad request).
-    Error,
-    /// Answered by levee as the last recipient (`Max-Forwards: 0`); reads `PASS`, as it
-    /// is not a cached response.
-    Answered,
-}
-
-impl XCache {
-    fn value(self) -> HeaderValue {
-        HeaderValue::from_static(match self {
-            XCache::Hit => "HIT",
-            XCache::Miss => "MISS",
-            XCache::Stale => "STALE",
-            XCache::Pass | XCache::Answered => "PASS",
-            XCache::Revalidated => "REVALIDATED",
-            XCache::Static => "STATIC",
-            XCache::Error => "ERROR",
-        })
-    }
-
-    /// Whether the response went through levee as an intermediary (RFC 9110 §7.6.3:
-    /// `Via`), rather than being made by it.
-    fn forwarded(self) -> bool {
-        matches!(
-            self,
-            XCache::Hit | XCache::Miss | XCache::Stale | XCache::Pass | XCache::Revalidated
-        )
-    }
-}
-
-/// Adds levee's headers to a response (see [`set`]). The reason is kept for a MISS or
-/// PASS, where `handle` notes it for the dashboard and removes it unless
-/// `--debug-headers` asked for it; for the others only with `--debug-headers`.
+/// Makes `resp` an [`Answer`] with levee's headers written from its outcome: the only
+/// place `X-Cache`, `Via`, `Age` and `X-Cache-Reason` are written. `age` is a stored
+/// response's age (RFC 9111 §4.2.3); a passed response keeps the backend's `Age` (0
+/// without one), an error is 0 seconds old; files and local answers have none. The
+/// reason shows only with `--debug-headers`; the outcome keeps it for the dashboard.
 pub(crate) fn mark(
     shared: &Shared,
+    mut resp: Resp,
+    result: CacheResult,
+    age: Option<HeaderValue>,
+    reason: Option<Reason>,
+) -> Answer {
+    let debug = shared.conf().settings.debug_headers;
+    set_headers(
+        resp.headers_mut(),
+        result,
+        age,
+        reason.as_deref().filter(|_| debug),
+    );
+    Answer {
+        resp,
+        outcome: Outcome::new(result, reason),
+    }
+}
+
+fn set_headers(
     headers: &mut HeaderMap,
-    x: XCache,
+    result: CacheResult,
     age: Option<HeaderValue>,
     reason: Option<&str>,
 ) {
-    let keep = matches!(x, XCache::Miss | XCache::Pass) || shared.conf().settings.debug_headers;
-    set(headers, x, age, reason.filter(|_| keep));
-}
-
-/// The only place `X-Cache`, `Via`, `Age` and `X-Cache-Reason` are written. `age` is the
-/// stored response's age (RFC 9111 §4.2.3); a passed response keeps the backend's `Age`
-/// (0 without one), an error is 0 seconds old; files and local answers have none.
-fn set(headers: &mut HeaderMap, x: XCache, age: Option<HeaderValue>, reason: Option<&str>) {
-    match (age, x) {
+    match (age, result) {
         (Some(age), _) => {
             headers.insert(header::AGE, age);
         }
-        (None, XCache::Pass | XCache::Error) => {
+        (None, CacheResult::Pass | CacheResult::Error) => {
             if !headers.contains_key(header::AGE) {
                 headers.insert(header::AGE, HeaderValue::from_static("0"));
             }
         }
         (None, _) => {}
     }
-    headers.insert(X_CACHE.clone(), x.value());
-    if x.forwarded() {
+    headers.insert(X_CACHE.clone(), HeaderValue::from_static(result.as_str()));
+    if result.forwarded() {
         add_via(headers, http::Version::HTTP_11);
     }
     if let Some(r) = reason.and_then(|r| HeaderValue::from_str(r).ok()) {
@@ -107,13 +74,9 @@ fn set(headers: &mut HeaderMap, x: XCache, age: Option<HeaderValue>, reason: Opt
 
 /// A stored response in the coding the client accepts, or 304/412 when the client's
 /// preconditions say so.
-pub(crate) async fn entry(
-    shared: &Shared,
-    entry: &Entry,
-    parts: &request::Parts,
-    x: XCache,
-    now: Instant,
-) -> Resp {
+pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve) -> Answer {
+    let Serve { entry, result, now } = serve;
+    let entry = &*entry;
     let age = policy::age_header(entry.age(now));
     // The headers of the form this client gets; built once, used for the preconditions
     // and handed to hyper.
@@ -133,7 +96,7 @@ pub(crate) async fn entry(
         if let Some(status) =
             conditional::evaluate(&parts.method, &parts.headers, &response_headers)
         {
-            return precondition(shared, status, &response_headers, age, x);
+            return precondition(shared, status, &response_headers, age, result);
         }
     }
     let body = if parts.method == Method::HEAD {
@@ -144,8 +107,7 @@ pub(crate) async fn entry(
     let mut resp = Response::new(body);
     *resp.status_mut() = entry.status;
     *resp.headers_mut() = response_headers;
-    mark(shared, resp.headers_mut(), x, Some(age), Some("stored"));
-    resp
+    mark(shared, resp, result, Some(age), Some("stored".into()))
 }
 
 /// A stored body as a response body: from a memfd with sendfile when it is large and
@@ -169,13 +131,19 @@ fn large_body(
 }
 
 /// A response streaming in from a fill.
-pub(crate) fn streaming(
-    shared: &Shared,
-    h: &StreamHead,
-    reader: Reader,
-    parts: &request::Parts,
-    now: Instant,
-) -> Resp {
+pub(crate) fn streaming(shared: &Shared, parts: &request::Parts, stream: Stream) -> Answer {
+    let Stream {
+        head,
+        reader,
+        now,
+        waited,
+    } = stream;
+    let FillHead::Stream(h) = &*head else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "levee lost track of a backend response",
+        );
+    };
     let age = policy::age_header(h.age(now));
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
@@ -188,26 +156,31 @@ pub(crate) fn streaming(
     let body = shared
         .encoder
         .stream(&parts.headers, &parts.method, h.status, &mut headers, body);
-    if h.storable.is_ok() && h.status == StatusCode::OK {
-        if let Some(status) = conditional::evaluate(&parts.method, &parts.headers, &headers) {
-            return precondition(shared, status, &headers, age, XCache::Miss);
-        }
-    }
-    let mut resp = Response::new(body);
-    *resp.status_mut() = h.status;
-    *resp.headers_mut() = headers;
-    let reason = match h.storable {
-        Ok(()) => "stored",
-        Err(r) => r.as_str(),
+    let precondition_status = if h.storable.is_ok() && h.status == StatusCode::OK {
+        conditional::evaluate(&parts.method, &parts.headers, &headers)
+    } else {
+        None
     };
-    mark(
-        shared,
-        resp.headers_mut(),
-        XCache::Miss,
-        Some(age),
-        Some(reason),
-    );
-    resp
+    let mut answer = if let Some(status) = precondition_status {
+        precondition(shared, status, &headers, age, CacheResult::Miss)
+    } else {
+        let mut resp = Response::new(body);
+        *resp.status_mut() = h.status;
+        *resp.headers_mut() = headers;
+        let reason = match h.storable {
+            Ok(()) => "stored",
+            Err(r) => r.as_str(),
+        };
+        mark(
+            shared,
+            resp,
+            CacheResult::Miss,
+            Some(age),
+            Some(reason.into()),
+        )
+    };
+    answer.outcome.backend_wait = Some(waited);
+    answer
 }
 
 /// A backend response passed through as it is (hop-by-hop fields removed), in a coding
@@ -218,9 +191,8 @@ pub(crate) fn passed(
     mut head: http::response::Parts,
     body: BackendBody,
     permit: crate::limit::BackendSlot,
-    reason: &str,
-) -> Resp {
-    mark(shared, &mut head.headers, XCache::Pass, None, Some(reason));
+    reason: Reason,
+) -> Answer {
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
     } else {
@@ -237,7 +209,13 @@ pub(crate) fn passed(
         &mut head.headers,
         body,
     );
-    Response::from_parts(head, body)
+    mark(
+        shared,
+        Response::from_parts(head, body),
+        CacheResult::Pass,
+        None,
+        Some(reason),
+    )
 }
 
 /// 304 (with the fields RFC 9110 §15.4.5 asks for) or 412.
@@ -246,8 +224,8 @@ fn precondition(
     status: StatusCode,
     stored: &HeaderMap,
     age: HeaderValue,
-    x: XCache,
-) -> Resp {
+    result: CacheResult,
+) -> Answer {
     let mut resp = Response::new(ProxyBody::Empty);
     *resp.status_mut() = status;
     let headers = resp.headers_mut();
@@ -270,26 +248,27 @@ fn precondition(
             }
         }
     }
-    mark(shared, headers, x, Some(age), Some("conditional"));
-    resp
+    mark(shared, resp, result, Some(age), Some("conditional".into()))
 }
 
 /// The error a backend failure becomes (502, 504, 503 with `Retry-After`, or the
 /// client's 400/413).
-pub(crate) fn upstream_error(e: &UpstreamError) -> Resp {
+pub(crate) fn upstream_error(e: &UpstreamError) -> Answer {
     if !matches!(e, UpstreamError::BadRequest { .. }) {
         tracing::warn!(status = e.status().as_u16(), "{e}");
     }
-    let mut resp = error(e.status(), &e.public_message());
+    let mut answer = error(e.status(), &e.public_message());
     if matches!(e, UpstreamError::Overloaded { .. }) {
-        resp.headers_mut()
+        answer
+            .resp
+            .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
     }
-    resp
+    answer
 }
 
 /// A short plain-text error that says what happened.
-pub(crate) fn error(status: StatusCode, message: &str) -> Resp {
+pub(crate) fn error(status: StatusCode, message: &str) -> Answer {
     let text = format!(
         "{} {}\n{}\n",
         status.as_u16(),
@@ -304,8 +283,11 @@ pub(crate) fn error(status: StatusCode, message: &str) -> Resp {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    set(h, XCache::Error, None, None);
-    resp
+    set_headers(h, CacheResult::Error, None, None);
+    Answer {
+        resp,
+        outcome: Outcome::new(CacheResult::Error, None),
+    }
 }
 
 /// A static file's response, compressed when the client accepts it.
@@ -313,14 +295,24 @@ pub(crate) async fn static_file(
     shared: &Shared,
     parts: &request::Parts,
     r: Response<levee_static::FileBody>,
-) -> Resp {
+) -> Answer {
     let (mut head, body) = r.into_parts();
-    mark(shared, &mut head.headers, XCache::Static, None, None);
     let enc = &shared.encoder;
-    if head.status == StatusCode::NOT_MODIFIED {
+    let resp = if head.status == StatusCode::NOT_MODIFIED {
         enc.static_not_modified(&parts.headers, &mut head.headers);
-        return Response::from_parts(head, ProxyBody::Empty);
-    }
+        Response::from_parts(head, ProxyBody::Empty)
+    } else {
+        static_body(enc, parts, head, body).await
+    };
+    mark(shared, resp, CacheResult::Static, None, None)
+}
+
+async fn static_body(
+    enc: &Encoder,
+    parts: &request::Parts,
+    mut head: http::response::Parts,
+    body: levee_static::FileBody,
+) -> Resp {
     if head.status == StatusCode::OK {
         if let Some(content) = body.memory() {
             let path = parts.uri.path();

@@ -1,6 +1,6 @@
-//! What every phase of a request shares: the settings, the cache and its fills, the
-//! backend, the encoder and the counters; and what a fill tells the requests waiting
-//! for it ([`FillHead`]).
+//! What every phase of a request shares: the settings, the sites, the cache and its
+//! fills, the encoder and the counters; and what a fill tells the requests waiting for
+//! it ([`FillHead`]).
 
 use std::sync::{Arc, OnceLock};
 
@@ -8,66 +8,63 @@ use arc_swap::ArcSwap;
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, StatusCode};
-use levee_cache::{CacheKey, Coalescer, Entry, NotStored, PolicyConfig, Store, VaryKey};
-use levee_config::{CacheSettings, Settings};
-use levee_static::{StaticConfig, StaticFiles};
+use levee_cache::{CacheKey, Coalescer, Entry, HitForMiss, NotStored, Store, VaryKey};
+use levee_config::Settings;
 
-use super::sessions::Sessions;
+use super::site::Site;
 use crate::access_log::AccessLogger;
 use crate::encoding::Encoder;
-use crate::server::ServeError;
+use crate::error::ServeError;
 use crate::stats::Stats;
-use crate::upstream::{Upstream, UpstreamError};
+use crate::upstream::UpstreamError;
 use crate::zerocopy;
 
-/// What a reload replaces (SIGHUP, `POST /reload`): the settings and what is derived
-/// from them alone. Read with [`Shared::conf`].
+/// What a reload replaces of the settings the whole process shares (SIGHUP,
+/// `POST /reload`). Read with [`Shared::conf`]. Its `settings.sites` is empty: each
+/// site's settings live with the site ([`Site::conf`]).
 pub(crate) struct Conf {
     pub settings: Settings,
-    pub policy: PolicyConfig,
 }
 
 /// Re-reads the configuration (the binary's config file and flags).
 pub type Reloader = Box<dyn Fn() -> Result<Settings, String> + Send + Sync>;
+
+/// URLs marked hit-for-miss at most; the least used go first.
+const HIT_FOR_MISS_URLS: u64 = 100_000;
 
 /// Everything the request phases share.
 pub(crate) struct Shared {
     conf: ArcSwap<Conf>,
     /// Set once serving starts, when there is a config to re-read.
     pub reloader: OnceLock<Reloader>,
+    /// Never empty; a request goes to the first that answers its host.
+    pub sites: Vec<Site>,
     pub store: Store,
     pub fills: Arc<Coalescer<FillHead>>,
-    /// Keys whose last response was not cacheable: fetched without coalescing for a while.
-    pub hit_for_miss: moka::sync::Cache<CacheKey, NotStored>,
-    pub upstream: Upstream,
-    /// Files of the document root, when there is one.
-    pub files: Option<StaticFiles>,
+    /// Keys whose last response was not cacheable, and until when (levee's clock):
+    /// fetched without coalescing meanwhile.
+    hit_for_miss: moka::sync::Cache<CacheKey, (NotStored, Instant)>,
     pub encoder: Encoder,
     /// Memfd copies of hot large bodies, sent with sendfile.
     pub sendfile: zerocopy::Files,
     pub stats: Stats,
-    /// Which cookies mean a session: configured and learned.
-    pub sessions: Sessions,
     /// One line per request, when `[log] access` is on.
     pub access_log: Option<AccessLogger>,
 }
 
 impl Shared {
-    /// Fails when the document root cannot be used or the access log cannot be opened.
-    pub fn new(settings: Settings) -> Result<Shared, ServeError> {
-        let files = match &settings.root {
-            Some(root) => {
-                let s = &settings.static_files;
-                let mut config = StaticConfig::new(root);
-                config.index = s.index.clone();
-                config.asset_extensions = s.asset_extensions.clone();
-                config.asset_max_age = s.asset_max_age;
-                config.memory_cache = s.memory;
-                config.memory_max_file = s.memory_max_file;
-                Some(StaticFiles::new(config).map_err(ServeError::Root)?)
-            }
-            None => None,
-        };
+    /// Fails when a site's document root or backend cannot be used, or the access log
+    /// cannot be opened.
+    pub fn new(mut settings: Settings) -> Result<Shared, ServeError> {
+        let site_settings = std::mem::take(&mut settings.sites);
+        let sites = site_settings
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| Site::new(i, &settings, s))
+            .collect::<Result<Vec<_>, _>>()?;
+        if sites.is_empty() {
+            return Err(ServeError::NoSite);
+        }
         let access_log = match &settings.access_log {
             Some(config) => Some(AccessLogger::start(config).map_err(|source| {
                 ServeError::AccessLog {
@@ -83,30 +80,75 @@ impl Shared {
         let c = &settings.cache;
         Ok(Shared {
             access_log,
-            files,
+            sites,
             encoder: Encoder::new(&settings.compression),
             // Hot large bodies only: a bounded extra copy of what the cache holds.
             sendfile: zerocopy::Files::new((c.size / 4).clamp(16 << 20, 256 << 20)),
             store: Store::new(c.size),
             fills: Coalescer::new(FillHead::abandoned),
+            // Expiry is checked on levee's clock (tests move it); moka's own TTL, on the
+            // real clock, only bounds how long a mark takes memory.
             hit_for_miss: moka::sync::Cache::builder()
-                .max_capacity(100_000)
+                .max_capacity(HIT_FOR_MISS_URLS)
                 .time_to_live(c.hit_for_miss.max(Duration::from_millis(1)))
                 .build(),
-            upstream: Upstream::new(&settings).map_err(ServeError::Backend)?,
             stats: Stats::default(),
-            sessions: Sessions::new(settings.anonymous.session_cookies.clone()),
             reloader: OnceLock::new(),
-            conf: ArcSwap::from_pointee(Conf {
-                policy: policy_config(c),
-                settings,
-            }),
+            conf: ArcSwap::from_pointee(Conf { settings }),
         })
+    }
+
+    /// The first site: its backend's limit is the one `/metrics` and the startup line
+    /// show (with several sites they will need a `site` label).
+    pub fn first_site(&self) -> &Site {
+        // Never empty: `Shared::new` refuses settings without a site.
+        &self.sites[0]
     }
 
     /// The settings in force now (a reload may replace them between two calls).
     pub fn conf(&self) -> arc_swap::Guard<Arc<Conf>> {
         self.conf.load()
+    }
+
+    /// The site that answers a request for this target and `Host`: `None` when no
+    /// site does (421).
+    pub fn site_for(&self, parts: &http::request::Parts) -> Option<&Site> {
+        if let [only] = self.sites.as_slice() {
+            if only.answers_every_host() {
+                return Some(only);
+            }
+        }
+        let host = parts
+            .uri
+            .host()
+            .or_else(|| parts.headers.get(http::header::HOST)?.to_str().ok())
+            .map(|h| host_name(h).to_ascii_lowercase())
+            .unwrap_or_default();
+        let host = host.trim_end_matches('.');
+        self.sites.iter().find(|s| s.answers(host))
+    }
+
+    /// Whether `key` is marked hit-for-miss now, and why.
+    pub fn hit_for_miss(&self, key: &CacheKey) -> Option<NotStored> {
+        let (reason, until) = self.hit_for_miss.get(key)?;
+        (levee_cache::clock::now() < until).then_some(reason)
+    }
+
+    /// Sets, renews or clears the hit-for-miss mark of `key`.
+    pub fn mark_hit_for_miss(&self, key: &CacheKey, mark: HitForMiss) {
+        match mark {
+            HitForMiss::Set(reason) => {
+                let until = levee_cache::clock::now() + self.conf().settings.cache.hit_for_miss;
+                self.hit_for_miss.insert(key.clone(), (reason, until));
+            }
+            HitForMiss::Clear => self.hit_for_miss.invalidate(key),
+            HitForMiss::Leave => {}
+        }
+    }
+
+    /// Hit-for-miss marks held now (a gauge of `/metrics`).
+    pub fn hit_for_miss_urls(&self) -> u64 {
+        self.hit_for_miss.entry_count()
     }
 
     /// Re-reads the configuration and applies what can change while serving; the rest
@@ -119,9 +161,9 @@ impl Shared {
         let mut new = reloader()?;
         let old = self.conf();
         let mut restart = Vec::new();
-        // What the running structures were built from (sockets, threads, the backend
-        // pool, the cache's capacity, the file cache, codecs, the log writer) stays as
-        // it is. Compared by their Debug form: not every settings type is PartialEq.
+        // What the running structures were built from (sockets, threads, the cache's
+        // capacity, codecs, the log writer) stays as it is. Compared by their Debug
+        // form: not every settings type is PartialEq.
         macro_rules! keep {
             ($name:literal, $($field:ident).+) => {
                 if format!("{:?}", new.$($field).+) != format!("{:?}", old.settings.$($field).+) {
@@ -132,42 +174,52 @@ impl Shared {
         }
         keep!("listen", listen);
         keep!("workers", workers);
-        keep!("backend", backend);
-        keep!("root", root);
-        keep!("static", static_files);
-        keep!("fastcgi", fastcgi);
         keep!("compression", compression);
         keep!("limits", limits);
         keep!("cache.size", cache.size);
         keep!("cache.hit_for_miss", cache.hit_for_miss);
         keep!("admin.listen", admin.listen);
         keep!("log", access_log);
-        self.sessions
-            .set_configured(new.anonymous.session_cookies.clone());
-        // The application's code may have changed too: a rolling restart of its
-        // processes, each replacement ready before the old one stops.
-        if let Some(pool) = self.upstream.app_pool() {
-            pool.restart_all();
+        let sites = std::mem::take(&mut new.sites);
+        let same_sites = sites.len() == self.sites.len()
+            && sites
+                .iter()
+                .zip(&self.sites)
+                .all(|(n, s)| *n.name == *s.name);
+        if same_sites {
+            for (site, settings) in self.sites.iter().zip(sites) {
+                site.reload(settings, &mut restart);
+            }
+        } else {
+            restart.push("sites");
         }
-        self.conf.store(Arc::new(Conf {
-            policy: policy_config(&new.cache),
-            settings: new,
-        }));
+        self.conf.store(Arc::new(Conf { settings: new }));
+        restart.dedup();
         Ok(restart)
+    }
+
+    /// Reloads and says how it went on standard error (the operator's terminal or
+    /// journal): SIGHUP and `POST /reload` alike.
+    pub fn reload_and_report(&self) -> Result<Vec<&'static str>, String> {
+        let r = self.reload();
+        match &r {
+            Ok(kept) if kept.is_empty() => eprintln!("levee: configuration reloaded"),
+            Ok(kept) => eprintln!(
+                "levee: configuration reloaded; these changes need a restart and were not applied: {}",
+                kept.join(", ")
+            ),
+            Err(e) => eprintln!("levee: reload refused, the previous configuration keeps running: {e}"),
+        }
+        r
     }
 }
 
-/// The storage policy's knobs, from the settings.
-fn policy_config(c: &CacheSettings) -> PolicyConfig {
-    PolicyConfig {
-        heuristic: c.heuristic,
-        heuristic_fraction: c.heuristic_fraction,
-        heuristic_max: c.heuristic_max,
-        micro_cache: c.micro_cache,
-        anonymous_ttl: c.anonymous_ttl,
-        grace: c.grace,
-        keep: c.keep,
-        max_object_size: c.max_object_size,
+/// The host of a `Host` field, without its port.
+fn host_name(raw: &str) -> &str {
+    if raw.starts_with('[') {
+        raw.find(']').map_or(raw, |i| &raw[..=i])
+    } else {
+        raw.rsplit_once(':').map_or(raw, |(h, _)| h)
     }
 }
 

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use levee_config::{
-    AccessLogFormat, AdminOptions, AppOptions, CacheOptions, CompressionOptions, LimitsOptions,
-    LogOptions, OneOrMany, Options, Settings, Workers,
+    AdminOptions, AppOptions, CacheOptions, CompressionOptions, LimitsOptions, LogOptions,
+    OneOrMany, Options, Settings, Workers,
 };
 
 /// Arguments of `levee serve`. Every flag overrides the same option in the config file.
@@ -145,7 +145,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         print_settings(&settings);
         return Ok(ExitCode::SUCCESS);
     }
-    let backend = settings.backend.to_string();
+    let backend = settings
+        .sites
+        .iter()
+        .map(|s| s.backend.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let workers = settings.workers;
     // A reload re-reads the same file under the same flags.
     let config = args.config.clone();
@@ -195,131 +200,24 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// The resolved settings, written at once; a closed standard output (`| head`) is not
-/// an error worth a panic.
+/// Every setting as levee resolved it (`Settings::describe`: the option names of the
+/// config file), the process's first, then each site's; written at once, so that a
+/// closed standard output (`| head`) is not an error worth a panic.
 fn print_settings(s: &Settings) {
     use std::fmt::Write as _;
     use std::io::Write as _;
     let mut out = String::new();
     let _ = writeln!(out, "configuration is valid");
-    let _ = writeln!(
-        out,
-        "listen            {}",
-        s.listen
-            .iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let _ = writeln!(out, "backend           {}", s.backend);
-    let _ = writeln!(out, "workers           {}", s.workers);
-    let _ = writeln!(
-        out,
-        "admin             {}",
-        s.admin.listen.map_or("off".to_string(), |a| format!(
-            "http://{a} (GET /metrics, POST /purge){}",
-            if s.admin.token.is_some() {
-                ", token required"
-            } else {
-                ""
+    let mut site = None;
+    for d in s.describe() {
+        if d.site != site {
+            if let Some(name) = &d.site {
+                let _ = writeln!(out, "\n[site {name}]");
             }
-        ))
-    );
-    let _ = writeln!(
-        out,
-        "PURGE allowed     {}",
-        s.purge
-            .allow
-            .iter()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let _ = writeln!(
-        out,
-        "access log        {}",
-        s.access_log.as_ref().map_or("off".to_string(), |l| format!(
-            "{} to {}",
-            match l.format {
-                AccessLogFormat::Combined => "combined",
-                AccessLogFormat::Json => "json",
-            },
-            l.file
-                .as_ref()
-                .map_or("standard output".to_string(), |f| f.display().to_string())
-        ))
-    );
-    let _ = writeln!(
-        out,
-        "document root     {}",
-        s.root.as_ref().map_or(
-            "none (every request goes to the backend)".to_string(),
-            |r| r.display().to_string()
-        )
-    );
-    let _ = writeln!(
-        out,
-        "compression       {}",
-        if s.compression.enabled {
-            format!(
-                "gzip, br, zstd above {} bytes; stored as {}",
-                s.compression.min_size, s.compression.store
-            )
-        } else {
-            "off".to_string()
+            site = d.site.clone();
         }
-    );
-    let _ = writeln!(
-        out,
-        "cache size        {} bytes (objects up to {} bytes)",
-        s.cache.size, s.cache.max_object_size
-    );
-    let _ = writeln!(
-        out,
-        "micro-cache       {}",
-        s.cache
-            .micro_cache
-            .map_or("off".to_string(), |d| format!("{d:?}"))
-    );
-    let _ = writeln!(
-        out,
-        "anonymous TTL     {}",
-        s.cache
-            .anonymous_ttl
-            .map_or("off".to_string(), |d| format!("{d:?}"))
-    );
-    let _ = writeln!(out, "grace             {:?}", s.cache.grace);
-    let _ = writeln!(
-        out,
-        "presets           {}",
-        if s.anonymous.presets.is_empty() {
-            "none".to_string()
-        } else {
-            s.anonymous
-                .presets
-                .iter()
-                .map(|p| p.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    );
-    let _ = writeln!(
-        out,
-        "session cookies   {}",
-        s.anonymous.session_cookies.patterns().join(" ")
-    );
-    let _ = writeln!(
-        out,
-        "pass paths        {}",
-        s.anonymous.pass_paths.patterns().join(" ")
-    );
-    let _ = writeln!(
-        out,
-        "backend limit     {} concurrent ({:.0}% kept for sessions), queue {}, wait {:?}",
-        s.limits.backend_max_concurrency,
-        s.limits.backend_session_share * 100.0,
-        s.limits.backend_queue,
-        s.limits.backend_queue_timeout
-    );
+        let indent = if site.is_some() { "  " } else { "" };
+        let _ = writeln!(out, "{indent}{:<34} {}", d.option, d.value);
+    }
     let _ = std::io::stdout().write_all(out.as_bytes());
 }

@@ -1,0 +1,246 @@
+//! Every setting by its option name and value, from the validated [`Settings`]: what
+//! `levee serve --check` prints. A unit test checks that every option of the defaults
+//! table is here, so a new option cannot be left out of `--check`.
+
+use std::time::Duration;
+
+use crate::{AccessLogFormat, Backend, Settings, Site};
+
+/// One line of `--check`: an option (its name in the config file) and its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    /// `None` for what the whole process shares, else the site's name.
+    pub site: Option<String>,
+    pub option: &'static str,
+    pub value: String,
+}
+
+fn secs(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// As the config file writes sizes: `256MiB`, `64KiB`, else bytes.
+fn size(n: u64) -> String {
+    match n {
+        0 => "0".into(),
+        n if n % (1 << 30) == 0 => format!("{}GiB", n >> 30),
+        n if n % (1 << 20) == 0 => format!("{}MiB", n >> 20),
+        n if n % (1 << 10) == 0 => format!("{}KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
+fn words(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(" ")
+    }
+}
+
+fn off(d: Option<Duration>) -> String {
+    d.map_or("off".into(), secs)
+}
+
+fn list<T: ToString>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    items
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Settings {
+    /// Every setting, the process's first, then each site's.
+    pub fn describe(&self) -> Vec<Described> {
+        let mut out = Vec::new();
+        let mut global = |option: &'static str, value: String| {
+            out.push(Described {
+                site: None,
+                option,
+                value,
+            })
+        };
+        global("listen", list(&self.listen));
+        global("workers", self.workers.to_string());
+        global("debug_headers", self.debug_headers.to_string());
+        global("cache.size", size(self.cache.size));
+        global("cache.hit_for_miss", secs(self.cache.hit_for_miss));
+        let l = &self.limits;
+        global("limits.max_connections", l.max_connections.to_string());
+        global("limits.max_header_bytes", size(l.max_header_bytes as u64));
+        global("limits.max_headers", l.max_headers.to_string());
+        global("limits.header_timeout", secs(l.header_timeout));
+        global(
+            "limits.backend_connect_timeout",
+            secs(l.backend_connect_timeout),
+        );
+        global(
+            "limits.backend_first_byte_timeout",
+            secs(l.backend_first_byte_timeout),
+        );
+        global("limits.backend_read_timeout", secs(l.backend_read_timeout));
+        global(
+            "limits.backend_max_concurrency",
+            l.backend_max_concurrency.to_string(),
+        );
+        global(
+            "limits.backend_session_share",
+            format!("{:.0}%", l.backend_session_share * 100.0),
+        );
+        global("limits.backend_queue", l.backend_queue.to_string());
+        global(
+            "limits.backend_queue_timeout",
+            secs(l.backend_queue_timeout),
+        );
+        global("limits.shutdown_timeout", secs(l.shutdown_timeout));
+        let c = &self.compression;
+        global("compression.enabled", c.enabled.to_string());
+        global("compression.min_size", size(c.min_size));
+        global("compression.store", c.store.clone());
+        global("compression.transcode_memory", size(c.transcode_memory));
+        global(
+            "admin.listen",
+            self.admin
+                .listen
+                .map_or("off".into(), |a| format!("http://{a}")),
+        );
+        global(
+            "admin.token",
+            if self.admin.token.is_some() {
+                "set (required on every admin request)".into()
+            } else {
+                "none".into()
+            },
+        );
+        global("purge.allow", list(&self.purge.allow));
+        let (format, file) = match &self.access_log {
+            None => ("off", "-".to_string()),
+            Some(log) => (
+                match log.format {
+                    AccessLogFormat::Combined => "combined",
+                    AccessLogFormat::Json => "json",
+                },
+                log.file
+                    .as_ref()
+                    .map_or("standard output".into(), |f| f.display().to_string()),
+            ),
+        };
+        global("log.access", format.into());
+        global("log.access_file", file);
+        for site in &self.sites {
+            describe_site(site, &mut out);
+        }
+        out
+    }
+}
+
+fn describe_site(s: &Site, out: &mut Vec<Described>) {
+    let mut add = |option: &'static str, value: String| {
+        out.push(Described {
+            site: Some(s.name.clone()),
+            option,
+            value,
+        })
+    };
+    add(
+        "hosts",
+        if s.hosts.is_empty() {
+            "every host".into()
+        } else {
+            list(&s.hosts)
+        },
+    );
+    add("backend", s.backend.to_string());
+    if let Backend::App(a) = &s.backend {
+        add("app.command", a.command.clone());
+        add("app.processes", a.processes.to_string());
+        add("app.concurrency", a.concurrency.to_string());
+        add("app.ready_timeout", secs(a.ready_timeout));
+        add("app.request_timeout", secs(a.request_timeout));
+        add("app.max_requests", a.max_requests.to_string());
+        add(
+            "app.max_memory",
+            if a.max_memory == 0 {
+                "off".into()
+            } else {
+                size(a.max_memory)
+            },
+        );
+        add("app.max_age", off(a.max_age));
+        add(
+            "app.watch",
+            list(&a.watch.iter().map(|p| p.display()).collect::<Vec<_>>()),
+        );
+        add(
+            "app.cwd",
+            a.cwd
+                .as_ref()
+                .map_or("levee's own".into(), |d| d.display().to_string()),
+        );
+        add(
+            "app.env",
+            list(&a.env.iter().map(|(k, _)| k).collect::<Vec<_>>()),
+        );
+    }
+    add(
+        "root",
+        s.root
+            .as_ref()
+            .map_or("none (every request goes to the backend)".into(), |r| {
+                r.display().to_string()
+            }),
+    );
+    add(
+        "preset",
+        list(
+            &s.anonymous
+                .presets
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>(),
+        ),
+    );
+    let st = &s.static_files;
+    add("static.index", list(&st.index));
+    add("static.asset_extensions", words(&st.asset_extensions));
+    add("static.asset_max_age", secs(st.asset_max_age));
+    add("static.memory", size(st.memory));
+    add("static.memory_max_file", size(st.memory_max_file));
+    let f = &s.fastcgi;
+    add("fastcgi.index", f.index.clone());
+    add("fastcgi.keep_alive", f.keep_alive.to_string());
+    add("fastcgi.max_unsized_body", size(f.max_unsized_body));
+    add(
+        "fastcgi.pool_config",
+        f.pool_config
+            .as_ref()
+            .map_or("found on its own".into(), |p| p.display().to_string()),
+    );
+    let c = &s.cache;
+    add("cache.max_object_size", size(c.max_object_size));
+    add("cache.heuristic", c.heuristic.to_string());
+    add("cache.heuristic_fraction", c.heuristic_fraction.to_string());
+    add("cache.heuristic_max", secs(c.heuristic_max));
+    add("cache.micro_cache", off(c.micro_cache));
+    add("cache.anonymous_ttl", off(c.anonymous_ttl));
+    add("cache.grace", secs(c.grace));
+    add("cache.keep", secs(c.keep));
+    let a = &s.anonymous;
+    // `extra_session_cookies` and the presets' are merged into these.
+    add(
+        "anonymous.session_cookies",
+        words(a.session_cookies.patterns()),
+    );
+    add("anonymous.pass_paths", words(a.pass_paths.patterns()));
+    add(
+        "anonymous.edit_invalidation",
+        match a.edit_invalidation {
+            crate::EditInvalidation::Host => "host".into(),
+            crate::EditInvalidation::Url => "url".into(),
+        },
+    );
+}

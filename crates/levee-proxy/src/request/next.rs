@@ -1,0 +1,66 @@
+//! What a phase decided should happen next. Every phase returns one; the driver
+//! (`request::drive`) carries it out, so the order of a request's life is read in one
+//! place and no phase calls another sideways.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use levee_cache::{CacheKey, Entry, Reader};
+
+use super::shared::FillHead;
+use crate::outcome::{Answer, CacheResult, Reason};
+
+pub(crate) enum Next {
+    /// Serve a file of the document root, if there is one for the path.
+    Files,
+    /// Decide between the cache (under its key) and a pass.
+    Classify,
+    /// Look the key up in the cache.
+    Lookup(CacheKey),
+    /// Respond from the cache.
+    Serve(Serve),
+    /// Serve a stale entry now and revalidate it in the background, once.
+    ServeAndRevalidate { key: CacheKey, serve: Serve },
+    /// Fetch through the key's fill (shared with concurrent requests for it); `stale`
+    /// is the stored response it validates and stands in for a failure.
+    Fill {
+        key: CacheKey,
+        stale: Option<Arc<Entry>>,
+    },
+    /// Respond with a fill's response as it streams in.
+    Stream(Stream),
+    /// To the backend as the client sent it, never stored. `marked`: the key is marked
+    /// hit-for-miss, and the response renews or clears the mark.
+    Pass {
+        reason: Reason,
+        marked: Option<CacheKey>,
+    },
+    /// A response levee made: an error, a local answer, a file.
+    Respond(Answer),
+}
+
+impl Next {
+    pub fn pass(reason: impl Into<Reason>) -> Next {
+        Next::Pass {
+            reason: reason.into(),
+            marked: None,
+        }
+    }
+}
+
+/// A stored response to send, and what it counts as.
+pub(crate) struct Serve {
+    pub entry: Arc<Entry>,
+    pub result: CacheResult,
+    /// The time its age is computed at.
+    pub now: Instant,
+}
+
+/// A fill's response head and a reader of its body.
+pub(crate) struct Stream {
+    pub head: Arc<FillHead>,
+    pub reader: Reader,
+    pub now: Instant,
+    /// How long the request waited for the head.
+    pub waited: Duration,
+}

@@ -1,0 +1,160 @@
+//! A site while serving: what its settings built (the backend's pool and limiter, the
+//! document root's file cache, the session cookies learnt from its backend) and its
+//! settings and storage policy, swapped by a reload. Each request resolves its site
+//! once ([`Shared::site_for`](super::shared::Shared::site_for)); the phases read it.
+//!
+//! The conversions from levee-config's settings to the library crates' own configs
+//! are here, in one place each, with a test that their defaults agree.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use levee_cache::PolicyConfig;
+use levee_config::{AppSettings, CacheRules, Settings, StaticSettings};
+use levee_static::{StaticConfig, StaticFiles};
+
+use super::sessions::Sessions;
+use crate::error::ServeError;
+use crate::upstream::Upstream;
+
+/// One site while serving.
+pub(crate) struct Site {
+    /// Its place in `Shared::sites` (`Outcome::site`).
+    pub index: usize,
+    /// For the log and the metrics.
+    pub name: Arc<str>,
+    /// The hosts it answers (empty: every host); a change needs a restart.
+    hosts: Vec<String>,
+    pub upstream: Upstream,
+    /// Files of the document root, when there is one.
+    pub files: Option<StaticFiles>,
+    /// Which cookies mean a session: configured and learnt from this site's backend.
+    pub sessions: Sessions,
+    conf: ArcSwap<SiteConf>,
+}
+
+/// What a reload replaces of a site.
+pub(crate) struct SiteConf {
+    pub settings: levee_config::Site,
+    pub policy: PolicyConfig,
+}
+
+impl Site {
+    pub fn new(
+        index: usize,
+        global: &Settings,
+        site: levee_config::Site,
+    ) -> Result<Site, ServeError> {
+        let files = match &site.root {
+            Some(root) => Some(
+                StaticFiles::new(static_config(root, &site.static_files))
+                    .map_err(ServeError::Root)?,
+            ),
+            None => None,
+        };
+        Ok(Site {
+            index,
+            name: site.name.as_str().into(),
+            hosts: site.hosts.clone(),
+            upstream: Upstream::new(global, &site).map_err(ServeError::Backend)?,
+            files,
+            sessions: Sessions::new(site.anonymous.session_cookies.clone()),
+            conf: ArcSwap::from_pointee(SiteConf {
+                policy: policy_config(&site.cache),
+                settings: site,
+            }),
+        })
+    }
+
+    /// Whether it answers requests for `host` (lowercase, without port).
+    pub fn answers(&self, host: &str) -> bool {
+        self.answers_every_host() || self.hosts.iter().any(|h| h == host)
+    }
+
+    pub fn answers_every_host(&self) -> bool {
+        self.hosts.is_empty()
+    }
+
+    /// The site's settings in force now.
+    pub fn conf(&self) -> arc_swap::Guard<Arc<SiteConf>> {
+        self.conf.load()
+    }
+
+    /// Applies a reloaded site's settings; what its running structures were built from
+    /// (backend, root, files, FastCGI) keeps its value and is named in `restart`.
+    pub fn reload(&self, mut new: levee_config::Site, restart: &mut Vec<&'static str>) {
+        let old = self.conf();
+        // Compared by their Debug form: not every settings type is PartialEq.
+        macro_rules! keep {
+            ($name:literal, $field:ident) => {
+                if format!("{:?}", new.$field) != format!("{:?}", old.settings.$field) {
+                    restart.push($name);
+                    new.$field = old.settings.$field.clone();
+                }
+            };
+        }
+        keep!("hosts", hosts);
+        keep!("backend", backend);
+        keep!("root", root);
+        keep!("static", static_files);
+        keep!("fastcgi", fastcgi);
+        self.sessions
+            .set_configured(new.anonymous.session_cookies.clone());
+        // The application's code may have changed too: a rolling restart of its
+        // processes, each replacement ready before the old one stops.
+        if let Some(pool) = self.upstream.app_pool() {
+            pool.restart_all();
+        }
+        self.conf.store(Arc::new(SiteConf {
+            policy: policy_config(&new.cache),
+            settings: new,
+        }));
+    }
+}
+
+/// The storage policy's knobs, from a site's cache rules.
+pub(crate) fn policy_config(c: &CacheRules) -> PolicyConfig {
+    PolicyConfig {
+        heuristic: c.heuristic,
+        heuristic_fraction: c.heuristic_fraction,
+        heuristic_max: c.heuristic_max,
+        micro_cache: c.micro_cache,
+        anonymous_ttl: c.anonymous_ttl,
+        grace: c.grace,
+        keep: c.keep,
+        max_object_size: c.max_object_size,
+    }
+}
+
+/// The document root's file server, from a site's `[static]` settings.
+pub(crate) fn static_config(root: &std::path::Path, s: &StaticSettings) -> StaticConfig {
+    StaticConfig {
+        index: s.index.clone(),
+        asset_extensions: s.asset_extensions.clone(),
+        asset_max_age: s.asset_max_age,
+        memory_cache: s.memory,
+        memory_max_file: s.memory_max_file,
+        // Not an option: how often a file in memory is checked against the disk.
+        ..StaticConfig::new(root)
+    }
+}
+
+/// The app pool, from a site's `[app]` settings.
+pub(crate) fn app_config(a: &AppSettings) -> levee_app::AppConfig {
+    levee_app::AppConfig {
+        command: a.command.clone(),
+        processes: a.processes,
+        concurrency: a.concurrency,
+        ready_timeout: a.ready_timeout,
+        max_requests: a.max_requests,
+        max_memory: a.max_memory,
+        max_age: a.max_age,
+        drain_timeout: a.request_timeout,
+        watch: a.watch.clone(),
+        cwd: a.cwd.clone(),
+        env: a.env.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
