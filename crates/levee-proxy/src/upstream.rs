@@ -2,7 +2,6 @@
 //! the overload limiter that guarantees the backend never sees more than its configured
 //! concurrency.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 
@@ -14,7 +13,6 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -23,23 +21,13 @@ use levee_config::{Backend, BackendLimit, FastCgiAddress, Settings};
 use levee_fastcgi::{CgiRequest, Params, Route};
 
 mod app;
+mod wire;
 
+pub(crate) use app::app_config;
 pub use app::AppBody;
 use app::AppFailure;
-
-/// The error of any body levee streams.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Request bodies sent to the backend: empty for fills, streamed for pass.
-pub type UpBody = UnsyncBoxBody<bytes::Bytes, BoxError>;
-
-/// The two ends of the client's connection, which a FastCGI application is told about
-/// (`REMOTE_ADDR`, `SERVER_ADDR`).
-#[derive(Debug, Clone, Copy)]
-pub struct ConnInfo {
-    pub peer: SocketAddr,
-    pub local: SocketAddr,
-}
+use wire::error_chain;
+pub use wire::{BoxError, ClientBodyError, ConnInfo, UpBody, UpstreamError};
 
 /// A backend response body: from an HTTP backend, from php-fpm, or made by levee when the
 /// request never reached the application (404 for a missing script, 403, 405).
@@ -97,62 +85,6 @@ impl Body for BackendBody {
             BackendBody::App(app) => app.body.size_hint(),
             BackendBody::FastCgi(b) => b.size_hint(),
             BackendBody::Local(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
-        }
-    }
-}
-
-/// Why the backend gave no response. Decides the status levee answers with.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("levee could not connect to the backend {backend}: {detail}")]
-    Connect { backend: String, detail: String },
-    #[error("the backend {backend} did not start its response within {timeout:?}")]
-    Timeout { backend: String, timeout: Duration },
-    #[error("the backend {backend} is at its limit of {limit} concurrent requests and the wait queue is full or timed out")]
-    Overloaded { backend: String, limit: usize },
-    #[error("the backend {backend} failed: {detail}")]
-    Protocol { backend: String, detail: String },
-    /// The request could not be sent as it is (a FastCGI body of unknown length over
-    /// the limit, a request body that broke off): the client's side.
-    #[error("{detail}")]
-    BadRequest {
-        status: http::StatusCode,
-        detail: String,
-    },
-}
-
-impl UpstreamError {
-    /// What a client is told: what happened, never the backend's address, a path, a
-    /// port or a command line of levee's (those are in the log, from `Display`).
-    pub fn public_message(&self) -> String {
-        match self {
-            UpstreamError::Connect { backend, .. } if backend.starts_with("fastcgi") => {
-                "levee could not connect to php-fpm; the details are in levee's log".into()
-            }
-            UpstreamError::Connect { .. } => {
-                "levee could not connect to the backend; the details are in levee's log".into()
-            }
-            UpstreamError::Timeout { timeout, .. } => {
-                format!("the backend did not start its response within {timeout:?}")
-            }
-            UpstreamError::Overloaded { limit, .. } => format!(
-                "the backend is at its limit of {limit} concurrent requests and the wait queue is full or timed out"
-            ),
-            UpstreamError::Protocol { .. } => {
-                "the backend failed to answer; the details are in levee's log".into()
-            }
-            UpstreamError::BadRequest { detail, .. } => detail.clone(),
-        }
-    }
-
-    pub fn status(&self) -> http::StatusCode {
-        match self {
-            UpstreamError::Connect { .. } | UpstreamError::Protocol { .. } => {
-                http::StatusCode::BAD_GATEWAY
-            }
-            UpstreamError::Timeout { .. } => http::StatusCode::GATEWAY_TIMEOUT,
-            UpstreamError::Overloaded { .. } => http::StatusCode::SERVICE_UNAVAILABLE,
-            UpstreamError::BadRequest { status, .. } => *status,
         }
     }
 }
@@ -256,7 +188,7 @@ impl Upstream {
                 mode = Mode::Fixed(fixed.map_or(capacity, |n| n.min(capacity)));
                 limit_source = "the app pool's processes x concurrency".into();
                 Transport::App {
-                    pool: levee_app::Pool::start(crate::request::app_config(a))?,
+                    pool: levee_app::Pool::start(app_config(a))?,
                     request_timeout: a.request_timeout,
                 }
             }
@@ -375,15 +307,19 @@ impl Upstream {
                 Transport::App {
                     pool,
                     request_timeout,
-                } => match self.send_app(pool, *request_timeout, req, conn).await {
-                    // Refused at connect: nothing reached the application, so any
-                    // request may go to another process, a POST too.
-                    Err(AppFailure::Refused(_, req)) => self
-                        .send_app(pool, *request_timeout, *req, conn)
-                        .await
-                        .map_err(AppFailure::into_inner),
-                    r => r.map_err(AppFailure::into_inner),
-                },
+                } => {
+                    let name = &self.backend_name;
+                    let sent = match app::send(pool, name, *request_timeout, req, conn).await {
+                        // Refused at connect: nothing reached the application, so any
+                        // request may go to another process, a POST too.
+                        Err(AppFailure::Refused(_, req)) => {
+                            app::send(pool, name, *request_timeout, *req, conn).await
+                        }
+                        r => r,
+                    };
+                    sent.map(|r| r.map(BackendBody::App))
+                        .map_err(AppFailure::into_inner)
+                }
                 Transport::FastCgi {
                     client,
                     root,
@@ -571,12 +507,6 @@ impl Upstream {
     }
 }
 
-/// An error reading the client's request body while it was forwarded, so that it is
-/// answered as the client's fault (400), not the backend's (502).
-#[derive(Debug, thiserror::Error)]
-#[error("the request body is malformed or broke off: {0}")]
-pub struct ClientBodyError(#[source] pub hyper::Error);
-
 /// A response levee makes itself in the backend's place.
 fn local_response(status: StatusCode, text: &'static str) -> Response<BackendBody> {
     let mut r = Response::new(BackendBody::Local(Some(Bytes::from_static(
@@ -590,16 +520,4 @@ fn local_response(status: StatusCode, text: &'static str) -> Response<BackendBod
     );
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
     r
-}
-
-/// "outer: inner: innermost", the way people read nested errors.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
 }

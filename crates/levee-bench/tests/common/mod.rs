@@ -165,7 +165,10 @@ pub fn stalled_server() -> SocketAddr {
                 break;
             }
         }
-        std::thread::sleep(Duration::from_secs(60));
+        // Holds the accepted connections open, never answering, until the test ends.
+        loop {
+            std::thread::park();
+        }
     });
     addr
 }

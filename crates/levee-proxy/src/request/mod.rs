@@ -38,7 +38,6 @@ mod site;
 
 pub use shared::Reloader;
 pub(crate) use shared::Shared;
-pub(crate) use site::app_config;
 
 /// The session-cookie rules on their own, for the fuzz target (`crate::__fuzz`).
 pub(crate) fn fuzz_sessions(configured: levee_config::CookieMatcher) -> sessions::Sessions {

@@ -4,13 +4,14 @@
 //! once ([`Shared::site_for`](super::shared::Shared::site_for)); the phases read it.
 //!
 //! The conversions from levee-config's settings to the library crates' own configs
-//! are here, in one place each, with a test that their defaults agree.
+//! are here (the app pool's: `upstream::app::app_config`), in one place each, with a
+//! test that their defaults agree.
 
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use levee_cache::PolicyConfig;
-use levee_config::{AppSettings, CacheRules, Settings, StaticSettings};
+use levee_config::{CacheRules, Settings, StaticSettings};
 use levee_static::{StaticConfig, StaticFiles};
 
 use super::sessions::Sessions;
@@ -136,23 +137,6 @@ pub(crate) fn static_config(root: &std::path::Path, s: &StaticSettings) -> Stati
         memory_max_file: s.memory_max_file,
         // Not an option: how often a file in memory is checked against the disk.
         ..StaticConfig::new(root)
-    }
-}
-
-/// The app pool, from a site's `[app]` settings.
-pub(crate) fn app_config(a: &AppSettings) -> levee_app::AppConfig {
-    levee_app::AppConfig {
-        command: a.command.clone(),
-        processes: a.processes,
-        concurrency: a.concurrency,
-        ready_timeout: a.ready_timeout,
-        max_requests: a.max_requests,
-        max_memory: a.max_memory,
-        max_age: a.max_age,
-        drain_timeout: a.request_timeout,
-        watch: a.watch.clone(),
-        cwd: a.cwd.clone(),
-        env: a.env.clone(),
     }
 }
 

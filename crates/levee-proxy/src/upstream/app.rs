@@ -11,7 +11,7 @@ use http::{Request, Response};
 use http_body::Body;
 use hyper::body::Incoming;
 
-use super::{error_chain, BackendBody, ConnInfo, UpBody, Upstream, UpstreamError};
+use super::wire::{error_chain, ConnInfo, UpBody, UpstreamError};
 
 /// A kept-alive HTTP/1.1 connection to one app process, parked with the process (not
 /// with a worker thread) between requests: a process gets at most `concurrency`
@@ -73,106 +73,102 @@ const APP_REMOTE: HeaderName = HeaderName::from_static("x-levee-remote");
 const APP_LOCAL: HeaderName = HeaderName::from_static("x-levee-local");
 const APP_SCHEME: HeaderName = HeaderName::from_static("x-levee-scheme");
 
-impl Upstream {
-    /// One try on the least busy app process, on a connection kept with that process or
-    /// a new one.
-    pub(super) async fn send_app(
-        &self,
-        pool: &levee_app::Pool,
-        request_timeout: Duration,
-        mut req: Request<UpBody>,
-        conn: ConnInfo,
-    ) -> Result<Response<BackendBody>, AppFailure> {
-        let lease = pool.lease().await.map_err(|e| {
-            AppFailure::Other(UpstreamError::Connect {
-                backend: self.backend_name.clone(),
-                detail: e.to_string(),
-            })
-        })?;
-        app_request(&mut req, conn);
-        let exchange = async {
-            let mut sender = None;
-            while let Some(kept) = lease.take_conn() {
-                if let Ok(kept) = kept.downcast::<AppConn>() {
-                    let mut s = kept.sender;
-                    // Waits for the connection to be idle; fails if the process closed it.
-                    if s.ready().await.is_ok() {
-                        sender = Some(s);
-                        break;
-                    }
+/// One try on the least busy app process, on a connection kept with that process or a
+/// new one. `backend` names the pool in errors.
+pub(super) async fn send(
+    pool: &levee_app::Pool,
+    backend: &str,
+    request_timeout: Duration,
+    mut req: Request<UpBody>,
+    conn: ConnInfo,
+) -> Result<Response<AppBody>, AppFailure> {
+    let lease = pool.lease().await.map_err(|e| {
+        AppFailure::Other(UpstreamError::Connect {
+            backend: backend.to_string(),
+            detail: e.to_string(),
+        })
+    })?;
+    app_request(&mut req, conn);
+    let exchange = async {
+        let mut sender = None;
+        while let Some(kept) = lease.take_conn() {
+            if let Ok(kept) = kept.downcast::<AppConn>() {
+                let mut s = kept.sender;
+                // Waits for the connection to be idle; fails if the process closed it.
+                if s.ready().await.is_ok() {
+                    sender = Some(s);
+                    break;
                 }
             }
-            let mut sender = match sender {
-                Some(s) => s,
-                None => match self.app_connect(&lease).await {
-                    Ok(s) => s,
-                    Err(e) => return Err(AppFailure::Refused(e, Box::new(req))),
-                },
-            };
-            match sender.send_request(req).await {
-                Ok(resp) => Ok((resp, sender)),
-                Err(e) => Err(AppFailure::Other(UpstreamError::Protocol {
-                    backend: self.backend_name.clone(),
-                    detail: format!("app process {}: {}", lease.addr(), error_chain(&e)),
-                })),
-            }
+        }
+        let mut sender = match sender {
+            Some(s) => s,
+            None => match app_connect(backend, &lease).await {
+                Ok(s) => s,
+                Err(e) => return Err(AppFailure::Refused(e, Box::new(req))),
+            },
         };
-        // A process that does not answer in time is stuck (an endless loop, a lock):
-        // kill it, a fresh one takes its place.
-        match tokio::time::timeout(request_timeout, exchange).await {
-            Ok(Ok((resp, sender))) => {
-                let reusable = resp.version() == http::Version::HTTP_11
-                    && !resp.headers().get_all(header::CONNECTION).iter().any(|v| {
-                        v.to_str()
-                            .is_ok_and(|v| v.to_ascii_lowercase().contains("close"))
-                    });
-                Ok(resp.map(|body| {
-                    BackendBody::App(AppBody {
-                        body,
-                        lease: Some(lease),
-                        conn: Some(AppConn { sender }),
-                        reusable,
-                    })
-                }))
-            }
-            Ok(Err(AppFailure::Refused(e, req))) => {
-                lease.refused();
-                Err(AppFailure::Refused(e, req))
-            }
-            Ok(Err(e)) => Err(e),
-            Err(_) => {
-                lease.kill();
-                Err(AppFailure::Other(UpstreamError::Timeout {
-                    backend: self.backend_name.clone(),
-                    timeout: request_timeout,
-                }))
-            }
+        match sender.send_request(req).await {
+            Ok(resp) => Ok((resp, sender)),
+            Err(e) => Err(AppFailure::Other(UpstreamError::Protocol {
+                backend: backend.to_string(),
+                detail: format!("app process {}: {}", lease.addr(), error_chain(&e)),
+            })),
+        }
+    };
+    // A process that does not answer in time is stuck (an endless loop, a lock):
+    // kill it, a fresh one takes its place.
+    match tokio::time::timeout(request_timeout, exchange).await {
+        Ok(Ok((resp, sender))) => {
+            let reusable = resp.version() == http::Version::HTTP_11
+                && !resp.headers().get_all(header::CONNECTION).iter().any(|v| {
+                    v.to_str()
+                        .is_ok_and(|v| v.to_ascii_lowercase().contains("close"))
+                });
+            Ok(resp.map(|body| AppBody {
+                body,
+                lease: Some(lease),
+                conn: Some(AppConn { sender }),
+                reusable,
+            }))
+        }
+        Ok(Err(AppFailure::Refused(e, req))) => {
+            lease.refused();
+            Err(AppFailure::Refused(e, req))
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            lease.kill();
+            Err(AppFailure::Other(UpstreamError::Timeout {
+                backend: backend.to_string(),
+                timeout: request_timeout,
+            }))
         }
     }
+}
 
-    /// A new connection to the leased process, driven by this thread's runtime.
-    async fn app_connect(
-        &self,
-        lease: &levee_app::Lease,
-    ) -> Result<hyper::client::conn::http1::SendRequest<UpBody>, UpstreamError> {
-        let refused = |detail: String| UpstreamError::Connect {
-            backend: self.backend_name.clone(),
-            detail,
-        };
-        let stream = tokio::net::TcpStream::connect(lease.addr())
+/// A new connection to the leased process, driven by this thread's runtime.
+async fn app_connect(
+    backend: &str,
+    lease: &levee_app::Lease,
+) -> Result<hyper::client::conn::http1::SendRequest<UpBody>, UpstreamError> {
+    let refused = |detail: String| UpstreamError::Connect {
+        backend: backend.to_string(),
+        detail,
+    };
+    let stream = tokio::net::TcpStream::connect(lease.addr())
+        .await
+        .map_err(|e| refused(format!("app process {}: {e}", lease.addr())))?;
+    let _ = stream.set_nodelay(true);
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
             .await
             .map_err(|e| refused(format!("app process {}: {e}", lease.addr())))?;
-        let _ = stream.set_nodelay(true);
-        let (sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(|e| refused(format!("app process {}: {e}", lease.addr())))?;
-        tokio::spawn(async move {
-            // Ends when the process closes it, or when levee drops the sender.
-            let _ = connection.await;
-        });
-        Ok(sender)
-    }
+    tokio::spawn(async move {
+        // Ends when the process closes it, or when levee drops the sender.
+        let _ = connection.await;
+    });
+    Ok(sender)
 }
 
 /// The request as an app process gets it: origin-form, a `Host`, and levee's word on the
@@ -216,4 +212,21 @@ fn app_request(req: &mut Request<UpBody>, conn: ConnInfo) {
     }
     // No TLS in levee yet: every client reached it over plain HTTP.
     h.insert(APP_SCHEME, HeaderValue::from_static("http"));
+}
+
+/// The app pool, from a site's `[app]` settings.
+pub(crate) fn app_config(a: &levee_config::AppSettings) -> levee_app::AppConfig {
+    levee_app::AppConfig {
+        command: a.command.clone(),
+        processes: a.processes,
+        concurrency: a.concurrency,
+        ready_timeout: a.ready_timeout,
+        max_requests: a.max_requests,
+        max_memory: a.max_memory,
+        max_age: a.max_age,
+        drain_timeout: a.request_timeout,
+        watch: a.watch.clone(),
+        cwd: a.cwd.clone(),
+        env: a.env.clone(),
+    }
 }

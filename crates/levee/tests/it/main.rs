@@ -32,3 +32,4 @@ mod sessions;
 mod stale;
 mod static_files;
 mod storage;
+mod structure;

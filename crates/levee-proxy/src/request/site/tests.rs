@@ -48,7 +48,7 @@ fn the_app_pools_defaults_are_levees() {
         panic!("not an app backend");
     };
     assert_eq!(
-        format!("{:?}", app_config(a)),
+        format!("{:?}", crate::upstream::app_config(a)),
         format!(
             "{:?}",
             levee_app::AppConfig::new("php worker.php {port}", a.processes)

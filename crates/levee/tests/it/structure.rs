@@ -1,0 +1,339 @@
+//! The shape of the source tree, kept by tests rather than by review: no module imports
+//! another in a loop (so every module can be read, and changed, from its dependencies
+//! up), no source file grows past what one reads in a sitting, and no test sleeps to
+//! let time pass (it moves levee's clock, or waits on state).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The module path of a file under `src`: `request/fill.rs` -> `request::fill`,
+/// `request/mod.rs` -> `request`, `lib.rs` -> ``.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// A file's code without comments and without its inline test module (by convention
+/// the last item: `#[cfg(test)] mod tests { ... }`).
+fn code(file: &Path) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let text = match text.find("#[cfg(test)]\nmod tests {") {
+        Some(i) => &text[..i],
+        None => &text[..],
+    };
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Expands a use tree (`a::{b, c::{d, E}}`) into paths.
+fn expand(prefix: &[String], tree: &str, out: &mut Vec<Vec<String>>) {
+    let tree = tree.trim();
+    if let Some(inner) = tree.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+        let (mut depth, mut start) = (0, 0);
+        for (i, ch) in inner.char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand(prefix, &inner[start..i], out);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        expand(prefix, &inner[start..], out);
+        return;
+    }
+    if tree.is_empty() {
+        return;
+    }
+    if let Some(i) = tree.find("::{") {
+        let mut p = prefix.to_vec();
+        p.extend(tree[..i].split("::").map(str::to_string));
+        expand(&p, &tree[i + 2..], out);
+        return;
+    }
+    let path = tree.split(" as ").next().unwrap_or(tree);
+    let mut p = prefix.to_vec();
+    p.extend(
+        path.split("::")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string),
+    );
+    out.push(p);
+}
+
+/// Every path a file names: its `use` trees, `crate::`/`super::` paths in its code, and
+/// `child::` paths to the modules it declares.
+fn paths(code: &str, children: &BTreeSet<String>) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("use ") {
+        let boundary = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric();
+        let after = &rest[i + 4..];
+        if let (true, Some(end)) = (boundary, after.find(';')) {
+            expand(&[], &after[..end].replace(['\n', ' '], ""), &mut out);
+        }
+        rest = after;
+    }
+    let tokens: Vec<&str> = code
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .filter(|t| t.contains("::"))
+        .collect();
+    for t in tokens {
+        let segs: Vec<String> = t
+            .split("::")
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        let first = segs.first().map(String::as_str).unwrap_or("");
+        if first == "crate" || first == "super" || first == "self" || children.contains(first) {
+            out.push(segs);
+        }
+    }
+    out
+}
+
+/// The modules of a crate and the modules each one uses.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let modules: BTreeMap<Vec<String>, PathBuf> =
+        files.into_iter().map(|f| (module_of(src, &f), f)).collect();
+    let mut graph = BTreeMap::new();
+    for (module, file) in &modules {
+        let children: BTreeSet<String> = modules
+            .keys()
+            .filter(|m| m.len() == module.len() + 1 && m.starts_with(module))
+            .filter_map(|m| m.last().cloned())
+            .collect();
+        let mut uses = BTreeSet::new();
+        for path in paths(&code(file), &children) {
+            // Resolve to an absolute module path.
+            let mut abs = module.clone();
+            let mut segs = path.as_slice();
+            match segs.first().map(String::as_str) {
+                Some("crate") => {
+                    abs.clear();
+                    segs = &segs[1..];
+                }
+                Some("super") | Some("self") => {
+                    while let Some(s) = segs.first() {
+                        match s.as_str() {
+                            "super" => {
+                                abs.pop();
+                            }
+                            "self" => {}
+                            _ => break,
+                        }
+                        segs = &segs[1..];
+                    }
+                }
+                _ => {}
+            }
+            abs.extend(segs.iter().cloned());
+            // The longest prefix that is a module of this crate.
+            let target = (0..=abs.len())
+                .rev()
+                .map(|k| abs[..k].to_vec())
+                .find(|m| modules.contains_key(m));
+            if let Some(t) = target.filter(|t| t != module) {
+                uses.insert(t.join("::"));
+            }
+        }
+        graph.insert(module.join("::"), uses);
+    }
+    graph
+}
+
+/// A cycle of the graph, if it has one (depth-first search).
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(node.to_string(), 1);
+        stack.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            match state.get(next.as_str()) {
+                Some(1) => {
+                    let start = stack.iter().position(|n| n == next).unwrap_or(0);
+                    let mut cycle = stack[start..].to_vec();
+                    cycle.push(next.clone());
+                    return Some(cycle);
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(c) = visit(next, graph, state, stack) {
+                        return Some(c);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(node.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for node in graph.keys() {
+        if !state.contains_key(node) {
+            let mut stack = Vec::new();
+            if let Some(c) = visit(node, graph, &mut state, &mut stack) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+fn crates() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(workspace().join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("src").is_dir())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn no_module_imports_another_in_a_loop() {
+    let mut cycles = Vec::new();
+    for krate in crates() {
+        let graph = module_graph(&krate.join("src"));
+        if let Some(cycle) = find_cycle(&graph) {
+            let name = krate.file_name().unwrap().to_string_lossy().into_owned();
+            let shown: Vec<_> = cycle
+                .iter()
+                .map(|m| if m.is_empty() { "(crate root)" } else { m })
+                .collect();
+            cycles.push(format!("{name}: {}", shown.join(" -> ")));
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "modules that import each other in a loop (move what both need to a module of \
+         its own, or have the phase return a value instead of calling back):\n{}",
+        cycles.join("\n")
+    );
+}
+
+/// The checker itself: it must see a loop through `super::` and one through `crate::`.
+#[test]
+fn the_loop_finder_finds_loops() {
+    let dir = std::env::temp_dir().join(format!("levee-structure-{}", std::process::id()));
+    let src = dir.join("src");
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    std::fs::write(src.join("a/mod.rs"), "mod c;\nuse crate::b::X;\n").unwrap();
+    std::fs::write(src.join("a/c.rs"), "fn f() { super::Y::new(); }\n").unwrap();
+    std::fs::write(src.join("b.rs"), "use crate::a::{c::Z, W};\n").unwrap();
+    let graph = module_graph(&src);
+    assert_eq!(graph["a::c"], BTreeSet::from(["a".to_string()]));
+    let cycle = find_cycle(&graph).expect("a <-> b");
+    assert!(cycle.contains(&"a".to_string()) && cycle.contains(&"b".to_string()));
+    std::fs::write(src.join("b.rs"), "pub struct X;\n").unwrap();
+    assert_eq!(find_cycle(&module_graph(&src)), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Files under `src` that are not tests: no test module file (`tests.rs`, `tests/`).
+fn is_test_file(path: &Path) -> bool {
+    path.file_name().is_some_and(|f| f == "tests.rs")
+        || path.components().any(|c| c.as_os_str() == "tests")
+}
+
+#[test]
+fn no_source_file_is_over_700_lines() {
+    let mut long = Vec::new();
+    for krate in crates() {
+        let mut files = Vec::new();
+        rust_files(&krate.join("src"), &mut files);
+        for f in files.iter().filter(|f| !is_test_file(f)) {
+            let lines = std::fs::read_to_string(f).unwrap().lines().count();
+            if lines > 700 {
+                long.push(format!("{} ({lines} lines)", f.display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "source files over 700 lines (split by what they own; inline test modules go to \
+         a tests.rs of their own):\n{}",
+        long.join("\n")
+    );
+}
+
+/// A sleep of a second or more in a test is time let pass: advance levee's clock
+/// (`Levee::advance_clock`) or wait on state (a metric, a log line, a poll with a
+/// deadline). A peer that must hang does so with `std::future::pending()`.
+#[test]
+fn no_test_sleeps_a_second_or_more() {
+    let mut found = Vec::new();
+    for krate in crates() {
+        let mut files = Vec::new();
+        rust_files(&krate.join("tests"), &mut files);
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("//") || !line.contains("sleep(") {
+                    continue;
+                }
+                let long =
+                    [("from_secs(", 1u64), ("from_millis(", 1000)]
+                        .iter()
+                        .any(|(call, min)| {
+                            line.split(call).skip(1).any(|rest| {
+                                let digits: String = rest
+                                    .chars()
+                                    .take_while(|c| c.is_ascii_digit() || *c == '_')
+                                    .filter(|c| *c != '_')
+                                    .collect();
+                                digits.parse::<u64>().is_ok_and(|v| v >= *min)
+                            })
+                        });
+                if long {
+                    found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "tests that sleep a second or more:\n{}",
+        found.join("\n")
+    );
+}
