@@ -2,7 +2,7 @@
 //! and the page shared, session and `Authorization` requests always pass and are never
 //! stored, analytics cookies are ignored, pass paths (presets and config), micro-cache.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use levee_test::{levee, Origin, Recorded, Reply, Req};
 
@@ -516,10 +516,9 @@ async fn micro_cache_keeps_anonymous_html_briefly_then_asks_again() {
     });
     let levee = levee!()
         .backend(&origin.url())
-        .args(&["--micro-cache", "2s"])
+        .args(&["--micro-cache", "10s"])
         .start();
     let r = levee.get("/wiki/FrontPage").await;
-    let received = Instant::now();
     assert_eq!(r.x_cache(), "MISS", "{}", r.summary());
     assert_eq!(r.text(), "/wiki/FrontPage #1 for guest");
     levee.wait_stored("/wiki/FrontPage").await;
@@ -537,11 +536,10 @@ async fn micro_cache_keeps_anonymous_html_briefly_then_asks_again() {
 
     // Past the micro-cache TTL, for as long again, the old copy once more while one
     // request in the background asks the origin (no reader waits for the page). The
-    // age counts from the Date header, whole seconds: up to 1 s more than measured
-    // here, hence a TTL of 2 s for margins of 1 s.
-    let expired = Duration::from_millis(2150);
-    tokio::time::sleep(expired.saturating_sub(received.elapsed())).await;
-    let refreshed = Instant::now();
+    // age counts from the Date header, whole seconds: up to 1 s more than the clock
+    // moved, well inside the margins of 5 s on either side.
+    levee.advance_clock(Duration::from_secs(15)).await;
+    origin.advance_clock(Duration::from_secs(15));
     let r = levee.get("/wiki/FrontPage").await;
     assert_eq!(r.x_cache(), "STALE", "{}", r.summary());
     assert_eq!(r.text(), "/wiki/FrontPage #1 for guest");
@@ -552,8 +550,8 @@ async fn micro_cache_keeps_anonymous_html_briefly_then_asks_again() {
     assert_eq!(origin.requests(), 3);
 
     // Never older than twice the TTL: past that, the reader waits for the origin.
-    let too_old = Duration::from_millis(4200);
-    tokio::time::sleep(too_old.saturating_sub(refreshed.elapsed())).await;
+    levee.advance_clock(Duration::from_secs(25)).await;
+    origin.advance_clock(Duration::from_secs(25));
     let r = levee.get("/wiki/FrontPage").await;
     assert!(!["HIT", "STALE"].contains(&r.x_cache()), "{}", r.summary());
     assert_eq!(r.text(), "/wiki/FrontPage #4 for guest");

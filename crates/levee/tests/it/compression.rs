@@ -149,9 +149,23 @@ fn etag(r: &Resp) -> &str {
     r.header("etag").unwrap_or("")
 }
 
-/// Waits past a 1-second freshness lifetime (or static file revalidation interval).
-async fn past_one_second() {
-    tokio::time::sleep(Duration::from_millis(1150)).await;
+/// Waits (3 s at most) until `GET path` in the coding `ae` asks for shows `want`.
+/// levee-static re-checks a file held in memory at most once a second by the real clock
+/// (levee's test clock does not move it), so an edit shows up to a second later.
+async fn eventually_shows(levee: &Levee, path: &str, ae: Option<&str>, want: &[u8]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let r = get(levee, path, ae).await;
+        if r.status == 200 && decoded(&r) == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{path}, Accept-Encoding {ae:?}: the edit was not seen within 3 s: {}",
+            r.summary()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Every coding a client can ask for, with the header that asks for it.
@@ -410,9 +424,10 @@ async fn revalidation_sends_the_origin_strong_etag_and_a_304_refreshes_every_cod
     levee.wait_stored("/page").await;
 
     for (round, first_ae) in [(1, Some("br")), (2, None)] {
-        // 2 s of freshness: room for the checks after each revalidation on a busy
-        // machine, where 1 s ran out mid-loop.
-        tokio::time::sleep(Duration::from_millis(2150)).await;
+        // Past max-age=2. (2 s of freshness: room for the checks after each revalidation
+        // on a busy machine, where 1 s of real time ran out mid-loop.)
+        levee.advance_clock(Duration::from_secs(3)).await;
+        origin.advance_clock(Duration::from_secs(3));
         let before = origin.requests();
         let r = get(&levee, "/page", first_ae).await;
         let what = format!("revalidation {round}");
@@ -1118,7 +1133,7 @@ async fn an_edited_static_file_is_compressed_anew() {
         assert_sized(&r, coding, v1.as_bytes(), "before the edit");
     }
     site.write("page.html", v2.as_bytes());
-    past_one_second().await;
+    eventually_shows(levee, "/page.html", CODINGS[0].0, v2.as_bytes()).await;
     for (ae, coding) in CODINGS {
         let what = format!("after the edit, Accept-Encoding {ae:?}");
         let r = get(levee, "/page.html", ae).await;
@@ -1156,7 +1171,7 @@ async fn a_static_file_edited_in_place_keeping_size_and_mtime_is_compressed_anew
     }
     site.write("page.html", v2.as_bytes());
     set_mtime();
-    past_one_second().await;
+    eventually_shows(levee, "/page.html", CODINGS[0].0, v2.as_bytes()).await;
     for (i, (ae, coding)) in CODINGS.into_iter().enumerate() {
         let what = format!("after the edit, Accept-Encoding {ae:?}");
         let r = get(levee, "/page.html", ae).await;

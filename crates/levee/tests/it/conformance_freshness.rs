@@ -809,7 +809,9 @@ async fn age_on_cached_responses_is_an_increasing_integer_including_upstream_age
         }
     });
     let levee = levee!().backend(&origin.url()).start();
-    for (path, at_least) in [("/expires", 30), ("/max-age", 30), ("/old-date", 100)] {
+    let cases = [("/expires", 30), ("/max-age", 30), ("/old-date", 100)];
+    let mut first_hit_ages = Vec::new();
+    for (path, at_least) in cases {
         let miss = levee.get(path).await;
         let a0 = miss.age().expect("integer Age on a miss");
         assert!(a0 >= at_least, "{path}: {}", miss.summary());
@@ -824,8 +826,14 @@ async fn age_on_cached_responses_is_an_increasing_integer_including_upstream_age
             "one Age field: {:?}",
             hit.headers
         );
-        tokio::time::sleep(Duration::from_millis(1100)).await;
+        first_hit_ages.push(a1);
+    }
+    // All stored before the clock moves: the origin's Date (its own, real clock) and
+    // levee's agree when each is received.
+    levee.advance_clock(Duration::from_millis(1500)).await;
+    for ((path, _), a1) in cases.into_iter().zip(first_hit_ages) {
         let later = levee.get(path).await;
+        assert_eq!(later.x_cache(), "HIT", "{path}: {}", later.summary());
         let a2 = later.age().expect("integer Age");
         assert!(a2 > a1, "{path}: Age did not increase: {a1} then {a2}");
     }
@@ -855,7 +863,8 @@ async fn stale_while_revalidate_does_not_override_must_revalidate_or_s_maxage() 
         levee.get(p).await;
         levee.wait_stored(p).await;
     }
-    tokio::time::sleep(Duration::from_millis(1150)).await;
+    levee.advance_clock(Duration::from_millis(1500)).await;
+    origin.advance_clock(Duration::from_millis(1500));
     // §4.2.4: "A cache MUST NOT generate a stale response if it is prohibited by an
     // explicit in-protocol directive (e.g., ... must-revalidate ..., or an applicable
     // s-maxage or proxy-revalidate response directive)". Most restrictive wins (§4.2.1).
@@ -887,7 +896,9 @@ async fn a_stored_error_is_not_served_stale_in_place_of_a_new_error() {
         "§3: a 503 with max-age is storable: {}",
         r.summary()
     );
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // Past max-age=2, well within the default grace of 1 h.
+    levee.advance_clock(Duration::from_secs(3)).await;
+    origin.advance_clock(Duration::from_secs(3));
     // levee's grace serves a stale copy when the backend fails (an out-of-band contract,
     // §4.2.4); that copy being itself an error, the backend's new answer is better.
     let r = levee.get("/e").await;
@@ -979,11 +990,16 @@ async fn a_response_without_date_is_stored_with_the_time_it_was_received() {
         )
     });
     let levee = levee!().backend(&origin.url()).start();
+    // levee's clock a minute ahead of the real one: the Date levee appends is then
+    // neither the real time (which hyper would add to a response without one) nor, once
+    // the clock moves on, levee's time of a later hit.
+    levee.advance_clock(Duration::from_secs(60)).await;
     let first = levee.get("/nd").await;
     assert_eq!(first.text(), "no date #1");
     let date = first.header("date").expect("Date on a miss").to_string();
+    assert_ne!(date, http_date(SystemTime::now()), "{}", first.summary());
     levee.wait_stored("/nd").await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    levee.advance_clock(Duration::from_millis(1500)).await;
     // RFC 9110 §6.6.1: a recipient that caches a response without Date appends one with
     // the time it was received; so later hits carry that Date, not the current time.
     let hit = levee.get("/nd").await;
@@ -995,16 +1011,21 @@ async fn a_response_without_date_is_stored_with_the_time_it_was_received() {
 
 #[tokio::test]
 async fn the_date_of_a_stored_response_is_not_updated() {
-    let origin = Origin::fixed(|| {
+    // The origin's Date a minute ahead of the real time, and levee's clock with it: the
+    // stored Date is then neither the real time (which hyper would add to a response
+    // without one) nor, once levee's clock moves on, levee's time of a later hit.
+    let ahead = Duration::from_secs(60);
+    let origin = Origin::fixed(move || {
         Reply::text("dated")
-            .header("date", &http_date(SystemTime::now()))
+            .header("date", &http_date(SystemTime::now() + ahead))
             .header("cache-control", "max-age=3600")
     });
     let levee = levee!().backend(&origin.url()).start();
+    levee.advance_clock(ahead).await;
     let first = levee.get("/d").await;
     let date = first.header("date").expect("Date").to_string();
     levee.wait_stored("/d").await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    levee.advance_clock(Duration::from_millis(1500)).await;
     let hit = levee.get("/d").await;
     assert_eq!(hit.x_cache(), "HIT");
     assert_eq!(hit.header("date"), Some(date.as_str()));
@@ -1096,7 +1117,9 @@ async fn a_304_without_date_makes_the_stored_response_fresh_again() {
     let levee = levee!().backend(&origin.url()).start();
     assert_eq!(levee.get("/r").await.text(), "v1");
     levee.wait_stored("/r").await;
-    tokio::time::sleep(Duration::from_millis(1150)).await;
+    // Past max-age=1, and far enough that the first response's Date is not "recent".
+    let later = Duration::from_secs(10);
+    levee.advance_clock(later).await;
     let r = levee.get("/r").await;
     assert_eq!(r.x_cache(), "REVALIDATED", "{}", r.summary());
     // §4.3.4 and §4.2.3: fresh for max-age from the 304, whose age is its own (no Date:
@@ -1105,8 +1128,9 @@ async fn a_304_without_date_makes_the_stored_response_fresh_again() {
     assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
     assert_eq!(r.text(), "v1");
     assert_eq!(origin.requests(), 2);
-    // And it carries the 304's time of receipt as its Date, not the first response's.
-    let now = SystemTime::now();
+    // And it carries the 304's time of receipt (by levee's clock) as its Date, not the
+    // first response's.
+    let now = SystemTime::now() + later;
     let recent: Vec<String> = (0..3)
         .map(|s| http_date(now - Duration::from_secs(s)))
         .collect();

@@ -28,9 +28,13 @@ use levee_test::{http_date, levee, Levee, Origin, Reply, Req, Resp};
 const LM: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
 const LM_LATER: &str = "Mon, 07 Nov 1994 08:49:37 GMT";
 
-/// Waits past a 1-second freshness lifetime.
-async fn past_one_second() {
-    tokio::time::sleep(Duration::from_millis(1150)).await;
+/// Moves past a 1-second freshness lifetime, once every fill so far is stored: levee's
+/// clock, and the origin's with it for what it answers after.
+async fn past_one_second(levee: &Levee, origin: &Origin) {
+    levee.wait_fills_done().await;
+    let by = Duration::from_millis(1500);
+    levee.advance_clock(by).await;
+    origin.advance_clock(by);
 }
 
 /// Request header lines, in order.
@@ -265,7 +269,7 @@ async fn validation_sends_the_stored_validators_and_the_varying_fields() {
     for path in ["/strong", "/weak"] {
         send(&levee, path, &[("abc", "123"), ("cookie", "_ga=1")]).await;
     }
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     for (path, etag) in [("/strong", "\"s1\""), ("/weak", "W/\"w1\"")] {
         let r = send(&levee, path, &[("abc", "123"), ("cookie", "_ga=1")]).await;
         assert_eq!(r.x_cache(), "REVALIDATED", "{path}: {}", r.summary());
@@ -360,7 +364,7 @@ async fn a_304_updates_the_stored_fields_but_not_the_ones_describing_the_stored_
     let levee = levee!().backend(&origin.url()).start();
     let r = levee.get("/p").await;
     assert_eq!(r.header("x-test"), Some("A"));
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
 
     // The response to the request that validated: the 304's fields.
     let r = send(&levee, "/p", &[("accept-encoding", "gzip")]).await;
@@ -452,7 +456,7 @@ async fn a_304_about_another_representation_does_not_update_the_stored_one() {
     let levee = levee!().backend(&origin.url()).start();
     assert_eq!(levee.get("/etag").await.text(), "etag #1");
     assert_eq!(levee.get("/lm").await.text(), "lm #2");
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
 
     for (path, body) in [("/etag", "etag #4"), ("/lm", "lm #6")] {
         let before = origin.requests();
@@ -493,7 +497,7 @@ async fn a_304_without_validators_freshens_the_response_levee_asked_about() {
     });
     let levee = levee!().backend(&origin.url()).start();
     levee.get("/bare").await;
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     let r = levee.get("/bare").await;
     assert_eq!(r.x_cache(), "REVALIDATED", "{}", r.summary());
     assert_eq!(r.text(), "bare #1");
@@ -526,7 +530,7 @@ async fn a_304_that_forbids_storing_drops_only_the_response_it_validated() {
     send(&levee, "/v", &[("foo", "1")]).await;
     send(&levee, "/v", &[("foo", "2")]).await;
     levee.wait_stored_req(req("/v", &[("foo", "2")])).await;
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     let r = send(&levee, "/v", &[("foo", "1")]).await;
     assert_eq!(r.x_cache(), "REVALIDATED", "{}", r.summary());
     assert_eq!(r.text(), "foo=1");
@@ -570,7 +574,7 @@ async fn a_full_response_to_a_validation_replaces_the_stored_one() {
     let levee = levee!().backend(&origin.url()).start();
     assert_eq!(levee.get("/changed").await.text(), "changed v1");
     assert_eq!(levee.get("/now-private").await.text(), "public v1");
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
 
     let r = levee.get("/changed").await;
     assert_eq!(r.text(), "changed v3", "{}", r.summary());
@@ -619,7 +623,7 @@ async fn a_server_error_during_validation_keeps_the_stored_response() {
     let levee = levee!().backend(&origin.url()).start();
     levee.get("/plain").await;
     levee.get("/must").await;
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     // RFC 9111 §4.3.3: a 5xx while validating may be forwarded or treated as a failure
     // to respond (then the stale response may be served, §4.2.4) ...
     let r = levee.get("/plain").await;
@@ -765,7 +769,7 @@ async fn a_conditional_request_for_a_stale_response_is_answered_after_validation
     let levee = levee!().backend(&origin.url()).start();
     levee.get("/s").await;
     for h in [("if-none-match", "\"c1\""), ("if-modified-since", LM)] {
-        past_one_second().await;
+        past_one_second(&levee, &origin).await;
         let before = origin.requests();
         let r = send(&levee, "/s", &[h]).await;
         assert_eq!(r.status, 304, "{h:?}: {}", r.summary());
@@ -777,7 +781,7 @@ async fn a_conditional_request_for_a_stale_response_is_answered_after_validation
         assert_eq!(seen.header("if-modified-since"), Some(LM), "{h:?}");
     }
     // A client whose copy is not levee's gets the full response.
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     let r = send(&levee, "/s", &[("if-none-match", "\"old\"")]).await;
     assert_eq!(r.status, 200, "{}", r.summary());
     assert_eq!(r.x_cache(), "REVALIDATED");
@@ -957,7 +961,7 @@ async fn request_directives_decide_whether_a_stored_response_may_be_used() {
         let r = send(&levee, "/long", &[("cache-control", cc)]).await;
         assert_eq!(r.x_cache(), "HIT", "{cc}: {}", r.summary());
     }
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     // max-stale accepts a stale response unless the response or the request forbids it.
     let r = send(&levee, "/short", &[("cache-control", "max-stale=60")]).await;
     assert_eq!(r.x_cache(), "STALE", "{}", r.summary());
@@ -971,7 +975,7 @@ async fn request_directives_decide_whether_a_stored_response_may_be_used() {
     ] {
         let r = send(&levee, path, &[("cache-control", cc)]).await;
         validated(&r, &format!("{path} {cc}"));
-        past_one_second().await;
+        past_one_second(&levee, &origin).await;
     }
     // stale-while-revalidate does not override a client that asked for a young response.
     let r = send(&levee, "/swr", &[("cache-control", "max-age=0")]).await;
@@ -980,7 +984,7 @@ async fn request_directives_decide_whether_a_stored_response_may_be_used() {
     let before = origin.requests();
     let r = send(&levee, "/long", &[("cache-control", "only-if-cached")]).await;
     assert_eq!(r.x_cache(), "HIT");
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     let r = send(&levee, "/short", &[("cache-control", "only-if-cached")]).await;
     assert_eq!(r.status, 504, "{}", r.summary());
     let r = send(&levee, "/nothing", &[("cache-control", "only-if-cached")]).await;
@@ -1149,7 +1153,7 @@ async fn head_uses_and_validates_the_stored_get() {
 
     // A stale stored GET is validated with a conditional GET (levee never sends HEAD for
     // a request that may use the cache), and the 304 freshens it for the requests after.
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     let r = Req::head("/h").send(&levee).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.x_cache(), "REVALIDATED", "{}", r.summary());

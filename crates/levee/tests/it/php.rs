@@ -291,6 +291,10 @@ echo "page with validators, run $run";
         "stream_nostore.php",
         r#"<?php require '@LIB@';
 levee_unbuffer();
+// Runs however the script ends: at its end, or when PHP stops it for a client gone.
+register_shutdown_function(function () {
+    file_put_contents(LEVEE_STATE . '/stream_nostore.ended', 'ended');
+});
 header('Content-Type: application/octet-stream');
 header('Cache-Control: no-store');
 for ($i = 0; $i < 20; $i++) {
@@ -1387,8 +1391,9 @@ async fn stale_page_is_served_within_grace_when_php_fpm_stops() {
     assert_eq!(r.status, 200, "{}", r.summary());
     assert_eq!(r.text(), "cached page, run 1");
     bounded(levee.wait_stored("/page.php")).await;
-    // max-age=1: stale a second later, still within the default grace of 1 h.
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // max-age=1: stale a second later, still within the default grace of 1 h. (php-fpm
+    // sends no Date: levee dates the page by its own clock.)
+    bounded(levee.advance_clock(Duration::from_secs(2))).await;
     site.stop_fpm();
     bounded(async {
         let r = levee.get("/page.php").await;
@@ -1469,8 +1474,9 @@ async fn php_304_revalidates_a_stale_page_and_conditional_clients_get_304() {
         assert_eq!(site.runs("etag304"), 1);
 
         // Stale after max-age=1: levee asks PHP with If-None-Match, PHP says 304, and the
-        // stored body is served again.
-        tokio::time::sleep(Duration::from_millis(2100)).await;
+        // stored body is served again. (php-fpm sends no Date: levee dates the 304 by its
+        // own clock, so only levee's moves.)
+        levee.advance_clock(Duration::from_secs(2)).await;
         let r = levee.get("/etag.php").await;
         assert_eq!(r.status, 200, "{}", r.summary());
         assert_eq!(r.x_cache(), "REVALIDATED", "{}", r.summary());
@@ -1524,8 +1530,14 @@ async fn a_client_that_goes_away_stops_the_script_of_its_passed_request() {
         assert!(first.is_some());
         drop(body);
         // The script would end after 2 s; levee closing php-fpm's connection ends it at its
-        // next write.
-        tokio::time::sleep(Duration::from_millis(3500)).await;
+        // next write. Either way its shutdown function marks that it ended.
+        assert!(
+            eventually(Duration::from_secs(10), || site
+                .state_file("stream_nostore.ended")
+                .exists())
+            .await,
+            "the script did not end within 10 s"
+        );
         assert!(
             !site.state_file("stream_nostore.done").exists(),
             "the script ran to its end for a client that had gone"

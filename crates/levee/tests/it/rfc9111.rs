@@ -3,13 +3,17 @@
 
 use std::time::{Duration, SystemTime};
 
-use levee_test::{http_date, levee, Origin, Reply, Req};
+use levee_test::{http_date, levee, Levee, Origin, Reply, Req};
 
 const LM: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
 
-/// Waits past a 1-second freshness lifetime.
-async fn past_one_second() {
-    tokio::time::sleep(Duration::from_millis(1150)).await;
+/// Moves past a 1-second freshness lifetime, once every fill so far is stored: levee's
+/// clock, and the origin's with it for what it answers after.
+async fn past_one_second(levee: &Levee, origin: &Origin) {
+    levee.wait_fills_done().await;
+    let by = Duration::from_millis(1500);
+    levee.advance_clock(by).await;
+    origin.advance_clock(by);
 }
 
 #[tokio::test]
@@ -61,7 +65,7 @@ async fn s_maxage_beats_max_age_beats_expires() {
     assert_eq!(origin.requests_for("/expires-invalid"), 2);
 
     // s-maxage=1 wins over max-age=600, max-age=1 over a later Expires.
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     for path in ["/smax-short", "/maxage-short"] {
         let r = levee.get(path).await;
         assert_ne!(r.x_cache(), "HIT", "{path} is stale: {}", r.summary());
@@ -184,7 +188,8 @@ async fn age_grows_while_stored_and_includes_upstream_age() {
     let r = levee.get("/age").await;
     assert_eq!(r.x_cache(), "HIT");
     let a1 = r.age().expect("Age on a hit");
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    levee.advance_clock(Duration::from_millis(1500)).await;
+    origin.advance_clock(Duration::from_millis(1500));
     let r = levee.get("/age").await;
     let a2 = r.age().expect("Age on a hit");
     assert!(a2 > a1, "Age did not increase: {a1} then {a2}");
@@ -305,7 +310,7 @@ async fn must_revalidate_is_never_served_stale_when_backend_is_down() {
         assert_eq!(levee.get(p).await.status, 200);
     }
     origin.stop();
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     for p in ["/must", "/proxy"] {
         let r = levee.get(p).await;
         assert_eq!(r.status, 502, "{p}: {}", r.summary());
@@ -332,7 +337,7 @@ async fn must_revalidate_gets_504_when_backend_times_out() {
         .config("[limits]\nbackend_first_byte_timeout = \"1s\"")
         .start();
     assert_eq!(levee.get("/m").await.status, 200);
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     let r = levee.get("/m").await;
     assert_eq!(r.status, 504, "{}", r.summary());
 }
@@ -522,7 +527,7 @@ async fn only_if_cached_never_contacts_the_backend_for_a_stale_response() {
     let levee = levee!().backend(&origin.url()).start();
     levee.get("/stale").await;
     levee.get("/no-cache").await;
-    past_one_second().await;
+    past_one_second(&levee, &origin).await;
     // RFC 9111 §5.2.1.7: a stored response consistent with the request, or 504.
     for p in ["/stale", "/no-cache"] {
         let r = levee
