@@ -2,7 +2,7 @@
 
 use http::header::{HeaderMap, ACCEPT_ENCODING};
 
-use crate::Coding;
+use crate::coding::{trim_ows, Coding};
 
 /// What one request's `Accept-Encoding` says about the codings levee knows.
 ///
@@ -182,19 +182,6 @@ fn parse_q(v: &[u8]) -> Option<u16> {
         return None;
     }
     Some(int + value)
-}
-
-/// Strips optional whitespace (RFC 9110 §5.6.3: spaces and horizontal tabs).
-pub(crate) fn trim_ows(s: &[u8]) -> &[u8] {
-    let start = s.iter().position(|&b| b != b' ' && b != b'\t');
-    let Some(start) = start else {
-        return &[];
-    };
-    let end = s
-        .iter()
-        .rposition(|&b| b != b' ' && b != b'\t')
-        .unwrap_or(start);
-    &s[start..=end]
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use http::HeaderValue;
 
-use crate::accept::trim_ows;
+use crate::coding::trim_ows;
 
 /// Whether a response with this `Content-Type` is worth compressing: text and the
 /// text-like formats a PHP site serves (HTML, CSS, JavaScript, JSON, XML, SVG, feeds),

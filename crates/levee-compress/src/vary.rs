@@ -2,7 +2,7 @@
 
 use http::header::{HeaderMap, HeaderValue, VARY};
 
-use crate::accept::trim_ows;
+use crate::coding::trim_ows;
 
 /// Adds `Accept-Encoding` to a response's `Vary`, as any response whose coding was
 /// negotiated needs (so that shared caches downstream keep one copy per coding).

@@ -113,7 +113,7 @@ async fn backend_timeout_serves_stale_within_grace() {
     levee.get("/t").await;
     levee.wait_stored("/t").await;
     hang.store(true, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(1150)).await;
+    levee.advance_clock(Duration::from_millis(1500)).await;
     let start = Instant::now();
     let r = levee.get("/t").await;
     assert_eq!(r.x_cache(), "STALE", "{}", r.summary());
@@ -142,7 +142,7 @@ async fn stale_if_error_is_honoured_even_without_grace() {
         levee.wait_stored(p).await;
     }
     origin.stop();
-    tokio::time::sleep(Duration::from_millis(1150)).await;
+    levee.advance_clock(Duration::from_millis(1500)).await;
     let r = levee.get("/sie").await;
     assert_eq!(r.x_cache(), "STALE", "{}", r.summary());
     assert_eq!(r.text(), "/sie stored");
@@ -171,7 +171,7 @@ async fn stale_if_error_covers_backend_5xx_answers() {
     levee.get("/e").await;
     levee.wait_stored("/e").await;
     failing.store(true, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(1150)).await;
+    levee.advance_clock(Duration::from_millis(1500)).await;
     // RFC 5861 §4: an error is any situation that would result in a 500, 502, 503 or
     // 504 being returned.
     let r = levee.get("/e").await;

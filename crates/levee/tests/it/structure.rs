@@ -93,20 +93,35 @@ fn expand(prefix: &[String], tree: &str, out: &mut Vec<Vec<String>>) {
     out.push(p);
 }
 
-/// Every path a file names: its `use` trees, `crate::`/`super::` paths in its code, and
-/// `child::` paths to the modules it declares.
-fn paths(code: &str, children: &BTreeSet<String>) -> Vec<Vec<String>> {
+/// Every path a file names (its `use` trees, `crate::`/`super::` paths in its code, and
+/// `child::` paths to the modules it declares), each with whether it is a re-export
+/// (`pub use`): API surface, not something the module's code depends on.
+fn paths(code: &str, children: &BTreeSet<String>) -> Vec<(Vec<String>, bool)> {
     let mut out = Vec::new();
+    // The code outside `use` statements, for the paths written inline.
+    let mut inline = String::new();
     let mut rest = code;
     while let Some(i) = rest.find("use ") {
         let boundary = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric();
+        let before = rest[..i].trim_end();
+        let public = before.ends_with("pub") || before.ends_with(')') && before.contains("pub(");
         let after = &rest[i + 4..];
-        if let (true, Some(end)) = (boundary, after.find(';')) {
-            expand(&[], &after[..end].replace(['\n', ' '], ""), &mut out);
+        match (boundary, after.find(';')) {
+            (true, Some(end)) => {
+                let mut trees = Vec::new();
+                expand(&[], &after[..end].replace(['\n', ' '], ""), &mut trees);
+                out.extend(trees.into_iter().map(|t| (t, public)));
+                inline.push_str(&rest[..i]);
+                rest = &after[end..];
+            }
+            _ => {
+                inline.push_str(&rest[..i + 4]);
+                rest = after;
+            }
         }
-        rest = after;
     }
-    let tokens: Vec<&str> = code
+    inline.push_str(rest);
+    let tokens: Vec<&str> = inline
         .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
         .filter(|t| t.contains("::"))
         .collect();
@@ -118,57 +133,103 @@ fn paths(code: &str, children: &BTreeSet<String>) -> Vec<Vec<String>> {
             .collect();
         let first = segs.first().map(String::as_str).unwrap_or("");
         if first == "crate" || first == "super" || first == "self" || children.contains(first) {
-            out.push(segs);
+            out.push((segs, false));
         }
     }
     out
 }
 
-/// The modules of a crate and the modules each one uses.
+/// `path` as named in `module`, made absolute (`crate::`, `super::`, `self::`).
+fn absolute(module: &[String], path: &[String]) -> Vec<String> {
+    let mut abs = module.to_vec();
+    let mut segs = path;
+    match segs.first().map(String::as_str) {
+        Some("crate") => {
+            abs.clear();
+            segs = &segs[1..];
+        }
+        Some("super") | Some("self") => {
+            while let Some(s) = segs.first() {
+                match s.as_str() {
+                    "super" => {
+                        abs.pop();
+                    }
+                    "self" => {}
+                    _ => break,
+                }
+                segs = &segs[1..];
+            }
+        }
+        _ => {}
+    }
+    abs.extend(segs.iter().cloned());
+    abs
+}
+
+/// The longest prefix of `abs` that is a module, and the rest.
+fn split_module<'a>(
+    abs: &'a [String],
+    modules: &BTreeMap<Vec<String>, PathBuf>,
+) -> Option<(&'a [String], &'a [String])> {
+    (0..=abs.len())
+        .rev()
+        .map(|k| abs.split_at(k))
+        .find(|(m, _)| modules.contains_key(*m))
+}
+
+/// The modules of a crate and the modules each one uses. A path through a re-export
+/// (`crate::Thing` where lib.rs says `pub use thing::Thing`) counts as a use of the
+/// module that defines it.
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let modules: BTreeMap<Vec<String>, PathBuf> =
         files.into_iter().map(|f| (module_of(src, &f), f)).collect();
-    let mut graph = BTreeMap::new();
-    for (module, file) in &modules {
-        let children: BTreeSet<String> = modules
-            .keys()
-            .filter(|m| m.len() == module.len() + 1 && m.starts_with(module))
-            .filter_map(|m| m.last().cloned())
-            .collect();
-        let mut uses = BTreeSet::new();
-        for path in paths(&code(file), &children) {
-            // Resolve to an absolute module path.
-            let mut abs = module.clone();
-            let mut segs = path.as_slice();
-            match segs.first().map(String::as_str) {
-                Some("crate") => {
-                    abs.clear();
-                    segs = &segs[1..];
+    let named: BTreeMap<Vec<String>, Vec<(Vec<String>, bool)>> = modules
+        .iter()
+        .map(|(module, file)| {
+            let children: BTreeSet<String> = modules
+                .keys()
+                .filter(|m| m.len() == module.len() + 1 && m.starts_with(module))
+                .filter_map(|m| m.last().cloned())
+                .collect();
+            (module.clone(), paths(&code(file), &children))
+        })
+        .collect();
+    // name re-exported by a module -> the module it comes from.
+    let mut reexports: BTreeMap<(Vec<String>, String), Vec<String>> = BTreeMap::new();
+    for (module, paths) in &named {
+        for (path, _) in paths.iter().filter(|(_, public)| *public) {
+            let abs = absolute(module, path);
+            if let (Some((from, rest)), Some(name)) = (split_module(&abs, &modules), abs.last()) {
+                if !rest.is_empty() && from != module.as_slice() {
+                    reexports.insert((module.clone(), name.clone()), from.to_vec());
                 }
-                Some("super") | Some("self") => {
-                    while let Some(s) = segs.first() {
-                        match s.as_str() {
-                            "super" => {
-                                abs.pop();
-                            }
-                            "self" => {}
-                            _ => break,
-                        }
-                        segs = &segs[1..];
+            }
+        }
+    }
+    let mut graph = BTreeMap::new();
+    for (module, paths) in &named {
+        let mut uses = BTreeSet::new();
+        for (path, _) in paths.iter().filter(|(_, public)| !*public) {
+            let abs = absolute(module, path);
+            let Some((mut target, rest)) = split_module(&abs, &modules) else {
+                continue;
+            };
+            let mut target_owned;
+            if let Some(name) = rest.first() {
+                if let Some(from) = reexports.get(&(target.to_vec(), name.clone())) {
+                    target_owned = from.clone();
+                    target = &target_owned;
+                    // A re-export of a re-export.
+                    while let Some(from) = reexports.get(&(target.to_vec(), name.clone())) {
+                        target_owned = from.clone();
+                        target = &target_owned;
                     }
                 }
-                _ => {}
             }
-            abs.extend(segs.iter().cloned());
-            // The longest prefix that is a module of this crate.
-            let target = (0..=abs.len())
-                .rev()
-                .map(|k| abs[..k].to_vec())
-                .find(|m| modules.contains_key(m));
-            if let Some(t) = target.filter(|t| t != module) {
-                uses.insert(t.join("::"));
+            if target != module.as_slice() {
+                uses.insert(target.join("::"));
             }
         }
         graph.insert(module.join("::"), uses);
@@ -267,6 +328,13 @@ fn the_loop_finder_finds_loops() {
     assert!(cycle.contains(&"a".to_string()) && cycle.contains(&"b".to_string()));
     std::fs::write(src.join("b.rs"), "pub struct X;\n").unwrap();
     assert_eq!(find_cycle(&module_graph(&src)), None);
+    // Through the crate root's re-export, `crate::Z` is a use of `a::c`, not of lib.rs.
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\npub use a::c::Z;\n").unwrap();
+    std::fs::write(src.join("b.rs"), "fn f() { crate::Z::new(); }\n").unwrap();
+    std::fs::write(src.join("a/c.rs"), "use crate::b::Y;\n").unwrap();
+    let graph = module_graph(&src);
+    assert_eq!(graph["b"], BTreeSet::from(["a::c".to_string()]));
+    assert!(find_cycle(&graph).is_some(), "a::c -> b -> a::c");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
