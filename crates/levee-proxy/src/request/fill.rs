@@ -61,7 +61,8 @@ pub(crate) async fn fetch(
     // publishes any failure; this is the backstop should a filler ever be lost anyway:
     // no request waits on another's fill without a limit.
     let asked = Instant::now();
-    let stale_or = |now, otherwise: Next| match stale
+    // A stale copy that may stand in for a failure, else what `otherwise` makes.
+    let stale_or = |now, otherwise: &dyn Fn() -> Next| match stale
         .clone()
         .filter(|s| usable_on_error(s, &parts.headers, now))
     {
@@ -70,16 +71,15 @@ pub(crate) async fn fetch(
             result: CacheResult::Stale,
             now,
         }),
-        None => otherwise,
+        None => otherwise(),
     };
     let Ok(head) = tokio::time::timeout(head_wait_limit(shared), fill.head()).await else {
-        return stale_or(
-            levee_cache::clock::now(),
+        return stale_or(levee_cache::clock::now(), &|| {
             Next::Respond(respond::error(
                 StatusCode::GATEWAY_TIMEOUT,
                 "the backend response this request waited for did not start in time",
-            )),
-        );
+            ))
+        });
     };
     let now = levee_cache::clock::now();
     match &*head {
@@ -126,11 +126,11 @@ pub(crate) async fn fetch(
             now,
         }),
         FillHead::Refreshed(_) => Next::pass(NotStored::HitForMiss.as_str()),
-        FillHead::Failed(err) => stale_or(now, Next::Respond(respond::upstream_error(err))),
-        FillHead::ErrorStatus(status) => {
-            tracing::debug!(%status, "backend error status");
-            stale_or(now, Next::pass(NotStored::Status.as_str()))
-        }
+        FillHead::Failed(err) => stale_or(now, &|| Next::Respond(respond::upstream_error(err))),
+        FillHead::ErrorStatus(status) => stale_or(now, &|| {
+            tracing::debug!(%status, "backend error status without a usable stale copy");
+            Next::pass(NotStored::Status.as_str())
+        }),
     }
 }
 
