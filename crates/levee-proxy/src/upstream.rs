@@ -118,6 +118,11 @@ enum Transport {
 
 /// How long a routing decision is trusted: a new or deleted script shows up within it.
 const ROUTE_TTL: Duration = Duration::from_secs(1);
+/// Paths whose FastCGI route is remembered, at most.
+const ROUTES_KEPT: u64 = 10_000;
+/// An idle kept-alive HTTP connection to the backend is closed after this long; one the
+/// backend closes first is dropped from the pool when its close arrives.
+const BACKEND_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The backend connection pool and its limits.
 pub struct Upstream {
@@ -160,7 +165,7 @@ impl Upstream {
             (0..settings.workers.max(1))
                 .map(|_| {
                     Client::builder(TokioExecutor::new())
-                        .pool_idle_timeout(Duration::from_secs(30))
+                        .pool_idle_timeout(BACKEND_IDLE_TIMEOUT)
                         .pool_max_idle_per_host(idle_per_host)
                         .build(connector.clone())
                 })
@@ -240,7 +245,7 @@ impl Upstream {
                     root: site.root.clone().unwrap_or_default(),
                     index: site.fastcgi.index.clone(),
                     routes: moka::sync::Cache::builder()
-                        .max_capacity(10_000)
+                        .max_capacity(ROUTES_KEPT)
                         .time_to_live(ROUTE_TTL)
                         .build(),
                 }

@@ -31,6 +31,9 @@ pub type Reloader = Box<dyn Fn() -> Result<Settings, String> + Send + Sync>;
 
 /// URLs marked hit-for-miss at most; the least used go first.
 const HIT_FOR_MISS_URLS: u64 = 100_000;
+/// Memory for memfd copies of hot large bodies (sendfile): a quarter of the cache, within
+/// these bounds. A bounded extra copy of what the cache holds.
+const SENDFILE_MEMORY: (u64, u64) = (16 << 20, 256 << 20);
 
 /// Everything the request phases share.
 pub(crate) struct Shared {
@@ -82,8 +85,9 @@ impl Shared {
             access_log,
             sites,
             encoder: Encoder::new(&settings.compression),
-            // Hot large bodies only: a bounded extra copy of what the cache holds.
-            sendfile: zerocopy::Files::new((c.size / 4).clamp(16 << 20, 256 << 20)),
+            sendfile: zerocopy::Files::new(
+                (c.size / 4).clamp(SENDFILE_MEMORY.0, SENDFILE_MEMORY.1),
+            ),
             store: Store::new(c.size),
             fills: Coalescer::new(FillHead::abandoned),
             // Expiry is checked on levee's clock (tests move it); moka's own TTL, on the
