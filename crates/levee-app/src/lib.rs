@@ -277,27 +277,49 @@ impl Pool {
 
     fn try_lease(&self) -> Option<Lease> {
         loop {
-            let (slot, inst) = self
-                .slots
-                .iter()
-                .filter_map(|s| s.current().map(|i| (s, i)))
-                .filter(|(_, i)| i.in_flight.load(Ordering::Acquire) < self.concurrency)
-                .min_by_key(|(_, i)| i.in_flight.load(Ordering::Acquire))?;
-            let n = inst.in_flight.load(Ordering::Acquire);
-            // Another request may have taken the room: claim it or look again.
-            if n < self.concurrency
-                && inst
-                    .in_flight
-                    .compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-            {
-                return Some(Lease {
-                    slot: slot.clone(),
-                    inst,
-                    changed: self.changed.clone(),
-                });
+            let (slot, inst) = self.least_busy()?;
+            if let Some(lease) = self.claim(slot, inst) {
+                return Some(lease);
             }
         }
+    }
+
+    /// The ready process with the fewest requests in flight and room for one more.
+    fn least_busy(&self) -> Option<(&Arc<Slot>, Arc<Instance>)> {
+        self.slots
+            .iter()
+            .filter_map(|s| s.current().map(|i| (s, i)))
+            .filter(|(_, i)| i.in_flight.load(Ordering::Acquire) < self.concurrency)
+            .min_by_key(|(_, i)| i.in_flight.load(Ordering::Acquire))
+    }
+
+    /// A place on `inst`, if it still has room and is still `slot`'s process; `None`:
+    /// look again.
+    fn claim(&self, slot: &Arc<Slot>, inst: Arc<Instance>) -> Option<Lease> {
+        let n = inst.in_flight.load(Ordering::Acquire);
+        // Another request may have taken the room.
+        if n >= self.concurrency
+            || inst
+                .in_flight
+                .compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return None;
+        }
+        // The process may have been replaced or withdrawn since it was picked, and its
+        // drain, seeing nothing in flight, be stopping it: a request sent there fails
+        // (502). `publish` and `withdraw` take the lock `current` takes, and a drain reads
+        // `in_flight` after them, so either this sees the change or the drain sees the
+        // claim and waits for it.
+        if !slot.current().is_some_and(|c| Arc::ptr_eq(&c, &inst)) {
+            inst.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Lease {
+            slot: slot.clone(),
+            inst,
+            changed: self.changed.clone(),
+        })
     }
 
     /// Replaces every process, each one's replacement ready before it stops (a reload:
@@ -402,5 +424,75 @@ impl Drop for Lease {
         self.inst.served.fetch_add(1, Ordering::Relaxed);
         self.slot.served.fetch_add(1, Ordering::Relaxed);
         self.changed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(pid: u32) -> Arc<Instance> {
+        Arc::new(Instance {
+            addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+            pid,
+            in_flight: AtomicUsize::new(0),
+            served: AtomicU64::new(0),
+            kill: Notify::new(),
+            refused: AtomicBool::new(false),
+            idle: Mutex::new(Vec::new()),
+            concurrency: 1,
+        })
+    }
+
+    /// A pool of one slot serving `inst`, without a supervisor or a process.
+    fn pool_of(inst: &Arc<Instance>) -> Pool {
+        let slot = Arc::new(Slot {
+            index: 0,
+            current: Mutex::new(Some(inst.clone())),
+            restarts: AtomicU64::new(0),
+            recycled: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            replace: AtomicBool::new(false),
+        });
+        Pool {
+            slots: vec![slot],
+            concurrency: 1,
+            ready_timeout: Duration::from_secs(1),
+            changed: Arc::new(Notify::new()),
+            stop: watch::channel(false).0,
+            thread: Mutex::new(None),
+            _watcher: None,
+        }
+    }
+
+    /// A request that picked a process just before its recycle published the
+    /// replacement must not claim the old one, whose drain may already be stopping it
+    /// (a 502 during a rolling restart).
+    #[test]
+    fn a_process_replaced_between_the_pick_and_the_claim_is_not_leased() {
+        let old = instance(1);
+        let pool = pool_of(&old);
+        let (slot, picked) = pool.least_busy().expect("the old process is ready");
+        assert_eq!(picked.pid, 1);
+        slot.publish(Some(instance(2)));
+        assert!(pool.claim(slot, picked).is_none());
+        assert_eq!(
+            old.in_flight.load(Ordering::Acquire),
+            0,
+            "the claim is given back"
+        );
+        let lease = pool.try_lease().expect("the replacement is leased");
+        assert_eq!(lease.pid(), 2);
+    }
+
+    #[test]
+    fn a_withdrawn_process_is_not_leased() {
+        let inst = instance(1);
+        let pool = pool_of(&inst);
+        let (slot, picked) = pool.least_busy().expect("ready");
+        slot.withdraw(&inst);
+        assert!(pool.claim(slot, picked).is_none());
+        assert!(pool.try_lease().is_none());
+        assert_eq!(inst.in_flight.load(Ordering::Acquire), 0);
     }
 }

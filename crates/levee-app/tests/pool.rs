@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use levee_app::{AppConfig, AppError, Pool};
@@ -61,15 +63,17 @@ async fn requests_spread_over_ready_processes_one_at_a_time() {
     assert_ne!(a.addr(), b.addr(), "two requests, two processes");
     let (pa, pb) = (get(a.addr(), "/").await, get(b.addr(), "/").await);
     assert_ne!(pa, pb);
-    // Both busy: a third waits until one is given back.
-    let waiting = tokio::time::timeout(Duration::from_millis(200), pool.lease()).await;
-    assert!(
-        waiting.is_err(),
-        "a third lease while both processes are busy"
-    );
+    // Both busy: a third waits (its first poll finds no room)...
+    let mut third = std::pin::pin!(pool.lease());
+    let waits = std::future::poll_fn(|cx| Poll::Ready(third.as_mut().poll(cx).is_pending()));
+    assert!(waits.await, "a third lease while both processes are busy");
+    // ...until one is given back.
     let freed = a.addr();
     drop(a);
-    let c = pool.lease().await.unwrap();
+    let c = tokio::time::timeout(Duration::from_secs(5), third)
+        .await
+        .expect("the waiting lease was not woken when one was given back")
+        .unwrap();
     assert_eq!(c.addr(), freed);
     let states = pool.states();
     assert_eq!(states.len(), 2);
@@ -186,12 +190,22 @@ async fn a_leaking_process_is_recycled_by_max_memory_without_a_failed_request() 
     })
     .unwrap();
     let mut pids = Vec::new();
-    for _ in 0..12 {
+    // 20 MB more a request: over 80 MiB within a few.
+    while pool.states()[0].rss_bytes <= 80 << 20 {
         pids.extend(sequential(&pool, "/grow", 1).await);
-        // Give the supervisor's check (every 250 ms) a chance now and then.
-        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert!(pids.len() <= 20, "still under 80 MiB: {:?}", pool.states());
     }
-    wait_states(&pool, "recycled", |s| s[0].recycled >= 1).await;
+    // Requests go on while the supervisor's check (every 250 ms) replaces it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while pool.states()[0].recycled == 0 {
+        pids.extend(sequential(&pool, "/", 1).await);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never recycled: {:?}",
+            pool.states()
+        );
+    }
+    pids.extend(sequential(&pool, "/", 1).await);
     assert!(distinct(&pids) >= 2, "never replaced: {pids:?}");
     assert!(pool.states()[0].rss_bytes < 200 << 20);
     assert_eq!(pool.states()[0].restarts, 0);

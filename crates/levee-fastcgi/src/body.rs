@@ -16,10 +16,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, Sleep};
 
-use crate::client::{Inner, Req, WaitingGuard};
-use crate::conn::{ReadHalf, Stream, WriteHalf};
+use crate::conn::{is_closed, ReadHalf, Stream, WriteHalf};
 use crate::error::{BoxError, Error};
 use crate::record::{self, EndRequest, ProtocolStatus, Record};
+use crate::shared::{Inner, Req, WaitingGuard};
 
 /// Longest stderr line kept whole for the log; longer ones are logged in pieces.
 const MAX_STDERR_LINE: usize = 8 * 1024;
@@ -191,7 +191,7 @@ impl Exchange {
                 }
                 // A reset means the same as an end of file here: php's side is gone (a
                 // socket closed with unread input, our empty STDIN, resets).
-                Poll::Ready(Err(e)) if crate::client::is_closed(&e) => {
+                Poll::Ready(Err(e)) if is_closed(&e) => {
                     return Poll::Ready(Err(Error::Closed {
                         addr: self.inner.name.clone(),
                         during,

@@ -35,13 +35,15 @@ mod params;
 pub mod pool;
 mod record;
 mod route;
+mod shared;
 
 pub use body::ResponseBody;
-pub use client::{Client, ClientConfig, PoolStats};
+pub use client::{Client, PoolStats};
 pub use conn::Address;
 pub use error::Error;
 pub use params::{CgiRequest, Params};
 pub use route::{route, Route};
+pub use shared::ClientConfig;
 
 #[cfg(test)]
 mod tests {

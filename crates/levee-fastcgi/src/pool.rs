@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::Address;
+use crate::conn::Address;
 
 /// A pool found, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]

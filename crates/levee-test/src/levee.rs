@@ -405,6 +405,29 @@ impl Levee {
         }
         r.send(self).await
     }
+
+    /// [`wait_metric`](Self::wait_metric) with a deadline of its own, for what may take
+    /// longer than 5 s on a loaded machine: an application process starting, say.
+    pub async fn wait_metric_within(
+        &self,
+        name: &str,
+        within: Duration,
+        cond: impl Fn(f64) -> bool,
+    ) {
+        let deadline = Instant::now() + within;
+        loop {
+            let v = self.metric(name).await;
+            if cond(v) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} stayed at {v} for {within:?}; stderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
 }
 
 impl Drop for Levee {

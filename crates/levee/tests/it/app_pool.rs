@@ -238,15 +238,32 @@ async fn a_leaking_worker_is_recycled_by_max_memory_with_no_failed_request() {
     levee_test::require!(levee_test::tools::PYTHON3);
     let dir = tempfile::tempdir().unwrap();
     let levee = start_with(dir.path(), "1", "max_memory = \"80MiB\"");
+    const RSS: &str = "levee_app_process_resident_bytes{process=\"0\"}";
+    const RECYCLED: &str = "levee_app_process_recycled_total{process=\"0\"}";
     let mut pids = Vec::new();
-    for i in 0..12 {
+    // 20 MB more a request: over 80 MiB within a few.
+    for i in 0.. {
         let r = levee.get(&format!("/grow?{i}")).await;
         assert_eq!(r.status, 200, "request {i}: {}", r.summary());
         pids.push(pid(&r.text()));
-        tokio::time::sleep(Duration::from_millis(60)).await;
+        if levee.metric(RSS).await > f64::from(80 << 20) {
+            break;
+        }
+        assert!(i < 20, "20 MB a request, still under 80 MiB after {i}");
     }
-    pids.dedup();
-    assert!(pids.len() >= 2, "never recycled: {pids:?}");
+    // Requests go on while the supervisor's check (every 250 ms) replaces it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while levee.metric(RECYCLED).await < 1.0 {
+        let r = levee.get("/pid").await;
+        assert_eq!(r.status, 200, "during the recycle: {}", r.summary());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never recycled: {pids:?}"
+        );
+    }
+    let r = levee.get("/pid").await;
+    assert_eq!(r.status, 200, "after the recycle: {}", r.summary());
+    assert_ne!(pid(&r.text()), pids[0], "the replacement serves");
     assert!(
         levee.stderr().contains("over max_memory"),
         "{}",
@@ -269,11 +286,13 @@ async fn an_app_command_without_its_port_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("{port}"));
 }
 
-/// A deploy: a file under `[app] watch` changes while `levee bench --rate 200` runs
-/// against an uncached URL; every process is replaced, one by one, and no request fails.
+/// A deploy: a file under `[app] watch` changes while clients keep requesting an
+/// uncached URL; every process is replaced, each one's replacement ready before it
+/// stops, and no request fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_change_restarts_the_processes_with_no_failed_request() {
     levee_test::require!(levee_test::tools::PYTHON3);
+    const ANSWERED: &str = "levee_request_duration_seconds_count";
     let dir = tempfile::tempdir().unwrap();
     let code = dir.path().join("code");
     std::fs::create_dir(&code).unwrap();
@@ -284,46 +303,62 @@ async fn a_file_change_restarts_the_processes_with_no_failed_request() {
         &format!("watch = [\"{}\"]", code.display()),
     );
     assert_eq!(levee.get("/pid").await.status, 200);
-    let bench = std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
-        .args([
-            "bench",
-            &levee.url("/pid"),
-            "--rate",
-            "200",
-            "-c",
-            "16",
-            "-d",
-            "6s",
-        ])
-        .args(["-t", "1", "-q", "--json", "-"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    std::fs::write(code.join("version.txt"), "2").unwrap();
-    let out = tokio::task::spawn_blocking(move || bench.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let step = &report["steps"][0];
-    for kind in ["connect", "timeout", "status_4xx", "status_5xx", "other"] {
-        assert_eq!(
-            step["errors"][kind], 0,
-            "{kind} errors during the restart: {step}"
-        );
+    // Both processes up before the change (a loaded machine can take seconds to start
+    // one), so that it replaces running processes rather than meeting a first start.
+    for p in ["0", "1"] {
+        let ready = format!("levee_app_process_ready{{process=\"{p}\"}}");
+        levee
+            .wait_metric_within(&ready, Duration::from_secs(20), |v| v == 1.0)
+            .await;
     }
+    // Clients on kept-alive connections, one request after another until told to stop:
+    // the load lasts as long as the restart takes (seconds, on a loaded machine).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (stop, addr) = (stop.clone(), levee.addr());
+        clients.spawn(async move {
+            let mut conn = levee_test::Conn::open(addr).await;
+            let mut answered = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = conn.send(Req::get("/pid")).await;
+                if r.status != 200 {
+                    return Err(format!("after {answered} answers: {}", r.summary()));
+                }
+                answered += 1;
+            }
+            Ok(answered)
+        });
+    }
+    // The load is on: the change comes while it runs...
+    let start = levee.metric(ANSWERED).await;
+    levee.wait_metric(ANSWERED, |n| n >= start + 50.0).await;
+    std::fs::write(code.join("version.txt"), "2").unwrap();
+    let at_change = levee.metric(ANSWERED).await;
+    // ...both processes are replaced...
+    for p in ["0", "1"] {
+        let recycled = format!("levee_app_process_recycled_total{{process=\"{p}\"}}");
+        levee
+            .wait_metric_within(&recycled, Duration::from_secs(20), |n| n == 1.0)
+            .await;
+    }
+    let restarted = levee.metric(ANSWERED).await;
     assert!(
-        step["responses"].as_u64().unwrap() > 900,
-        "{}",
-        step["responses"]
+        restarted > at_change,
+        "no request was answered during the restart"
     );
+    // ...and the replacements serve.
+    levee.wait_metric(ANSWERED, |n| n >= restarted + 50.0).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    while let Some(client) = clients.join_next().await {
+        let answered = client.expect("client task").unwrap_or_else(|e| {
+            panic!(
+                "a request failed during the restart: {e}\n{}",
+                levee.stderr()
+            )
+        });
+        assert!(answered > 0, "a client was never answered");
+    }
     let err = levee.stderr();
     assert!(err.contains("files of the app changed"), "{err}");
     assert_eq!(err.matches("replaced by pid").count(), 2, "{err}");

@@ -208,7 +208,6 @@ async fn overloaded_backend_serves_a_stale_copy_instead_of_503() {
         .config("[limits]\nbackend_max_concurrency = 1\nbackend_queue_timeout = \"300ms\"")
         .start();
     let r = levee.get("/page").await;
-    let stored_at = Instant::now();
     assert_eq!(r.x_cache(), "MISS", "{}", r.summary());
     levee.wait_stored("/page").await;
     let addr = levee.addr();
@@ -217,7 +216,9 @@ async fn overloaded_backend_serves_a_stale_copy_instead_of_503() {
         eventually(Duration::from_secs(3), || origin.in_flight() == 1).await,
         "the slot-holding request did not reach the backend"
     );
-    tokio::time::sleep(Duration::from_millis(1150).saturating_sub(stored_at.elapsed())).await;
+    // Past max-age=1 on levee's clock (within the default grace); the origin is not
+    // asked again, so its Date needs no advance.
+    levee.advance_clock(Duration::from_millis(1500)).await;
 
     // /page is stale (max-age=1) and the backend is busy: the stale copy, not a 503.
     let r = levee.get("/page").await;
@@ -362,8 +363,8 @@ async fn idle_keep_alive_connection_is_closed_after_header_timeout() {
     let mut conn = Conn::open(levee.addr()).await;
     let r = conn.send(Req::get("/a")).await;
     assert_eq!(r.status, 200, "{}", r.summary());
-    // Kept alive for a moment...
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Kept alive: the next request goes on the same connection (`send` panics on a
+    // closed one)...
     assert!(!conn.is_closed(), "the connection was not kept alive");
     let r = conn.send(Req::get("/b")).await;
     assert_eq!(r.status, 200, "{}", r.summary());
@@ -378,6 +379,22 @@ async fn idle_keep_alive_connection_is_closed_after_header_timeout() {
         idle >= Duration::from_millis(800),
         "closed after only {idle:?} idle with header_timeout = 1s"
     );
+}
+
+/// Connections to `addr`'s listening socket that the kernel has completed and the
+/// server has not accepted yet (a listening socket's Recv-Q in /proc/net/tcp); `None`
+/// without /proc or without that socket.
+fn accept_queue(addr: SocketAddr) -> Option<u64> {
+    let port = format!(":{:04X}", addr.port());
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // local_address, state (0A: LISTEN), tx_queue:rx_queue in hex.
+        if !f.get(1)?.ends_with(&port) || *f.get(3)? != "0A" {
+            return None;
+        }
+        u64::from_str_radix(f.get(4)?.split_once(':')?.1, 16).ok()
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -399,14 +416,28 @@ async fn connections_beyond_max_connections_wait_until_one_closes() {
         let r = c.send(Req::get("/c")).await;
         (c, r)
     });
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // The kernel completed the third connection and holds it for levee, which does not
+    // take it...
+    assert!(
+        eventually(Duration::from_secs(5), || accept_queue(addr) == Some(1)).await,
+        "the third connection never waited in levee's accept queue ({:?}); connections open: {}",
+        accept_queue(addr),
+        levee.metric("levee_connections_open").await
+    );
+    // ...while the two admitted connections keep working: a round trip through levee
+    // and the origin, long after levee would have taken a connection it was free to.
+    assert_eq!(b.send(Req::get("/b2")).await.text(), "ok /b2");
+    assert_eq!(
+        accept_queue(addr),
+        Some(1),
+        "the third connection was taken"
+    );
+    assert_eq!(levee.metric("levee_connections_open").await, 2.0);
     assert!(
         !third.is_finished(),
         "a third connection was served with max_connections = 2"
     );
     assert_eq!(origin.requests_for("/c"), 0);
-    // The two admitted connections keep working meanwhile.
-    assert_eq!(b.send(Req::get("/b2")).await.text(), "ok /b2");
 
     drop(a);
     let (_c, r) = tokio::time::timeout(Duration::from_secs(5), third)

@@ -114,9 +114,17 @@ async fn levee_reload_asks_through_the_admin_listener() {
     );
 }
 
-/// A reload under load: 64 clients for 10 s on a cached and an uncached URL while
-/// SIGHUP comes five times, once with an invalid file: no request fails, and what was
-/// cached is still cached.
+/// Waits until levee has answered 200 more requests (the load runs on the
+/// configuration in place).
+async fn served_under_load(levee: &Levee) {
+    const ANSWERED: &str = "levee_request_duration_seconds_count";
+    let before = levee.metric(ANSWERED).await;
+    levee.wait_metric(ANSWERED, |n| n >= before + 200.0).await;
+}
+
+/// A reload under load: 64 clients on a cached and an uncached URL while SIGHUP comes
+/// five times, once with an invalid file, with requests served before, between and after
+/// the reloads: no request fails, and what was cached is still cached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_under_load_fail_no_request() {
     let origin = Origin::start(|r: &Recorded| {
@@ -137,7 +145,7 @@ async fn reloads_under_load_fail_no_request() {
         format!("{}\n{}\n", levee.url("/cached"), levee.url("/uncached")),
     )
     .unwrap();
-    let bench = std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
+    let mut bench = std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
         .args([
             "bench",
             "-f",
@@ -145,7 +153,7 @@ async fn reloads_under_load_fail_no_request() {
             "-c",
             "64",
             "-d",
-            "10s",
+            "6s",
             "-t",
             "1",
             "-q",
@@ -163,7 +171,7 @@ async fn reloads_under_load_fail_no_request() {
         base.clone(),
     ];
     for (i, c) in configs.iter().enumerate() {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        served_under_load(&levee).await;
         let expect = if i == 2 {
             "levee: reload refused"
         } else {
@@ -171,6 +179,11 @@ async fn reloads_under_load_fail_no_request() {
         };
         reload_with(&levee, c, expect).await;
     }
+    served_under_load(&levee).await;
+    assert!(
+        bench.try_wait().unwrap().is_none(),
+        "the load ended before the last reload had been served under it: lengthen -d"
+    );
     let out = bench.wait_with_output().unwrap();
     assert!(
         out.status.success(),

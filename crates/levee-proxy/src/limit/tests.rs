@@ -1,0 +1,281 @@
+use super::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
+fn reserved_share() {
+    assert_eq!(reserved_slots(1, 0.25), 0);
+    assert_eq!(reserved_slots(2, 0.25), 1);
+    assert_eq!(reserved_slots(4, 0.25), 1);
+    assert_eq!(reserved_slots(5, 0.25), 2);
+    assert_eq!(reserved_slots(64, 0.25), 16);
+    assert_eq!(reserved_slots(4, 1.0), 3);
+    assert_eq!(reserved_slots(64, 0.0), 0);
+}
+
+/// Feeds `windows` windows of requests taking `rtt` with `used` in flight.
+fn run(g: &mut Gradient, windows: usize, rtt: Duration, used: usize, now: &mut Instant) {
+    for _ in 0..windows {
+        for _ in 0..MIN_SAMPLES {
+            g.sample(rtt, used, *now);
+        }
+        *now += WINDOW;
+        g.sample(rtt, used, *now);
+    }
+}
+
+#[test]
+fn a_steady_busy_backend_lets_the_limit_grow() {
+    let mut g = Gradient::new(10, 2, 100);
+    let mut now = Instant::now();
+    run(&mut g, 50, ms(20), 100, &mut now);
+    assert!(g.limit > 50.0, "{}", g.limit);
+}
+
+#[test]
+fn a_slowing_backend_gets_fewer_requests() {
+    let mut g = Gradient::new(40, 2, 100);
+    let mut now = Instant::now();
+    run(&mut g, 20, ms(20), 40, &mut now);
+    let before = g.limit;
+    // The backend queues inside: the same work takes five times as long.
+    run(&mut g, 20, ms(100), 40, &mut now);
+    assert!(g.limit < before / 2.0, "{before} -> {}", g.limit);
+    assert!(g.limit >= 2.0);
+}
+
+#[test]
+fn an_idle_limit_does_not_grow() {
+    let mut g = Gradient::new(20, 2, 100);
+    let mut now = Instant::now();
+    run(&mut g, 50, ms(20), 3, &mut now);
+    assert_eq!(g.limit, 20.0);
+}
+
+#[tokio::test]
+async fn resizing_keeps_slots_in_step_with_the_limit() {
+    let l = Limiter::new(
+        Mode::Adaptive {
+            initial: 4,
+            min: 1,
+            max: 8,
+        },
+        0.0,
+        0,
+        ms(10),
+    );
+    let a = l.acquire(Priority::Normal).await.unwrap();
+    let b = l.acquire(Priority::Normal).await.unwrap();
+    // Down to 1 while two are out: both must come back before a new one goes.
+    l.inner.resize(1, 0);
+    assert!(l.acquire(Priority::Normal).await.is_none());
+    drop(a);
+    assert!(l.acquire(Priority::Normal).await.is_none(), "one still out");
+    drop(b);
+    let _c = l.acquire(Priority::Normal).await.unwrap();
+    assert!(
+        l.acquire(Priority::Normal).await.is_none(),
+        "the limit is 1"
+    );
+    l.inner.resize(3, 0);
+    let _d = l.acquire(Priority::Normal).await.unwrap();
+    let _e = l.acquire(Priority::Normal).await.unwrap();
+    assert!(l.acquire(Priority::Normal).await.is_none());
+    assert_eq!(l.in_use(), 3);
+}
+
+/// Four slots, all busy with anonymous work and a queue of it: a session's request
+/// gets the next slot that frees, ahead of the anonymous queue.
+#[tokio::test]
+async fn a_freed_slot_goes_to_a_waiting_session_first() {
+    let l = Arc::new(Limiter::new(
+        Mode::Fixed(4),
+        0.25,
+        100,
+        Duration::from_secs(5),
+    ));
+    let mut busy = Vec::new();
+    for _ in 0..4 {
+        busy.push(l.acquire(Priority::Normal).await.unwrap());
+    }
+    let queued: Vec<_> = (0..3)
+        .map(|_| {
+            let l = l.clone();
+            tokio::spawn(async move { l.acquire(Priority::Normal).await.map(|_| Instant::now()) })
+        })
+        .collect();
+    while l.waiting() < 3 {
+        tokio::task::yield_now().await;
+    }
+    let editor = {
+        let l = l.clone();
+        tokio::spawn(async move {
+            l.acquire(Priority::Session)
+                .await
+                .map(|s| (Instant::now(), s))
+        })
+    };
+    while l.waiting() < 4 {
+        tokio::task::yield_now().await;
+    }
+    busy.pop();
+    let (editor_at, slot) = editor.await.unwrap().unwrap();
+    drop((busy, slot));
+    for q in queued {
+        let at = q.await.unwrap().unwrap();
+        assert!(editor_at <= at, "an anonymous request went first");
+    }
+    // Anonymous work alone may use every slot: nothing idles for sessions.
+    let all: Vec<_> = futures_take(&l, Priority::Normal, 4).await;
+    assert_eq!(all.len(), 4);
+}
+
+#[tokio::test]
+async fn a_waiter_that_times_out_gives_its_slot_back() {
+    let l = Limiter::new(Mode::Fixed(1), 0.0, 10, ms(20));
+    let a = l.acquire(Priority::Normal).await.unwrap();
+    assert!(l.acquire(Priority::Normal).await.is_none(), "timed out");
+    drop(a);
+    let _b = l.acquire(Priority::Normal).await.unwrap();
+    assert_eq!(l.waiting(), 0);
+}
+
+/// Clients that leave while queued (their futures dropped, as hyper does when a
+/// connection closes) leave nothing behind: no place in the queue, no slot.
+#[tokio::test]
+async fn abandoned_waiters_do_not_clog_the_queue() {
+    let l = Arc::new(Limiter::new(
+        Mode::Fixed(2),
+        0.0,
+        4,
+        Duration::from_secs(30),
+    ));
+    let a = l.acquire(Priority::Normal).await.unwrap();
+    let b = l.acquire(Priority::Normal).await.unwrap();
+    let queued: Vec<_> = (0..4)
+        .map(|_| {
+            let l = l.clone();
+            tokio::spawn(async move { l.acquire(Priority::Normal).await.is_some() })
+        })
+        .collect();
+    while l.waiting() < 4 {
+        tokio::task::yield_now().await;
+    }
+    for q in &queued {
+        q.abort();
+    }
+    for q in queued {
+        let _ = q.await;
+    }
+    assert_eq!(l.waiting(), 0);
+    drop((a, b));
+    assert_eq!(l.in_use(), 0);
+    // The queue has room and both slots are free again.
+    let _c = l.acquire(Priority::Normal).await.unwrap();
+    let _d = l.acquire(Priority::Normal).await.unwrap();
+    assert_eq!(l.inner.lock().queued(), 0);
+}
+
+/// Queues `priority` on `thread` in a task; resolves to when it got its slot.
+async fn queue_on(
+    l: &Arc<Limiter>,
+    thread: usize,
+    priority: Priority,
+) -> tokio::task::JoinHandle<Option<(Instant, BackendSlot)>> {
+    let before = l.waiting();
+    let task = {
+        let l = l.clone();
+        tokio::spawn(async move {
+            l.acquire_on(thread, priority)
+                .await
+                .map(|s| (Instant::now(), s))
+        })
+    };
+    while l.waiting() == before {
+        tokio::task::yield_now().await;
+    }
+    task
+}
+
+/// A slot freed on a worker thread goes to that thread's waiter, even one that came
+/// later than another thread's, while the thread holds no more than its share.
+#[tokio::test]
+async fn a_freed_slot_stays_on_its_thread() {
+    let l = Arc::new(Limiter::new(
+        Mode::Fixed(2),
+        0.0,
+        10,
+        Duration::from_secs(5),
+    ));
+    let on0 = l.acquire_on(0, Priority::Normal).await.unwrap();
+    let on1 = l.acquire_on(1, Priority::Normal).await.unwrap();
+    let first = queue_on(&l, 1, Priority::Normal).await;
+    let second = queue_on(&l, 0, Priority::Normal).await;
+    drop(on0);
+    let (_, s0) = second.await.unwrap().unwrap();
+    assert_eq!(s0.thread, 0);
+    assert!(!first.is_finished());
+    drop(on1);
+    let (_, s1) = first.await.unwrap().unwrap();
+    assert_eq!(s1.thread, 1);
+}
+
+/// A thread holding every slot does not keep them for its own queue: beyond its
+/// fair share, a freed slot goes to the oldest waiter anywhere.
+#[tokio::test]
+async fn a_busy_thread_does_not_starve_another() {
+    let l = Arc::new(Limiter::new(
+        Mode::Fixed(2),
+        0.0,
+        10,
+        Duration::from_secs(5),
+    ));
+    let mut mine = vec![
+        l.acquire_on(0, Priority::Normal).await.unwrap(),
+        l.acquire_on(0, Priority::Normal).await.unwrap(),
+    ];
+    let remote = queue_on(&l, 1, Priority::Normal).await;
+    let local = queue_on(&l, 0, Priority::Normal).await;
+    mine.pop();
+    let (_, s) = remote.await.unwrap().unwrap();
+    assert_eq!(s.thread, 1, "the other thread's older waiter goes first");
+    assert!(!local.is_finished());
+    mine.pop();
+    let (_, s) = local.await.unwrap().unwrap();
+    assert_eq!(s.thread, 0);
+}
+
+/// The sessions' share comes before keeping slots on their thread.
+#[tokio::test]
+async fn a_session_on_another_thread_comes_before_local_anonymous_work() {
+    let l = Arc::new(Limiter::new(
+        Mode::Fixed(4),
+        0.25,
+        10,
+        Duration::from_secs(5),
+    ));
+    let mut mine = Vec::new();
+    for _ in 0..4 {
+        mine.push(l.acquire_on(0, Priority::Normal).await.unwrap());
+    }
+    let local = queue_on(&l, 0, Priority::Normal).await;
+    let editor = queue_on(&l, 1, Priority::Session).await;
+    mine.pop();
+    let (_, s) = editor.await.unwrap().unwrap();
+    assert_eq!(s.thread, 1);
+    assert!(!local.is_finished());
+    drop(mine);
+    assert!(local.await.unwrap().is_some());
+}
+
+async fn futures_take(l: &Limiter, p: Priority, n: usize) -> Vec<BackendSlot> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        if let Some(s) = l.acquire(p).await {
+            v.push(s);
+        }
+    }
+    v
+}
