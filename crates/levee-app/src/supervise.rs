@@ -11,7 +11,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{watch, Notify};
 
-use crate::{AppConfig, Instance, Slot};
+use crate::config::AppConfig;
+use crate::process::{Instance, Slot};
 use std::net::SocketAddr;
 
 /// The longest wait between two restarts of a process that keeps exiting.

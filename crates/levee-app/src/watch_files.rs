@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::AppError;
+use crate::config::AppError;
 
 pub(crate) type Changes = tokio::sync::mpsc::UnboundedReceiver<()>;
 

@@ -13,8 +13,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::levee::Levee;
-
 /// The longest any single request of a test may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -161,11 +159,6 @@ impl Req {
         req
     }
 
-    /// Sends the request to levee on a new connection and reads the whole response.
-    pub async fn send(self, levee: &Levee) -> Resp {
-        self.send_to(levee.addr()).await
-    }
-
     /// Sends the request to `addr` on a new connection and reads the whole response.
     pub async fn send_to(self, addr: SocketAddr) -> Resp {
         let fut = async {
@@ -253,7 +246,7 @@ impl Conn {
 
     /// Waits until the connection closes; false if still open after `timeout`.
     pub async fn closed_within(&self, timeout: Duration) -> bool {
-        crate::eventually(timeout, || self.is_closed()).await
+        crate::wait::eventually(timeout, || self.is_closed()).await
     }
 }
 

@@ -455,3 +455,10 @@ mod tests {
         assert_eq!(parse_listening("levee: something else"), None);
     }
 }
+
+impl Req {
+    /// Sends the request to levee on a new connection and reads the whole response.
+    pub async fn send(self, levee: &Levee) -> Resp {
+        self.send_to(levee.addr()).await
+    }
+}

@@ -19,11 +19,13 @@ mod levee;
 mod origin;
 mod phpfpm;
 pub mod tools;
+mod wait;
 
 pub use client::{Conn, H2Conn, RawConn, Req, Resp, REQUEST_TIMEOUT};
 pub use levee::{Levee, LeveeBuilder};
 pub use origin::{Origin, Recorded, Reply};
 pub use phpfpm::PhpFpm;
+pub use wait::eventually;
 
 /// `levee serve` builder for the binary of the calling integration test.
 #[macro_export]
@@ -31,20 +33,6 @@ macro_rules! levee {
     () => {
         $crate::LeveeBuilder::new(env!("CARGO_BIN_EXE_levee"))
     };
-}
-
-/// Polls `cond` every 10 ms until it holds or `timeout` passes; returns whether it held.
-pub async fn eventually(timeout: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
 }
 
 /// `t` as an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`).

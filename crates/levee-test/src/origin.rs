@@ -332,7 +332,7 @@ impl Origin {
 
     /// Waits until the origin has received at least `n` requests.
     pub async fn wait_for_requests(&self, n: usize, timeout: Duration) {
-        let ok = crate::eventually(timeout, || self.requests() >= n).await;
+        let ok = crate::wait::eventually(timeout, || self.requests() >= n).await;
         assert!(
             ok,
             "the origin received {} requests, expected at least {n} within {timeout:?}",

@@ -7,7 +7,6 @@ use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use clap::Parser;

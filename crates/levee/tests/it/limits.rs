@@ -304,8 +304,9 @@ async fn time_until_closed(
             }
             tokio::time::sleep(pause).await;
         }
-        // Keep the write half open (no FIN): a client that just goes quiet.
-        tokio::time::sleep(Duration::from_secs(30)).await;
+        // Keep the write half open (no FIN): a client that just goes quiet, until the
+        // test aborts this task.
+        std::future::pending::<()>().await;
         drop(wr);
     });
     let mut buf = [0u8; 1024];
