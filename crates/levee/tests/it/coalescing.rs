@@ -162,17 +162,15 @@ async fn hit_for_miss_is_renewed_while_the_url_stays_uncacheable() {
     });
     let levee = levee!()
         .backend(&origin.url())
-        .config("[cache]\nhit_for_miss = \"300ms\"\n")
+        .config("[cache]\nhit_for_miss = \"3s\"\n")
         .start();
     let get = || Req::get("/page").send_to(levee.addr());
     let first = get().await;
     assert_eq!(first.x_cache(), "MISS", "{}", first.summary());
-    // Three lifetimes of the mark, a request every 50 ms: each one renews it. The mark
-    // expires on the real clock (moka's TTL), so real time passes here; the 50 ms is the
-    // pace of the requests, not a wait for anything.
-    let until = Instant::now() + Duration::from_millis(900);
-    let mut n = 0;
-    while Instant::now() < until {
+    // Three lifetimes of the mark on levee's clock, a request every second of it: each
+    // one renews the mark, so none of them waits behind a fill.
+    for n in 0..9 {
+        levee.advance_clock(Duration::from_secs(1)).await;
         let r = get().await;
         assert_eq!(
             r.x_cache(),
@@ -180,8 +178,6 @@ async fn hit_for_miss_is_renewed_while_the_url_stays_uncacheable() {
             "request {n} after the first: {}",
             r.summary()
         );
-        n += 1;
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     cacheable.store(true, std::sync::atomic::Ordering::SeqCst);
     let r = get().await;
