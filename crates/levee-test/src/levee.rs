@@ -442,6 +442,13 @@ impl Drop for Levee {
     }
 }
 
+impl Req {
+    /// Sends the request to levee on a new connection and reads the whole response.
+    pub async fn send(self, levee: &Levee) -> Resp {
+        self.send_to(levee.addr()).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,12 +460,5 @@ mod tests {
             Some("127.0.0.1:4321".parse().unwrap())
         );
         assert_eq!(parse_listening("levee: something else"), None);
-    }
-}
-
-impl Req {
-    /// Sends the request to levee on a new connection and reads the whole response.
-    pub async fn send(self, levee: &Levee) -> Resp {
-        self.send_to(levee.addr()).await
     }
 }
