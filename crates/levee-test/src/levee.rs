@@ -19,6 +19,7 @@ pub struct LeveeBuilder {
     args: Vec<String>,
     config: Option<String>,
     admin_token: Option<String>,
+    test_clock: bool,
 }
 
 impl LeveeBuilder {
@@ -30,7 +31,15 @@ impl LeveeBuilder {
             args: vec!["serve".into(), "--listen".into(), "127.0.0.1:0".into()],
             config: None,
             admin_token: None,
+            test_clock: true,
         }
+    }
+
+    /// Runs levee as in production: without `LEVEE_TEST_CLOCK`, so its clock cannot be
+    /// moved (`advance_clock` then fails).
+    pub fn without_test_clock(mut self) -> LeveeBuilder {
+        self.test_clock = false;
+        self
     }
 
     pub fn backend(self, url: &str) -> LeveeBuilder {
@@ -88,8 +97,11 @@ impl LeveeBuilder {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .env("LEVEE_LOG", "warn")
+            .env_remove("LEVEE_TEST_CLOCK");
+        if self.test_clock {
             // Lets `Levee::advance_clock` move levee's clock (admin `POST /clock`).
-            .env("LEVEE_TEST_CLOCK", "1");
+            cmd.env("LEVEE_TEST_CLOCK", "1");
+        }
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()));

@@ -90,3 +90,25 @@ async fn metrics_parse_and_count_a_known_sequence() {
     assert_eq!(get("levee_fills_in_flight"), 0.0);
     assert_eq!(origin.requests(), 3);
 }
+
+/// The clock tests move is not there in production: without `LEVEE_TEST_CLOCK=1`,
+/// `POST /clock` is an unknown path, and what is stored stays fresh.
+#[tokio::test]
+async fn the_clock_cannot_be_moved_outside_tests() {
+    let origin = Origin::fixed(|| Reply::text("page").header("cache-control", "max-age=60"));
+    let levee = levee!()
+        .backend(&origin.url())
+        .without_test_clock()
+        .start();
+    levee.get("/p").await;
+    levee.wait_stored("/p").await;
+    let r = levee.admin(Req::new("POST", "/clock?advance=1h")).await;
+    assert_eq!(r.status, 404, "{}", r.summary());
+    assert_eq!(levee.get("/p").await.x_cache(), "HIT");
+    // And with it, the same request moves it: the test above is about the variable.
+    let levee = levee!().backend(&origin.url()).start();
+    levee.get("/p").await;
+    levee.wait_stored("/p").await;
+    levee.advance_clock(std::time::Duration::from_secs(3600)).await;
+    assert_eq!(levee.get("/p").await.x_cache(), "MISS");
+}
