@@ -96,10 +96,7 @@ async fn metrics_parse_and_count_a_known_sequence() {
 #[tokio::test]
 async fn the_clock_cannot_be_moved_outside_tests() {
     let origin = Origin::fixed(|| Reply::text("page").header("cache-control", "max-age=60"));
-    let levee = levee!()
-        .backend(&origin.url())
-        .without_test_clock()
-        .start();
+    let levee = levee!().backend(&origin.url()).without_test_clock().start();
     levee.get("/p").await;
     levee.wait_stored("/p").await;
     let r = levee.admin(Req::new("POST", "/clock?advance=1h")).await;
@@ -109,6 +106,8 @@ async fn the_clock_cannot_be_moved_outside_tests() {
     let levee = levee!().backend(&origin.url()).start();
     levee.get("/p").await;
     levee.wait_stored("/p").await;
-    levee.advance_clock(std::time::Duration::from_secs(3600)).await;
+    levee
+        .advance_clock(std::time::Duration::from_secs(3600))
+        .await;
     assert_eq!(levee.get("/p").await.x_cache(), "MISS");
 }
