@@ -23,18 +23,32 @@ use http::Uri;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheme {
     Http,
+    Https,
 }
 
 impl Scheme {
     pub fn as_str(self) -> &'static str {
         match self {
             Scheme::Http => "http",
+            Scheme::Https => "https",
         }
     }
 
     pub fn default_port(self) -> u32 {
         match self {
             Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+
+    /// `http` or `https`, case-insensitively.
+    pub fn parse(s: &str) -> Option<Scheme> {
+        if s.eq_ignore_ascii_case("http") {
+            Some(Scheme::Http)
+        } else if s.eq_ignore_ascii_case("https") {
+            Some(Scheme::Https)
+        } else {
+            None
         }
     }
 }
@@ -78,10 +92,13 @@ impl CacheKey {
         let host = rest.find('/').map_or(rest, |i| &rest[..i]);
         let same = match (uri.scheme_str(), uri.authority()) {
             (None, None) => true,
-            (Some(s), Some(a)) => {
-                s.eq_ignore_ascii_case(scheme)
-                    && normalize_host(a.as_str(), Scheme::Http).as_deref() == Some(host)
-            }
+            (Some(s), Some(a)) => match Scheme::parse(scheme) {
+                Some(ours) => {
+                    s.eq_ignore_ascii_case(scheme)
+                        && normalize_host(a.as_str(), ours).as_deref() == Some(host)
+                }
+                None => false,
+            },
             _ => false,
         };
         if !same || !uri.path().starts_with('/') {
@@ -94,6 +111,16 @@ impl CacheKey {
         k.push_str(host);
         k.push_str(pq);
         Some(CacheKey(k))
+    }
+
+    /// The same host, path and query under `scheme` (a purge names a page over both).
+    pub fn with_scheme(&self, scheme: Scheme) -> CacheKey {
+        let rest = self.0.split_once("://").map_or(self.0.as_str(), |(_, r)| r);
+        let mut k = String::with_capacity(scheme.as_str().len() + 3 + rest.len());
+        k.push_str(scheme.as_str());
+        k.push_str("://");
+        k.push_str(rest);
+        CacheKey(k)
     }
 
     pub fn as_str(&self) -> &str {

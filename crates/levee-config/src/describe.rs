@@ -65,6 +65,34 @@ impl Settings {
             })
         };
         global("listen", list(&self.listen));
+        global("listen_tls", list(&self.listen_tls));
+        global(
+            "tls.cert",
+            list(
+                &self
+                    .tls
+                    .certs
+                    .iter()
+                    .map(|(c, _)| c.display())
+                    .collect::<Vec<_>>(),
+            ),
+        );
+        global(
+            "tls.key",
+            list(
+                &self
+                    .tls
+                    .certs
+                    .iter()
+                    .map(|(_, k)| k.display())
+                    .collect::<Vec<_>>(),
+            ),
+        );
+        global("tls.redirect_http", self.tls.redirect_http.to_string());
+        global(
+            "tls.hsts",
+            self.tls.hsts.clone().unwrap_or_else(|| "off".into()),
+        );
         global("workers", self.workers.to_string());
         global("debug_headers", self.debug_headers.to_string());
         global("cache.size", size(self.cache.size));

@@ -28,12 +28,12 @@ pub use matcher::{CookieMatcher, PathMatcher};
 pub use options::{
     AdminOptions, AnonymousOptions, AppOptions, CacheOptions, Combine, CompressionOptions,
     FastCgiOptions, LimitsOptions, LogOptions, OneOrMany, Options, PurgeOptions, StaticOptions,
-    Workers, DEFAULTS,
+    TlsOptions, Workers, DEFAULTS,
 };
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
 pub use settings::{
     AccessLog, AccessLogFormat, AdminSettings, BackendLimit, CacheSettings, CompressionSettings,
-    Limits, PurgeSettings, Settings,
+    Limits, PurgeSettings, Settings, TlsSettings,
 };
 pub use site::{
     AnonymousSettings, CacheRules, EditInvalidation, FastCgiSettings, Site, StaticSettings,

@@ -23,6 +23,7 @@ use crate::ConfigError;
 /// (`DEFAULT_SESSION_COOKIES` in presets.rs) and added by [`Options::defaults`].
 pub const DEFAULTS: &str = r#"
 listen = ["127.0.0.1:8080"]
+listen_tls = []
 workers = "auto"
 debug_headers = false
 
@@ -78,6 +79,12 @@ transcode_memory = "32MiB"
 [purge]
 allow = ["127.0.0.1/32", "::1/128"]
 
+[tls]
+cert = []
+key = []
+redirect_http = false
+hsts = "off"
+
 [log]
 access = "off"
 access_file = "-"
@@ -129,6 +136,8 @@ options_table! {
     /// `levee serve`'s options: the config file's top level.
     pub struct Options {
         pub listen: Option<OneOrMany>,
+        /// HTTPS listeners (certificates in `[tls]`).
+        pub listen_tls: Option<OneOrMany>,
         pub backend: Option<String>,
         pub root: Option<PathBuf>,
         pub preset: Option<OneOrMany>,
@@ -154,6 +163,22 @@ options_table! {
         pub log: LogOptions,
         #[serde(default)]
         pub app: AppOptions,
+        #[serde(default)]
+        pub tls: TlsOptions,
+    }
+}
+
+options_table! {
+    /// `[tls]`: certificates for the HTTPS listeners.
+    pub struct TlsOptions {
+        /// Certificate chain files (PEM), each paired with the key of the same place in
+        /// `key`; the first is served to clients that send no name.
+        pub cert: Option<Vec<String>>,
+        pub key: Option<Vec<String>>,
+        /// Cleartext GET and HEAD get a 301 to https (others 308).
+        pub redirect_http: Option<bool>,
+        /// `Strict-Transport-Security` on HTTPS responses, like "max-age=31536000".
+        pub hsts: Option<String>,
     }
 }
 

@@ -87,6 +87,9 @@ pub struct CompressionSettings {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub listen: Vec<SocketAddr>,
+    /// HTTPS listeners; empty: none.
+    pub listen_tls: Vec<SocketAddr>,
+    pub tls: TlsSettings,
     /// The sites, each with its hosts, backend, root and rules; a request goes to the
     /// first that answers its host. Never empty: today one, for every host.
     pub sites: Vec<Site>,
@@ -102,6 +105,17 @@ pub struct Settings {
     pub purge: PurgeSettings,
     /// One line per request, when on.
     pub access_log: Option<AccessLog>,
+}
+
+/// `[tls]`: the certificates of the HTTPS listeners, and what cleartext gets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// (certificate chain, key) files, in order; the first is the default certificate.
+    pub certs: Vec<(PathBuf, PathBuf)>,
+    /// Cleartext GET and HEAD are redirected to https with 301, other methods with 308.
+    pub redirect_http: bool,
+    /// The `Strict-Transport-Security` value sent on HTTPS responses.
+    pub hsts: Option<String>,
 }
 
 /// `[log] access` and `access_file`.
@@ -165,6 +179,12 @@ impl Settings {
         let o = options.combine(Options::defaults());
 
         let listen = listen(o.listen.clone())?;
+        let listen_tls = need(o.listen_tls.clone(), "listen_tls")?
+            .into_vec()
+            .iter()
+            .map(|l| address("listen_tls", l, "0.0.0.0:443 or [::]:443"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let tls = TlsSettings::from_options(o.tls.clone(), !listen_tls.is_empty())?;
         let site = Site::default_from(&o, anonymous_ttl_set)?;
         let compression = CompressionSettings::from_options(o.compression)?;
         let cache = CacheSettings::from_options(o.cache)?;
@@ -181,6 +201,8 @@ impl Settings {
         let access_log = AccessLog::from_options(o.log)?;
         Ok(Settings {
             listen,
+            listen_tls,
+            tls,
             sites: vec![site],
             compression,
             cache,
@@ -212,6 +234,60 @@ fn listen(value: Option<crate::OneOrMany>) -> Result<Vec<SocketAddr>, ConfigErro
         ));
     }
     Ok(listen)
+}
+
+impl TlsSettings {
+    fn from_options(
+        t: crate::options::TlsOptions,
+        listening: bool,
+    ) -> Result<TlsSettings, ConfigError> {
+        let certs = need(t.cert, "tls.cert")?;
+        let keys = need(t.key, "tls.key")?;
+        if certs.len() != keys.len() {
+            return Err(ConfigError::invalid(
+                "tls.cert",
+                format!("{} certificate file(s) and {} key file(s): give each certificate its key (--tls-cert FILE --tls-key FILE, in pairs)", certs.len(), keys.len()),
+            ));
+        }
+        if listening && certs.is_empty() {
+            return Err(ConfigError::invalid(
+                "listen_tls",
+                "an HTTPS listener needs a certificate: --tls-cert FILE --tls-key FILE, or [tls] cert and key",
+            ));
+        }
+        if !listening && !certs.is_empty() {
+            return Err(ConfigError::invalid(
+                "tls.cert",
+                "certificates are given but no HTTPS address: add --listen-tls ADDR (listen_tls)",
+            ));
+        }
+        let redirect_http = need(t.redirect_http, "tls.redirect_http")?;
+        if redirect_http && !listening {
+            return Err(ConfigError::invalid(
+                "tls.redirect_http",
+                "redirecting to https needs an HTTPS listener: add --listen-tls ADDR (listen_tls)",
+            ));
+        }
+        let hsts = match need(t.hsts, "tls.hsts")?.trim() {
+            "off" | "" => None,
+            v if v.to_ascii_lowercase().starts_with("max-age=") => Some(v.to_string()),
+            v => {
+                return Err(ConfigError::invalid(
+                    "tls.hsts",
+                    format!("`{v}` is not a Strict-Transport-Security value; write it like \"max-age=31536000\" (add \"; includeSubDomains\" if every subdomain is HTTPS), or \"off\""),
+                ))
+            }
+        };
+        Ok(TlsSettings {
+            certs: certs
+                .into_iter()
+                .zip(keys)
+                .map(|(c, k)| (PathBuf::from(c), PathBuf::from(k)))
+                .collect(),
+            redirect_http,
+            hsts,
+        })
+    }
 }
 
 impl CompressionSettings {

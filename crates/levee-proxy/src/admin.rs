@@ -86,14 +86,21 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
             stats::encode(
                 &shared.stats,
-                &shared.store,
-                // Per-backend gauges are the first site's: with several sites they
-                // will need a `site` label.
-                &shared.first_site().upstream.limiter,
-                shared.access_log.as_ref().map(|l| &l.dropped),
-                shared.first_site().upstream.app_pool(),
-                shared.first_site().upstream.fastcgi_stats(),
-                &side_tables(shared),
+                stats::Scrape {
+                    store: &shared.store,
+                    // Per-backend gauges are the first site's: with several sites they
+                    // will need a `site` label.
+                    limiter: &shared.first_site().upstream.limiter,
+                    log_dropped: shared.access_log.as_ref().map(|l| &l.dropped),
+                    app: shared.first_site().upstream.app_pool(),
+                    fastcgi: shared.first_site().upstream.fastcgi_stats(),
+                    tables: &side_tables(shared),
+                    certificates: &shared
+                        .tls
+                        .as_ref()
+                        .map(|t| t.certs.expiry())
+                        .unwrap_or_default(),
+                },
             ),
         ),
         (&Method::POST, "/purge") => match Purge::from_query(req.uri().query().unwrap_or("")) {

@@ -22,6 +22,8 @@ pub enum ServeError {
     Runtime(std::io::Error),
     #[error(transparent)]
     Backend(crate::upstream::StartError),
+    #[error(transparent)]
+    Tls(#[from] levee_tls::Error),
     #[error("the configuration has no site: give a backend (--backend URL) or an app (--app)")]
     NoSite,
     #[error("cannot open the access log {file}: {source}; check that its directory exists and levee may write there ([log] access_file)")]

@@ -61,7 +61,12 @@ pub static X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 pub static X_CACHE_REASON: HeaderName = HeaderName::from_static("x-cache-reason");
 
 /// Adds `X-Forwarded-For` (appending the client to any list it sent), `-Proto` and `-Host`.
-pub fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, host: Option<&HeaderValue>) {
+pub fn add_forwarded(
+    headers: &mut HeaderMap,
+    client: IpAddr,
+    tls: bool,
+    host: Option<&HeaderValue>,
+) {
     let client = client.to_string();
     let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
         Some(prev) if !prev.trim().is_empty() => format!("{prev}, {client}"),
@@ -70,7 +75,8 @@ pub fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, host: Option<&Head
     if let Ok(v) = HeaderValue::from_str(&xff) {
         headers.insert(X_FORWARDED_FOR.clone(), v);
     }
-    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
+    let proto = if tls { "https" } else { "http" };
+    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
     if let Some(h) = host {
         headers.insert(X_FORWARDED_HOST.clone(), h.clone());
     }
@@ -78,7 +84,12 @@ pub fn add_forwarded(headers: &mut HeaderMap, client: IpAddr, host: Option<&Head
 
 /// The fields levee adds to every request it forwards: `Host` from an absolute-form
 /// target when the client sent none, `X-Forwarded-*` and `Via`.
-pub fn prepare_forward(headers: &mut HeaderMap, parts: &http::request::Parts, client: IpAddr) {
+pub fn prepare_forward(
+    headers: &mut HeaderMap,
+    parts: &http::request::Parts,
+    client: IpAddr,
+    tls: bool,
+) {
     if !headers.contains_key(header::HOST) {
         if let Some(a) = parts.uri.authority() {
             if let Ok(v) = HeaderValue::from_str(a.as_str()) {
@@ -87,7 +98,7 @@ pub fn prepare_forward(headers: &mut HeaderMap, parts: &http::request::Parts, cl
         }
     }
     let host = headers.get(header::HOST).cloned();
-    add_forwarded(headers, client, host.as_ref());
+    add_forwarded(headers, client, tls, host.as_ref());
     add_via(headers, parts.version);
 }
 
@@ -185,7 +196,7 @@ mod tests {
     fn forwarded_for_appends() {
         let mut h = HeaderMap::new();
         h.insert(&X_FORWARDED_FOR, HeaderValue::from_static("10.0.0.1"));
-        add_forwarded(&mut h, "127.0.0.1".parse().unwrap(), None);
+        add_forwarded(&mut h, "127.0.0.1".parse().unwrap(), false, None);
         assert_eq!(h[&X_FORWARDED_FOR], "10.0.0.1, 127.0.0.1");
     }
 }

@@ -56,7 +56,11 @@ impl Purge {
     /// store for a prefix or a tag: run it off the serving threads.
     pub fn run(&self, store: &Store) -> usize {
         match &self.target {
-            Target::Url(key) => store.purge_key(key, self.soft),
+            // The page under both schemes: an edit is seen over http and https alike.
+            Target::Url(key) => both_schemes(key)
+                .iter()
+                .map(|k| store.purge_key(k, self.soft))
+                .sum(),
             Target::Prefix(prefix) => {
                 store.purge(self.soft, |k, _| k.as_str().starts_with(prefix.as_str()))
             }
@@ -82,11 +86,19 @@ fn key_of(url: &str) -> Result<CacheKey, String> {
             ))
         }
     }
-    Ok(CacheKey::for_request(
-        Scheme::Http,
-        &uri,
-        &http::HeaderMap::new(),
-    ))
+    let scheme = uri
+        .scheme_str()
+        .and_then(Scheme::parse)
+        .unwrap_or(Scheme::Http);
+    Ok(CacheKey::for_request(scheme, &uri, &http::HeaderMap::new()))
+}
+
+/// `key` under both schemes.
+pub(crate) fn both_schemes(key: &CacheKey) -> [CacheKey; 2] {
+    [
+        key.with_scheme(Scheme::Http),
+        key.with_scheme(Scheme::Https),
+    ]
 }
 
 /// Whether `peer` may send `PURGE` on the traffic port.
@@ -95,8 +107,8 @@ pub(crate) fn allowed(settings: &levee_config::Settings, peer: IpAddr) -> bool {
 }
 
 /// The key a `PURGE` request names (its target and Host, as a GET of it would have).
-pub(crate) fn key_of_request(parts: &request::Parts) -> CacheKey {
-    CacheKey::for_request(Scheme::Http, &parts.uri, &parts.headers)
+pub(crate) fn key_of_request(parts: &request::Parts, scheme: Scheme) -> CacheKey {
+    CacheKey::for_request(scheme, &parts.uri, &parts.headers)
 }
 
 #[cfg(test)]

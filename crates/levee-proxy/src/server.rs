@@ -69,7 +69,7 @@ impl Server {
         for listener in self.listeners {
             let (shared, conns, stop) = (self.shared.clone(), conns.clone(), stop_rx.clone());
             tasks.push(tokio::spawn(accept_loop(
-                listener, shared, conns, stop, None,
+                listener, false, shared, conns, stop, None,
             )));
         }
         shutdown.await;
@@ -83,6 +83,7 @@ impl Server {
 /// are refused.
 async fn accept_loop(
     listener: TcpListener,
+    tls: bool,
     shared: Arc<Shared>,
     conns: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
@@ -108,6 +109,7 @@ async fn accept_loop(
         let conn = Accepted {
             stream,
             peer,
+            tls,
             permit,
         };
         match &worker {
@@ -121,6 +123,8 @@ async fn accept_loop(
 struct Accepted {
     stream: TcpStream,
     peer: SocketAddr,
+    /// From an HTTPS listener.
+    tls: bool,
     permit: OwnedSemaphorePermit,
 }
 
@@ -129,7 +133,7 @@ impl Accepted {
     /// `load` while it lives.
     fn spawn(self, shared: Arc<Shared>, stop: watch::Receiver<bool>, load: Option<LoadGuard>) {
         tokio::spawn(async move {
-            serve_connection(shared, self.stream, self.peer, stop).await;
+            serve_connection(shared, self.stream, self.peer, self.tls, stop).await;
             drop(self.permit);
             drop(load);
         });
@@ -141,6 +145,7 @@ impl Accepted {
 struct Handoff {
     stream: std::net::TcpStream,
     peer: SocketAddr,
+    tls: bool,
     permit: OwnedSemaphorePermit,
     /// Counted in the receiving worker's load from the moment it is sent, so that the
     /// rest of a burst sees it.
@@ -178,6 +183,7 @@ impl Worker {
             let Accepted {
                 stream,
                 peer,
+                tls,
                 permit,
             } = conn;
             match stream.into_std() {
@@ -185,6 +191,7 @@ impl Worker {
                     let handoff = Handoff {
                         stream,
                         peer,
+                        tls,
                         permit,
                         load: LoadGuard::new(Worker {
                             id: target,
@@ -220,6 +227,7 @@ impl Worker {
             Ok(stream) => Accepted {
                 stream,
                 peer: h.peer,
+                tls: h.tls,
                 permit: h.permit,
             }
             .spawn(shared.clone(), stop.clone(), Some(h.load)),
@@ -271,6 +279,8 @@ async fn stop_and_drain<F: Future>(
 /// The addresses `levee serve` listens on, once bound.
 pub struct Bound {
     pub traffic: Vec<SocketAddr>,
+    /// The HTTPS listeners.
+    pub tls: Vec<SocketAddr>,
     /// The admin listener (`/metrics`), when configured.
     pub admin: Option<SocketAddr>,
     /// The backend limit now, and where it comes from ("pm.max_children of ...").
@@ -296,10 +306,18 @@ pub fn serve_workers(
     reloader: Option<Reloader>,
 ) -> Result<(), ServeError> {
     let workers = workers.max(1);
-    let listeners = bind_std(&settings.listen)?;
-    let addrs = listeners
+    // Cleartext listeners, then the HTTPS ones.
+    let all: Vec<SocketAddr> = settings
+        .listen
         .iter()
-        .zip(&settings.listen)
+        .chain(&settings.listen_tls)
+        .copied()
+        .collect();
+    let plain = settings.listen.len();
+    let listeners = bind_std(&all)?;
+    let mut addrs = listeners
+        .iter()
+        .zip(&all)
         .map(|(l, addr)| {
             l.local_addr().map_err(|source| BindError {
                 addr: *addr,
@@ -377,10 +395,11 @@ pub fn serve_workers(
                         }
                     });
                     let mut loops = Vec::new();
-                    for l in set {
+                    for (n, l) in set.into_iter().enumerate() {
                         match TcpListener::from_std(l) {
                             Ok(l) => loops.push(tokio::spawn(accept_loop(
                                 l,
+                                n >= plain,
                                 shared.clone(),
                                 conns.clone(),
                                 stop.clone(),
@@ -423,8 +442,13 @@ pub fn serve_workers(
         upstream.limit_source(),
         limiter.reserved()
     );
+    let tls_addrs = addrs.split_off(plain);
+    if let Some(tls) = &shared.tls {
+        let _ = tls.bound.set(tls_addrs.clone());
+    }
     on_listening(&Bound {
         traffic: addrs,
+        tls: tls_addrs,
         admin: admin_addr,
         backend_limit,
     });
@@ -526,25 +550,71 @@ async fn serve_connection(
     shared: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
+    tls: bool,
     mut stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let limits = &shared.conf().settings.limits;
+    let header_timeout = shared.conf().settings.limits.header_timeout;
+    let conn = ConnInfo {
+        peer,
+        local: stream.local_addr().unwrap_or(peer),
+        tls,
+    };
+    if tls {
+        let Some(acceptor) = shared.tls.as_ref().map(|t| t.acceptor.clone()) else {
+            return;
+        };
+        // The handshake counts against the time a client has to send its request.
+        let stream = tokio::select! {
+            r = tokio::time::timeout(header_timeout, acceptor.accept(stream)) => match r {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            },
+            _ = stop.changed() => return,
+        };
+        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+        // No sendfile under TLS: the bytes are encrypted in levee.
+        return serve_http(shared, TokioIo::new(stream), conn, h2, None, stop).await;
+    }
     // hyper's auto-detection has no timer while it waits for the first bytes, so an idle
     // connection could be held forever; detect the HTTP/2 preface ourselves, with one.
     let is_h2 = tokio::select! {
-        r = tokio::time::timeout(limits.header_timeout, sniff_h2(&stream)) => match r {
+        r = tokio::time::timeout(header_timeout, sniff_h2(&stream)) => match r {
             Ok(Ok(h2)) => h2,
             _ => return,
         },
         _ = stop.changed() => return,
     };
+    if is_h2 {
+        serve_http(shared, TokioIo::new(stream), conn, true, None, stop).await;
+    } else {
+        // Large hits go out with sendfile (zerocopy.rs): the stream sends queued file
+        // ranges where hyper writes their placeholders, and each request carries the
+        // queue so that the handler can use it.
+        let queue = Arc::new(SendQueue::default());
+        let io = TokioIo::new(ZcStream::new(stream, queue.clone()));
+        serve_http(shared, io, conn, false, Some(queue), stop).await;
+    }
+}
+
+/// HTTP/2 or HTTP/1.1 over `io`, until the client is done or shutdown.
+async fn serve_http<I>(
+    shared: Arc<Shared>,
+    io: I,
+    conn: ConnInfo,
+    h2: bool,
+    sendfile: Option<Arc<SendQueue>>,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
     let _open = shared.stats.connection_opened();
-    let svc_shared = shared.clone();
-    let conn = ConnInfo {
-        peer,
-        local: stream.local_addr().unwrap_or(peer),
-    };
+    let limits = shared.conf().settings.limits.clone();
+    let peer = conn.peer;
     // On shutdown, finish the request in flight, then close (graceful_shutdown).
     macro_rules! drive {
         ($conn:expr) => {{
@@ -562,22 +632,24 @@ async fn serve_connection(
             }
         }};
     }
-    if is_h2 {
+    let svc_shared = shared.clone();
+    if h2 {
         let service = service_fn(move |req| handle(svc_shared.clone(), req, conn));
-        let io = TokioIo::new(stream);
         let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         b.timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+            // Bounds per connection: streams at once (hyper's default is 200), and the
+            // resets of streams not yet answered that a client may cause (CVE-2023-44487,
+            // rapid reset: h2 closes the connection beyond them).
+            .max_concurrent_streams(H2_MAX_STREAMS)
+            .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
             .keep_alive_interval(Some(Duration::from_secs(30)));
         drive!(b.serve_connection(io, service));
     } else {
-        // Large hits go out with sendfile (zerocopy.rs): the stream sends queued file
-        // ranges where hyper writes their placeholders, and each request carries the
-        // queue so that the handler can use it.
-        let queue = Arc::new(SendQueue::default());
-        let io = TokioIo::new(ZcStream::new(stream, queue.clone()));
         let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-            req.extensions_mut().insert(queue.clone());
+            if let Some(queue) = &sendfile {
+                req.extensions_mut().insert(queue.clone());
+            }
             handle(svc_shared.clone(), req, conn)
         });
         let mut b = hyper::server::conn::http1::Builder::new();
@@ -592,6 +664,12 @@ async fn serve_connection(
         drive!(b.serve_connection(io, service));
     }
 }
+
+/// Streams one HTTP/2 connection may have open at once.
+const H2_MAX_STREAMS: u32 = 100;
+/// Streams reset by the client before levee answered them, at most, before the
+/// connection is closed (rapid reset).
+const H2_MAX_PENDING_RESETS: usize = 20;
 
 /// Peeks until the bytes either are the HTTP/2 preface or cannot be.
 async fn sniff_h2(stream: &TcpStream) -> std::io::Result<bool> {

@@ -299,16 +299,29 @@ fn register_app(r: &mut Registry, pool: &levee_app::Pool) {
     );
 }
 
+/// What a scrape reads besides the counters: state kept elsewhere, read now.
+pub(crate) struct Scrape<'a> {
+    pub store: &'a Store,
+    pub limiter: &'a Limiter,
+    pub log_dropped: Option<&'a Counter>,
+    pub app: Option<&'a levee_app::Pool>,
+    pub fastcgi: Option<levee_fastcgi::PoolStats>,
+    /// Gauges of the side tables: (name, help, value).
+    pub tables: &'a [(&'static str, &'static str, u64)],
+    pub certificates: &'a [levee_tls::Expiry],
+}
+
 /// The metrics in Prometheus' text format, read now.
-pub(crate) fn encode(
-    s: &Stats,
-    store: &Store,
-    limiter: &Limiter,
-    log_dropped: Option<&Counter>,
-    app: Option<&levee_app::Pool>,
-    fastcgi: Option<levee_fastcgi::PoolStats>,
-    tables: &[(&'static str, &'static str, u64)],
-) -> String {
+pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
+    let Scrape {
+        store,
+        limiter,
+        log_dropped,
+        app,
+        fastcgi,
+        tables,
+        certificates,
+    } = scrape;
     store.run_pending_tasks();
     s.cache_objects
         .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
@@ -461,6 +474,23 @@ pub(crate) fn encode(
     }
     if let Some(pool) = app {
         register_app(&mut r, pool);
+    }
+    if !certificates.is_empty() {
+        // One per certificate file: alert on `levee_tls_certificate_expiry_seconds - time()`.
+        let expiry = Family::<Vec<(&'static str, String)>, Gauge>::default();
+        for c in certificates {
+            expiry
+                .get_or_create(&vec![
+                    ("file", c.file.display().to_string()),
+                    ("names", c.names.join(",")),
+                ])
+                .set(c.not_after_unix);
+        }
+        r.register(
+            "tls_certificate_expiry_seconds",
+            "When each HTTPS certificate expires (notAfter), in seconds since the Unix epoch",
+            expiry,
+        );
     }
     let mut out = String::new();
     // Writing to a String cannot fail.

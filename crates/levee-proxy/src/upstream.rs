@@ -440,7 +440,7 @@ impl Upstream {
             path_info: &path_info,
             remote_addr: conn.peer,
             server_addr: conn.local,
-            https: false,
+            https: conn.tls,
             server_name,
         });
         match client.request(params, body).await {

@@ -109,7 +109,8 @@ impl LeveeBuilder {
         let log = Arc::new(Mutex::new(String::new()));
         let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
         let admin = Arc::new(Mutex::new(None));
-        let (thread_log, thread_admin) = (log.clone(), admin.clone());
+        let tls = Arc::new(Mutex::new(None));
+        let (thread_log, thread_admin, thread_tls) = (log.clone(), admin.clone(), tls.clone());
         std::thread::spawn(move || {
             let mut addr_tx = Some(addr_tx);
             for line in BufReader::new(stderr).lines() {
@@ -117,6 +118,11 @@ impl LeveeBuilder {
                 if let Some(a) = line.strip_prefix("levee: admin listening on http://") {
                     *thread_admin.lock().unwrap() =
                         a.split(' ').next().and_then(|a| a.parse().ok());
+                } else if let Some(a) = line.strip_prefix("levee: listening on https://") {
+                    let mut t = thread_tls.lock().unwrap();
+                    if t.is_none() {
+                        *t = a.split([',', ' ']).next().and_then(|a| a.parse().ok());
+                    }
                 } else if let Some(tx) = &addr_tx {
                     if let Some(addr) = parse_listening(&line) {
                         let _ = tx.send(addr);
@@ -133,6 +139,7 @@ impl LeveeBuilder {
             addr: "0.0.0.0:0".parse().expect("placeholder"),
             log,
             admin,
+            tls,
             config_file,
             args: self.args,
             admin_token: self.admin_token,
@@ -173,6 +180,8 @@ pub struct Levee {
     log: Arc<Mutex<String>>,
     /// The admin listener, printed right after the traffic addresses.
     admin: Arc<Mutex<Option<SocketAddr>>>,
+    /// The first HTTPS listener (`--listen-tls`), printed after the cleartext ones.
+    tls: Arc<Mutex<Option<SocketAddr>>>,
     config_file: Option<PathBuf>,
     args: Vec<String>,
     admin_token: Option<String>,
@@ -253,6 +262,19 @@ impl Levee {
                 return None;
             }
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The first HTTPS listener's address. Panics if levee printed none.
+    pub async fn tls_addr(&self) -> SocketAddr {
+        let found = crate::wait::eventually(Duration::from_secs(5), || {
+            self.tls.lock().unwrap().is_some()
+        })
+        .await;
+        let addr = *self.tls.lock().unwrap();
+        match (found, addr) {
+            (true, Some(a)) => a,
+            _ => panic!("levee printed no HTTPS address; stderr:\n{}", self.stderr()),
         }
     }
 

@@ -67,6 +67,18 @@ pub const PYTHON3: Tool = Tool {
     install: "apt-get install -y python3",
 };
 
+/// curl, a real HTTPS and HTTP/2 client for the TLS tests.
+pub const CURL: Tool = Tool {
+    name: "curl",
+    find: || {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .map(|d| d.join("curl"))
+            .find(|p| p.is_file())
+    },
+    install: "apt-get install -y curl",
+};
+
 /// The MariaDB server and its PHP driver, for the database-backed applications.
 pub const MARIADB: Tool = Tool {
     name: "mariadb",

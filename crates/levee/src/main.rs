@@ -78,6 +78,12 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         e.is::<levee_config::ConfigError>()
             || e.is::<levee_bench::UsageError>()
             || e.is::<cmd::purge::PurgeUsage>()
+            // A certificate or key file that cannot be used: the configuration's.
+            || e.is::<levee_tls::Error>()
+            || matches!(
+                e.downcast_ref::<levee_proxy::ServeError>(),
+                Some(levee_proxy::ServeError::Tls(_))
+            )
     });
     if usage {
         2

@@ -24,7 +24,7 @@ pub(crate) fn early(
     parts: &mut request::Parts,
     conn: ConnInfo,
 ) -> Next {
-    if let Some(answer) = refuse_malformed(parts) {
+    if let Some(answer) = refuse_malformed(parts, conn.scheme()) {
         return Next::Respond(answer);
     }
     if parts.method.as_str() == "PURGE" {
@@ -32,6 +32,9 @@ pub(crate) fn early(
     }
     if let Some(answer) = answer_here(shared, parts) {
         return Next::Respond(answer);
+    }
+    if !conn.tls && shared.conf().settings.tls.redirect_http {
+        return Next::Respond(to_https(shared, parts));
     }
     let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
     if read_only && site.files.is_some() {
@@ -46,7 +49,7 @@ pub(crate) fn early(
 /// session cookie (configured or learned, see sessions.rs), and outside the site's pass
 /// paths. Everything else passes, with its reason: the one place that decides it,
 /// besides what the cache itself says (lookup, fill).
-pub(crate) fn classify(site: &Site, parts: &request::Parts) -> Next {
+pub(crate) fn classify(site: &Site, parts: &request::Parts, conn: ConnInfo) -> Next {
     if parts.method != Method::GET && parts.method != Method::HEAD {
         return Next::pass(NotStored::Method.as_str());
     }
@@ -64,7 +67,46 @@ pub(crate) fn classify(site: &Site, parts: &request::Parts) -> Next {
     if site.conf().settings.anonymous.pass_paths.is_match(pq) {
         return Next::pass(NotStored::PassPath.as_str());
     }
-    Next::Lookup(CacheKey::for_request(Scheme::Http, &parts.uri, h))
+    Next::Lookup(CacheKey::for_request(conn.scheme(), &parts.uri, h))
+}
+
+/// `redirect_http`: the same URL over https, 301 for GET and HEAD, 308 for the rest
+/// (which keeps the method and body). The port is the first HTTPS listener's, unless 443.
+fn to_https(shared: &Shared, parts: &request::Parts) -> Answer {
+    let host = parts
+        .uri
+        .host()
+        .or_else(|| parts.headers.get(header::HOST)?.to_str().ok())
+        .map(|h| match h.strip_prefix('[') {
+            Some(_) => h.split_inclusive(']').next().unwrap_or(h),
+            None => h.split(':').next().unwrap_or(h),
+        })
+        .unwrap_or("");
+    if host.is_empty() {
+        return respond::error(
+            http::StatusCode::BAD_REQUEST,
+            "this server answers over https: the request needs a Host",
+        );
+    }
+    let bound = shared.tls.as_ref().and_then(|t| t.bound.get());
+    let port = match bound.and_then(|b| b.first()).map(|a| a.port()) {
+        Some(443) | None => String::new(),
+        Some(p) => format!(":{p}"),
+    };
+    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let status = if parts.method == Method::GET || parts.method == Method::HEAD {
+        http::StatusCode::MOVED_PERMANENTLY
+    } else {
+        http::StatusCode::PERMANENT_REDIRECT
+    };
+    let mut resp = Response::new(ProxyBody::Empty);
+    *resp.status_mut() = status;
+    if let Ok(v) = HeaderValue::from_str(&format!("https://{host}{port}{pq}")) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    resp.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    respond::mark(shared, resp, CacheResult::Answered, None, None)
 }
 
 /// The `PURGE` method (Varnish's convention; MediaWiki sends it to `$wgCdnServers`):
@@ -77,8 +119,11 @@ fn purge_from_client(shared: &Shared, parts: &request::Parts, conn: ConnInfo) ->
             "PURGE is allowed only from the addresses in [purge] allow",
         );
     }
-    let key = crate::purge::key_of_request(parts);
-    let n = shared.store.purge_key(&key, false);
+    let key = crate::purge::key_of_request(parts, conn.scheme());
+    let n: usize = crate::purge::both_schemes(&key)
+        .iter()
+        .map(|k| shared.store.purge_key(k, false))
+        .sum();
     shared.stats.purged.inc_by(n as u64);
     let mut resp = Response::new(ProxyBody::full(Bytes::from(format!(
         "{{\"purged\":{n}}}\n"
@@ -99,19 +144,16 @@ fn purge_from_client(shared: &Shared, parts: &request::Parts, conn: ConnInfo) ->
 /// another site than an absolute-form target or `:authority`. Framing (`Content-Length`
 /// with `Transfer-Encoding`, a coding other than chunked, HTTP/1.0 with
 /// `Transfer-Encoding`) is hyper's to refuse before a request exists.
-fn refuse_malformed(parts: &request::Parts) -> Option<Answer> {
+fn refuse_malformed(parts: &request::Parts, scheme: Scheme) -> Option<Answer> {
     let mut hosts = parts.headers.get_all(header::HOST).iter();
     let host = hosts.next();
     let why = if hosts.next().is_some() {
         "more than one Host field"
     } else if let Some(host) = host {
-        let normal = host
-            .to_str()
-            .ok()
-            .and_then(|h| normalize_host(h, Scheme::Http));
+        let normal = host.to_str().ok().and_then(|h| normalize_host(h, scheme));
         match (normal, parts.uri.authority()) {
             (None, _) => "the Host field is not a valid host[:port]",
-            (Some(n), Some(a)) if normalize_host(a.as_str(), Scheme::Http).as_ref() != Some(&n) => {
+            (Some(n), Some(a)) if normalize_host(a.as_str(), scheme).as_ref() != Some(&n) => {
                 "the Host field names another site than the request target"
             }
             _ => return None,

@@ -530,7 +530,7 @@ fn backend_request(
             headers.insert(header::IF_MODIFIED_SINCE, lm.clone());
         }
     }
-    prepare_forward(&mut headers, parts, conn.peer.ip());
+    prepare_forward(&mut headers, parts, conn.peer.ip(), conn.tls);
     let mut req = Request::new(empty_body());
     *req.method_mut() = Method::GET;
     *req.uri_mut() = parts.uri.clone();

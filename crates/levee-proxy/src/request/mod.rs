@@ -77,7 +77,15 @@ pub(crate) async fn handle(
     });
     let uri = req.uri().clone();
     let head_only = req.method() == http::Method::HEAD;
-    let Answer { resp, outcome } = drive(&shared, req, conn).await;
+    let Answer { mut resp, outcome } = drive(&shared, req, conn).await;
+    if conn.tls {
+        if let Some(hsts) = &shared.conf().settings.tls.hsts {
+            if let Ok(v) = http::HeaderValue::from_str(hsts) {
+                resp.headers_mut()
+                    .insert(http::header::STRICT_TRANSPORT_SECURITY, v);
+            }
+        }
+    }
     let total = started.elapsed();
     let bytes = if head_only { Some(0) } else { body_len(&resp) };
     shared
@@ -143,7 +151,7 @@ async fn run(
     loop {
         next = match next {
             Next::Files => Box::pin(files::serve(shared, site, &parts)).await,
-            Next::Classify => classify::classify(site, &parts),
+            Next::Classify => classify::classify(site, &parts, conn),
             Next::Lookup(key) => lookup::lookup(shared, &parts, key),
             Next::Serve(s) => return respond::entry(shared, &parts, s).await,
             Next::ServeAndRevalidate { key, serve } => {

@@ -9,7 +9,7 @@ use http::{request, Method, Request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use levee_cache::after_fetch::decide;
-use levee_cache::{CacheControl, CacheKey, HitForMiss, Scheme};
+use levee_cache::{CacheControl, CacheKey, HitForMiss};
 use levee_config::EditInvalidation;
 
 use super::respond;
@@ -55,12 +55,12 @@ pub(crate) async fn pass(
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
     );
     let invalidates =
-        unsafe_method.then(|| CacheKey::for_request(Scheme::Http, &parts.uri, &parts.headers));
+        unsafe_method.then(|| CacheKey::for_request(conn.scheme(), &parts.uri, &parts.headers));
     // An edit by someone logged in: anonymous readers must see it at once.
     let edit = unsafe_method && session;
     let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
-    prepare_forward(&mut headers, &parts, conn.peer.ip());
+    prepare_forward(&mut headers, &parts, conn.peer.ip(), conn.tls);
     let mut req = Request::new(
         body.map_err(|e| Box::new(ClientBodyError(e)) as BoxError)
             .boxed_unsync(),

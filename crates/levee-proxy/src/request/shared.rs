@@ -53,6 +53,29 @@ pub(crate) struct Shared {
     pub stats: Stats,
     /// One line per request, when `[log] access` is on.
     pub access_log: Option<AccessLogger>,
+    /// The certificates of the HTTPS listeners, and the acceptor over them (HTTP/2 and
+    /// HTTP/1.1 by ALPN), when there are any.
+    pub tls: Option<Tls>,
+}
+
+/// HTTPS: the certificates (reloaded in place) and one acceptor for every listener.
+pub(crate) struct Tls {
+    pub certs: levee_tls::CertStore,
+    pub acceptor: levee_tls::tokio_rustls::TlsAcceptor,
+    /// The HTTPS listeners as bound (port 0 resolved), for `redirect_http`.
+    pub bound: OnceLock<Vec<std::net::SocketAddr>>,
+}
+
+/// The certificate pairs of the settings, each checked against the hosts of the sites
+/// (a certificate for none of them is a mistake; no hosts: any name goes).
+fn cert_pairs(settings: &Settings, sites: &[Site]) -> Vec<levee_tls::CertPair> {
+    let hosts: Vec<String> = sites.iter().flat_map(|s| s.hosts().to_vec()).collect();
+    settings
+        .tls
+        .certs
+        .iter()
+        .map(|(cert, key)| levee_tls::CertPair::new(cert, key).serving(hosts.iter().cloned()))
+        .collect()
 }
 
 impl Shared {
@@ -80,8 +103,25 @@ impl Shared {
             })?),
             None => None,
         };
+        let tls = match settings.tls.certs.is_empty() {
+            true => None,
+            false => {
+                let certs = levee_tls::CertStore::load(
+                    &cert_pairs(&settings, &sites),
+                    levee_tls::Settings::default(),
+                )?;
+                let acceptor = certs.acceptor(levee_tls::DEFAULT_ALPN);
+                warn_expiring(&certs);
+                Some(Tls {
+                    certs,
+                    acceptor,
+                    bound: OnceLock::new(),
+                })
+            }
+        };
         let c = &settings.cache;
         Ok(Shared {
+            tls,
             access_log,
             sites,
             encoder: Encoder::new(&settings.compression),
@@ -163,6 +203,15 @@ impl Shared {
             return Err("levee was started without a configuration to re-read".into());
         };
         let mut new = reloader()?;
+        // Certificates first: a file that cannot be used refuses the whole reload, and
+        // the certificates in use stay (renewed files under the same names are read
+        // again).
+        if let Some(tls) = &self.tls {
+            tls.certs
+                .reload(&cert_pairs(&new, &self.sites))
+                .map_err(|e| e.to_string())?;
+            warn_expiring(&tls.certs);
+        }
         let old = self.conf();
         let mut restart = Vec::new();
         // What the running structures were built from (sockets, threads, the cache's
@@ -177,6 +226,7 @@ impl Shared {
             };
         }
         keep!("listen", listen);
+        keep!("listen_tls", listen_tls);
         keep!("workers", workers);
         keep!("compression", compression);
         keep!("limits", limits);
@@ -215,6 +265,25 @@ impl Shared {
             Err(e) => eprintln!("levee: reload refused, the previous configuration keeps running: {e}"),
         }
         r
+    }
+}
+
+/// Certificates expire: say so 14 days before (at start and on every reload).
+pub(crate) fn warn_expiring(certs: &levee_tls::CertStore) {
+    let now = std::time::SystemTime::now();
+    for e in certs.expiring_within(14) {
+        let days = e.days_left(now);
+        tracing::warn!(file = %e.file.display(), names = ?e.names, days, "certificate expires soon");
+        eprintln!(
+            "levee: the certificate {} ({}) {}; renew it and reload",
+            e.file.display(),
+            e.names.join(", "),
+            if days < 0 {
+                "has expired".to_string()
+            } else {
+                format!("expires in {days} day(s)")
+            }
+        );
     }
 }
 

@@ -72,6 +72,11 @@ impl Site {
         self.answers_every_host() || self.hosts.iter().any(|h| h == host)
     }
 
+    /// The hosts it answers (empty: every host).
+    pub fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+
     pub fn answers_every_host(&self) -> bool {
         self.hosts.is_empty()
     }

@@ -210,8 +210,10 @@ fn app_request(req: &mut Request<UpBody>, conn: ConnInfo) {
     if let Ok(v) = addr(conn.local) {
         h.insert(APP_LOCAL, v);
     }
-    // No TLS in levee yet: every client reached it over plain HTTP.
-    h.insert(APP_SCHEME, HeaderValue::from_static("http"));
+    h.insert(
+        APP_SCHEME,
+        HeaderValue::from_static(if conn.tls { "https" } else { "http" }),
+    );
 }
 
 /// The app pool, from a site's `[app]` settings.

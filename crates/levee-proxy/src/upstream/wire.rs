@@ -19,6 +19,19 @@ pub type UpBody = UnsyncBoxBody<bytes::Bytes, BoxError>;
 pub struct ConnInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,
+    /// The client came over TLS (an HTTPS listener).
+    pub tls: bool,
+}
+
+impl ConnInfo {
+    /// The scheme the client used: part of the cache key, told to the backend.
+    pub fn scheme(&self) -> levee_cache::Scheme {
+        if self.tls {
+            levee_cache::Scheme::Https
+        } else {
+            levee_cache::Scheme::Http
+        }
+    }
 }
 
 /// Why the backend gave no response. Decides the status levee answers with.

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use levee_config::{
     AdminOptions, AppOptions, CacheOptions, CompressionOptions, LimitsOptions, LogOptions,
-    OneOrMany, Options, Settings, Workers,
+    OneOrMany, Options, Settings, TlsOptions, Workers,
 };
 
 /// Arguments of `levee serve`. Every flag overrides the same option in the config file.
@@ -25,6 +25,22 @@ pub struct ServeArgs {
     /// Address to listen on; repeat for several [default: 127.0.0.1:8080].
     #[arg(long, short = 'l', value_name = "ADDR")]
     pub listen: Vec<String>,
+    /// HTTPS address to listen on (HTTP/2 by ALPN, then HTTP/1.1); repeat for several.
+    #[arg(long, value_name = "ADDR")]
+    pub listen_tls: Vec<String>,
+    /// Certificate chain (PEM) for HTTPS; repeat with --tls-key, in pairs. The first is
+    /// served to clients that send no name.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Vec<String>,
+    /// The private key (PEM) of the --tls-cert of the same place.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Vec<String>,
+    /// Redirect cleartext requests to https (301 for GET and HEAD, 308 for the rest).
+    #[arg(long)]
+    pub redirect_http: bool,
+    /// Strict-Transport-Security on HTTPS responses, like "max-age=31536000".
+    #[arg(long, value_name = "VALUE")]
+    pub hsts: Option<String>,
     /// TOML config file (see levee.example.toml for every option).
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -93,6 +109,13 @@ impl ServeArgs {
     pub fn options(&self) -> Options {
         Options {
             listen: OneOrMany::from_flags(&self.listen),
+            listen_tls: OneOrMany::from_flags(&self.listen_tls),
+            tls: TlsOptions {
+                cert: (!self.tls_cert.is_empty()).then(|| self.tls_cert.clone()),
+                key: (!self.tls_key.is_empty()).then(|| self.tls_key.clone()),
+                redirect_http: self.redirect_http.then_some(true),
+                hsts: self.hsts.clone(),
+            },
             backend: self.backend.clone(),
             root: self.root.clone(),
             preset: OneOrMany::from_flags(&self.preset),
@@ -142,6 +165,16 @@ impl ServeArgs {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
     if args.check {
+        // The certificates are read and checked as serving would (exit 2 on a bad one).
+        if !settings.tls.certs.is_empty() {
+            let pairs: Vec<_> = settings
+                .tls
+                .certs
+                .iter()
+                .map(|(c, k)| levee_tls::CertPair::new(c, k))
+                .collect();
+            levee_tls::CertStore::load(&pairs, levee_tls::Settings::default())?;
+        }
         print_settings(&settings);
         return Ok(ExitCode::SUCCESS);
     }
@@ -165,6 +198,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             for addr in &bound.traffic {
                 tracing::info!(%addr, %backend, workers, "levee serving");
                 eprintln!("levee: listening on http://{addr}, backend {backend}");
+            }
+            for addr in &bound.tls {
+                eprintln!("levee: listening on https://{addr}, backend {backend}");
             }
             eprintln!("levee: backend limit {}", bound.backend_limit);
             if let Some(addr) = bound.admin {

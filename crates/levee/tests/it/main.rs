@@ -33,3 +33,4 @@ mod stale;
 mod static_files;
 mod storage;
 mod structure;
+mod tls;

@@ -1,0 +1,325 @@
+//! HTTPS (issue 21, first part): certificates chosen by SNI, HTTP/2 by ALPN, the scheme
+//! in the cache key and to the backend, certificates reloaded by SIGHUP, a bad file
+//! refused with exit 2, redirect_http and HSTS. Clients are real curl; certificates come
+//! from a CA of the test's own (rcgen).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use levee_test::{levee, tools, Origin, Reply};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+
+/// A test CA; `pem` is what curl is told to trust.
+struct Ca {
+    issuer: Issuer<'static, KeyPair>,
+    pem: String,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        Ca {
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// Writes a certificate for `names` and its key to `dir/stem.pem` and `.key`.
+    fn issue(&self, dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf) {
+        let params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let (c, k) = (
+            dir.join(format!("{stem}.pem")),
+            dir.join(format!("{stem}.key")),
+        );
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        (c, k)
+    }
+
+    fn write(&self, dir: &Path, stem: &str) -> PathBuf {
+        let p = dir.join(format!("{stem}.pem"));
+        std::fs::write(&p, &self.pem).unwrap();
+        p
+    }
+}
+
+/// What curl got: status, HTTP version, headers (lowercase names), body.
+struct Got {
+    status: u16,
+    version: String,
+    headers: String,
+    body: String,
+}
+
+impl Got {
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
+        })
+    }
+}
+
+/// `curl` over https to `host` (resolved to levee), trusting `ca`; extra args as given.
+fn curl(host: &str, addr: std::net::SocketAddr, ca: &Path, path: &str, extra: &[&str]) -> Got {
+    let url = format!("https://{host}:{}{path}", addr.port());
+    let resolve = format!("{host}:{}:127.0.0.1", addr.port());
+    run_curl(
+        &[
+            &[
+                "--resolve",
+                &resolve,
+                "--cacert",
+                ca.to_str().unwrap(),
+                &url,
+            ][..],
+            extra,
+        ]
+        .concat(),
+    )
+}
+
+fn run_curl(args: &[&str]) -> Got {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "-D",
+            "-",
+            "-w",
+            "\n%{http_version}",
+        ])
+        .args(args)
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "curl {args:?} failed: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (rest, version) = text.rsplit_once('\n').unwrap_or((&text, ""));
+    let (head, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Got {
+        status,
+        version: version.trim().to_string(),
+        headers: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sni_picks_each_sites_certificate_and_alpn_chooses_http2() {
+    if tools::require(&tools::CURL).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (a_cert, a_key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let (b_cert, b_key) = ca.issue(dir.path(), "b", &["b.test"]);
+    let ca_pem = ca.write(dir.path(), "ca");
+    let origin = Origin::start(|r| {
+        Reply::text(format!(
+            "proto={}",
+            r.header("x-forwarded-proto").unwrap_or("-")
+        ))
+        .header("cache-control", "max-age=60")
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0", "--hsts", "max-age=600"])
+        .args(&[
+            "--tls-cert",
+            a_cert.to_str().unwrap(),
+            "--tls-key",
+            a_key.to_str().unwrap(),
+        ])
+        .args(&[
+            "--tls-cert",
+            b_cert.to_str().unwrap(),
+            "--tls-key",
+            b_key.to_str().unwrap(),
+        ])
+        .start();
+    let tls = levee.tls_addr().await;
+    // Each name gets its own certificate: curl checks the name against it.
+    for host in ["a.test", "b.test"] {
+        let got = curl(host, tls, &ca_pem, "/page", &["--http2"]);
+        assert_eq!(got.status, 200, "{host}: {}", got.headers);
+        assert_eq!(got.version, "2", "{host}: h2 by ALPN");
+        assert_eq!(got.body, "proto=https", "the backend is told the scheme");
+        assert_eq!(
+            got.header("strict-transport-security").as_deref(),
+            Some("max-age=600")
+        );
+    }
+    let got = curl("a.test", tls, &ca_pem, "/page", &["--http1.1"]);
+    assert_eq!(got.version, "1.1");
+    assert_eq!(
+        got.header("x-cache").as_deref(),
+        Some("HIT"),
+        "{}",
+        got.headers
+    );
+    // The cleartext listener keeps serving, under its own key, without HSTS.
+    let r = levee.get("/page").await;
+    assert_eq!(
+        r.x_cache(),
+        "MISS",
+        "http and https are two keys: {}",
+        r.summary()
+    );
+    assert_eq!(r.text(), "proto=http");
+    assert_eq!(r.header("strict-transport-security"), None);
+    // Each certificate's expiry, for alerting.
+    let metrics = levee.admin(levee_test::Req::get("/metrics")).await.text();
+    let expiry: Vec<_> = metrics
+        .lines()
+        .filter(|l| l.starts_with("levee_tls_certificate_expiry_seconds{"))
+        .collect();
+    assert_eq!(expiry.len(), 2, "{metrics}");
+    assert!(
+        expiry.iter().any(|l| l.contains("names=\"a.test\"")),
+        "{expiry:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_loads_renewed_certificates_for_new_handshakes() {
+    if tools::require(&tools::CURL).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (old_ca, new_ca) = (Ca::new("old CA"), Ca::new("new CA"));
+    let (cert, key) = old_ca.issue(dir.path(), "site", &["a.test"]);
+    let (old_pem, new_pem) = (
+        old_ca.write(dir.path(), "old"),
+        new_ca.write(dir.path(), "new"),
+    );
+    let origin = Origin::fixed(|| Reply::text("ok"));
+    let config = format!(
+        "listen_tls = [\"127.0.0.1:0\"]\n[tls]\ncert = [{:?}]\nkey = [{:?}]\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    let levee = levee!().backend(&origin.url()).config(&config).start();
+    let tls = levee.tls_addr().await;
+    assert_eq!(curl("a.test", tls, &old_pem, "/", &[]).status, 200);
+    // Renewed in place (same file names, another issuer), then SIGHUP.
+    new_ca.issue(dir.path(), "site", &["a.test"]);
+    levee.signal("HUP");
+    levee.wait_log("configuration reloaded").await;
+    assert_eq!(curl("a.test", tls, &new_pem, "/", &[]).status, 200);
+    // A key that does not match refuses the reload and keeps the certificate in use.
+    let (_, other_key) = new_ca.issue(dir.path(), "other", &["a.test"]);
+    std::fs::copy(&other_key, &key).unwrap();
+    levee.signal("HUP");
+    levee.wait_log("reload refused").await;
+    assert!(
+        levee.stderr().contains(&key.display().to_string()),
+        "{}",
+        levee.stderr()
+    );
+    assert_eq!(curl("a.test", tls, &new_pem, "/", &[]).status, 200);
+}
+
+#[test]
+fn a_key_that_does_not_match_exits_2_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("CA");
+    let (cert, _) = ca.issue(dir.path(), "a", &["a.test"]);
+    let (_, other_key) = ca.issue(dir.path(), "b", &["a.test"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_levee"))
+        .args([
+            "serve",
+            "--backend",
+            "http://127.0.0.1:9",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--listen-tls", "127.0.0.1:0"])
+        .args([
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            other_key.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&other_key.display().to_string()),
+        "{stderr}"
+    );
+    // --check reads the certificates too.
+    let out = Command::new(env!("CARGO_BIN_EXE_levee"))
+        .args(["serve", "--backend", "http://127.0.0.1:9", "--check"])
+        .args(["--listen-tls", "127.0.0.1:0"])
+        .args([
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            other_key.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirect_http_sends_cleartext_clients_to_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = Origin::fixed(|| Reply::text("ok"));
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0", "--redirect-http"])
+        .args(&[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ])
+        .start();
+    let port = levee.tls_addr().await.port();
+    let r = levee.get_with("/a/b?c=1", &[("host", "a.test")]).await;
+    assert_eq!(r.status, 301, "{}", r.summary());
+    assert_eq!(
+        r.header("location").map(str::to_string),
+        Some(format!("https://a.test:{port}/a/b?c=1"))
+    );
+    let r = levee_test::Req::new("POST", "/form")
+        .header("host", "a.test:8080")
+        .send(&levee)
+        .await;
+    assert_eq!(
+        r.status,
+        308,
+        "the method and body are kept: {}",
+        r.summary()
+    );
+    assert_eq!(origin.requests(), 0);
+}
