@@ -634,7 +634,24 @@ async fn serve_http<I>(
     }
     let svc_shared = shared.clone();
     if h2 {
-        let service = service_fn(move |req| handle(svc_shared.clone(), req, conn));
+        // Rapid reset (CVE-2023-44487): streams the client cancels before their answer
+        // cost levee a request each for the price of two frames to the client. Past
+        // `H2_MAX_CANCELLED`, when they outnumber the answered ones, the connection goes.
+        let cancels = Arc::new(Cancels::default());
+        let svc_cancels = cancels.clone();
+        let service = service_fn(move |req| {
+            let guard = CancelGuard {
+                cancels: svc_cancels.clone(),
+                answered: false,
+            };
+            let shared = svc_shared.clone();
+            async move {
+                let mut guard = guard;
+                let resp = handle(shared, req, conn).await;
+                guard.answered = true;
+                resp
+            }
+        });
         let mut b = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
         b.timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
@@ -644,7 +661,13 @@ async fn serve_http<I>(
             .max_concurrent_streams(H2_MAX_STREAMS)
             .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
             .keep_alive_interval(Some(Duration::from_secs(30)));
-        drive!(b.serve_connection(io, service));
+        let served = b.serve_connection(io, service);
+        tokio::select! {
+            _ = async { drive!(served) } => {}
+            _ = cancels.too_many.notified() => {
+                tracing::warn!(%peer, "HTTP/2 client cancels most of its requests (rapid reset): connection closed");
+            }
+        }
     } else {
         let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
             if let Some(queue) = &sendfile {
@@ -664,6 +687,40 @@ async fn serve_http<I>(
         drive!(b.serve_connection(io, service));
     }
 }
+
+/// Requests of one HTTP/2 connection cancelled before their answer, counted against
+/// those answered.
+#[derive(Default)]
+struct Cancels {
+    cancelled: std::sync::atomic::AtomicU64,
+    answered: std::sync::atomic::AtomicU64,
+    too_many: tokio::sync::Notify,
+}
+
+/// Counts a request as answered, or, dropped before (the client reset the stream), as
+/// cancelled.
+struct CancelGuard {
+    cancels: Arc<Cancels>,
+    answered: bool,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        let c = &self.cancels;
+        if self.answered {
+            c.answered.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let cancelled = c.cancelled.fetch_add(1, Ordering::Relaxed) + 1;
+        if cancelled >= H2_MAX_CANCELLED && cancelled > c.answered.load(Ordering::Relaxed) {
+            c.too_many.notify_one();
+        }
+    }
+}
+
+/// Cancelled requests an HTTP/2 connection may have before the rule above applies: a
+/// browser cancels a few (a page left while it loads), a rapid-reset client thousands.
+const H2_MAX_CANCELLED: u64 = 100;
 
 /// Streams one HTTP/2 connection may have open at once.
 const H2_MAX_STREAMS: u32 = 100;

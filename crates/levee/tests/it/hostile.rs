@@ -430,3 +430,98 @@ async fn a_response_framed_two_ways_never_leaks_into_the_next_one() {
     }
     task.abort();
 }
+
+/// HTTP/2 rapid reset (CVE-2023-44487): a client opens streams and cancels each at once,
+/// as fast as it can, on one connection. The connection is closed (h2's limit on streams
+/// reset before they are accepted), the backend sees almost none of them, levee's memory
+/// does not grow, and another client is served all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_rapid_reset_is_bounded_and_others_are_served() {
+    let origin = Origin::fixed(|| {
+        Reply::text("page")
+            .header("cache-control", "max-age=60")
+            .delay(std::time::Duration::from_millis(50))
+    });
+    let levee = levee!().backend(&origin.url()).start();
+    assert_eq!(levee.get("/cached").await.x_cache(), "MISS");
+    levee.wait_stored("/cached").await;
+    let rss_before = levee.metric("levee_process_resident_bytes").await;
+
+    let (flood, conn) = h2_flood(&levee, 20_000, None).await;
+    // Meanwhile, another client keeps being served.
+    for _ in 0..20 {
+        let r = levee.get("/cached").await;
+        assert_eq!(r.status, 200, "{}", r.summary());
+    }
+    let sent = flood.await.unwrap();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), conn).await;
+    levee.wait_fills_done().await;
+    let rss_after = levee.metric("levee_process_resident_bytes").await;
+    assert!(
+        rss_after - rss_before < 64.0 * 1024.0 * 1024.0,
+        "{sent} reset streams grew levee by {} MiB",
+        (rss_after - rss_before) / 1048576.0
+    );
+    assert!(
+        origin.requests() < 200,
+        "{} of {sent} cancelled requests reached the backend",
+        origin.requests()
+    );
+    assert_eq!(levee.get("/cached").await.x_cache(), "HIT");
+}
+
+/// The slower variant: each stream is cancelled only once levee works on it (waits for
+/// the backend), so h2's limit on streams reset before acceptance never applies. levee
+/// counts requests cancelled before their answer and closes the connection once they
+/// pass a hundred and outnumber the answered ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_cancelled_while_levee_works_close_the_connection() {
+    let origin = Origin::fixed(|| Reply::text("page").delay(std::time::Duration::from_millis(200)));
+    let levee = levee!().backend(&origin.url()).start();
+    let (flood, _conn) = h2_flood(&levee, 2_000, Some(std::time::Duration::from_millis(20))).await;
+    levee.wait_log("rapid reset").await;
+    let sent = flood.await.unwrap();
+    assert!(
+        sent < 2_000,
+        "every one of {sent} cancelled requests was taken"
+    );
+    assert_eq!(levee.get("/after").await.status, 200);
+}
+
+/// One HTTP/2 connection (prior knowledge) sending up to `n` GETs of distinct URLs,
+/// each cancelled (RST_STREAM) at once, or after `wait`. Returns how many were sent, and
+/// the connection's task.
+async fn h2_flood(
+    levee: &Levee,
+    n: u32,
+    wait: Option<std::time::Duration>,
+) -> (
+    tokio::task::JoinHandle<u32>,
+    tokio::task::JoinHandle<Result<(), h2::Error>>,
+) {
+    let tcp = tokio::net::TcpStream::connect(levee.addr()).await.unwrap();
+    let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
+    let conn = tokio::spawn(conn);
+    let flood = tokio::spawn(async move {
+        let mut sent = 0u32;
+        for i in 0..n {
+            client = match client.ready().await {
+                Ok(c) => c,
+                Err(_) => break,
+            };
+            let req = http::Request::get(format!("http://localhost/flood/{i}"))
+                .body(())
+                .unwrap();
+            let Ok((response, _)) = client.send_request(req, true) else {
+                break;
+            };
+            if let Some(wait) = wait {
+                let _ = tokio::time::timeout(wait, response).await;
+            }
+            // Dropping the response cancels the stream: RST_STREAM(CANCEL).
+            sent += 1;
+        }
+        sent
+    });
+    (flood, conn)
+}
