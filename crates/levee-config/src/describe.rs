@@ -243,6 +243,15 @@ fn describe_site(s: &Site, out: &mut Vec<Described>) {
     add("fastcgi.keep_alive", f.keep_alive.to_string());
     add("fastcgi.max_unsized_body", size(f.max_unsized_body));
     add(
+        "fastcgi.params",
+        list(
+            &f.params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>(),
+        ),
+    );
+    add(
         "fastcgi.pool_config",
         f.pool_config
             .as_ref()

@@ -69,6 +69,7 @@ memory_max_file = "1MiB"
 index = "index.php"
 keep_alive = 4
 max_unsized_body = "64MiB"
+params = {}
 
 [compression]
 enabled = true
@@ -245,6 +246,9 @@ options_table! {
         pub keep_alive: Option<usize>,
         pub max_unsized_body: Option<String>,
         pub pool_config: Option<PathBuf>,
+        /// Parameters sent to php with every request, over levee's own (nginx's
+        /// `fastcgi_param`): `MW_CONFIG_FILE = "/etc/mediawiki/LocalSettings.php"`.
+        pub params: Option<std::collections::BTreeMap<String, String>>,
     }
 }
 

@@ -108,6 +108,8 @@ pub struct FastCgiSettings {
     /// php-fpm's configuration, to read the pool's `pm.max_children` from when
     /// `backend_max_concurrency = "auto"`; found on its own when unset.
     pub pool_config: Option<PathBuf>,
+    /// Sent with every request, replacing levee's own parameter of the same name.
+    pub params: Vec<(String, String)>,
 }
 
 impl Site {
@@ -244,7 +246,20 @@ impl FastCgiSettings {
                 }
                 f => f,
             },
+            params: need(fc.params, "fastcgi.params")?.into_iter().collect(),
         };
+        for (name, value) in &fastcgi.params {
+            let ok_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+            if !ok_name || value.contains('\0') {
+                return Err(ConfigError::invalid(
+                    "fastcgi.params",
+                    format!("`{name}` is not a parameter name (letters, digits, _ - .) or its value holds a NUL; write it like MW_CONFIG_FILE = \"/etc/mediawiki/LocalSettings.php\""),
+                ));
+            }
+        }
         if fastcgi.index.contains('/') || fastcgi.index.starts_with('.') {
             return Err(ConfigError::invalid(
                 "fastcgi.index",

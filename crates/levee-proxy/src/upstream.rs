@@ -107,6 +107,8 @@ enum Transport {
         /// front controller's every pretty URL would otherwise cost a few stat calls on
         /// the blocking pool, two thread switches per request.
         routes: moka::sync::Cache<String, Route>,
+        /// `[fastcgi] params`: set on every request, over levee's own.
+        params: Vec<(String, String)>,
     },
     /// levee's own application processes (levee-app), spoken to over HTTP/1.1 on
     /// connections kept with each process (`AppConn`).
@@ -244,6 +246,7 @@ impl Upstream {
                     // Resolve already checked that a FastCGI backend has a root.
                     root: site.root.clone().unwrap_or_default(),
                     index: site.fastcgi.index.clone(),
+                    params: site.fastcgi.params.clone(),
                     routes: moka::sync::Cache::builder()
                         .max_capacity(ROUTES_KEPT)
                         .time_to_live(ROUTE_TTL)
@@ -325,15 +328,7 @@ impl Upstream {
                     sent.map(|r| r.map(BackendBody::App))
                         .map_err(AppFailure::into_inner)
                 }
-                Transport::FastCgi {
-                    client,
-                    root,
-                    index,
-                    routes,
-                } => {
-                    self.send_fastcgi(client, root, index, routes, req, conn)
-                        .await
-                }
+                fastcgi @ Transport::FastCgi { .. } => self.send_fastcgi(fastcgi, req, conn).await,
             }
         };
         match tokio::time::timeout(self.first_byte_timeout, sent).await {
@@ -377,13 +372,23 @@ impl Upstream {
     /// controller) and runs it; a request no script answers never reaches php-fpm.
     async fn send_fastcgi(
         &self,
-        client: &levee_fastcgi::Client,
-        root: &PathBuf,
-        index: &str,
-        routes: &moka::sync::Cache<String, Route>,
+        transport: &Transport,
         req: Request<UpBody>,
         conn: ConnInfo,
     ) -> Result<Response<BackendBody>, UpstreamError> {
+        let Transport::FastCgi {
+            client,
+            root,
+            index,
+            routes,
+            params: extra,
+        } = transport
+        else {
+            return Err(UpstreamError::Protocol {
+                backend: self.backend_name.clone(),
+                detail: "not a FastCGI backend".into(),
+            });
+        };
         let (parts, body) = req.into_parts();
         let path = parts.uri.path();
         let route = match routes.get(path) {
@@ -433,7 +438,7 @@ impl Upstream {
             Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
             _ => host,
         };
-        let params = Params::cgi(&CgiRequest {
+        let mut params = Params::cgi(&CgiRequest {
             parts: &parts,
             document_root: root,
             script_name: &script_name,
@@ -443,6 +448,9 @@ impl Upstream {
             https: conn.tls,
             server_name,
         });
+        for (name, value) in extra {
+            params.set(name, value);
+        }
         match client.request(params, body).await {
             Ok(resp) => Ok(resp.map(BackendBody::FastCgi)),
             Err(e) => Err(self.classify_fastcgi(e)),

@@ -84,7 +84,7 @@ foreach (['REQUEST_URI', 'SCRIPT_NAME', 'SCRIPT_FILENAME', 'PATH_INFO', 'PHP_SEL
           'QUERY_STRING', 'REQUEST_METHOD', 'REMOTE_ADDR', 'SERVER_NAME', 'SERVER_PORT',
           'SERVER_ADDR', 'DOCUMENT_ROOT', 'SERVER_PROTOCOL', 'GATEWAY_INTERFACE',
           'HTTP_HOST', 'HTTP_X_CUSTOM', 'HTTP_USER_AGENT', 'HTTP_ACCEPT_LANGUAGE',
-          'HTTP_COOKIE'] as $k) {
+          'HTTP_COOKIE', 'MW_CONFIG_FILE'] as $k) {
     $out[$k] = $_SERVER[$k] ?? null;
 }
 levee_dump($out);
@@ -560,6 +560,35 @@ async fn front_controller_gets_the_cgi_variables_over_tcp() {
     let site = Site::start();
     let levee = levee_php(&site, &site.tcp()).start();
     bounded(check_front_controller(&site, &levee)).await;
+}
+
+/// `[fastcgi] params` (nginx's `fastcgi_param`): sent with every request, over levee's
+/// own parameter of the same name; Debian's MediaWiki finds its settings this way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fastcgi_params_reach_php() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
+    let site = Site::start();
+    let levee = levee_php(&site, &site.unix())
+        .config(
+            "[fastcgi.params]\nMW_CONFIG_FILE = \"/etc/mediawiki/LocalSettings.php\"\nSERVER_NAME = \"wiki.example.org\"\n",
+        )
+        .start();
+    let r = Req::get("/")
+        .header("host", "other.example")
+        .send(&levee)
+        .await;
+    assert_eq!(r.status, 200, "{}\n{}", r.summary(), site.log());
+    let v = dumped(&r);
+    assert_eq!(
+        v.get("MW_CONFIG_FILE").map(String::as_str),
+        Some(js("/etc/mediawiki/LocalSettings.php").as_str()),
+        "{v:#?}"
+    );
+    assert_eq!(
+        v.get("SERVER_NAME").map(String::as_str),
+        Some(js("wiki.example.org").as_str()),
+        "the configured value replaces levee's: {v:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
