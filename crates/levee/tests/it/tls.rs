@@ -13,6 +13,7 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 struct Ca {
     issuer: Issuer<'static, KeyPair>,
     pem: String,
+    der: Vec<u8>,
 }
 
 impl Ca {
@@ -24,6 +25,7 @@ impl Ca {
         let cert = params.self_signed(&key).unwrap();
         Ca {
             pem: cert.pem(),
+            der: cert.der().to_vec(),
             issuer: Issuer::new(params, key),
         }
     }
@@ -322,4 +324,128 @@ async fn redirect_http_sends_cleartext_clients_to_https() {
         r.summary()
     );
     assert_eq!(origin.requests(), 0);
+}
+
+/// A renewal under load: clients keep making requests, each on a new TLS connection
+/// (no resumption), while the certificate files are replaced and SIGHUP sent. No request
+/// fails, and the handshakes after the reload get the new certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_swapped_under_load_fails_no_request() {
+    use levee_tls::rustls::pki_types::pem::PemObject;
+    use levee_tls::rustls::pki_types::{CertificateDer, ServerName};
+    use levee_tls::rustls::{client::Resumption, ClientConfig, RootCertStore};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (old_ca, new_ca) = (Ca::new("old CA"), Ca::new("new CA"));
+    let (cert, key) = old_ca.issue(dir.path(), "site", &["a.test"]);
+    let origin = Origin::fixed(|| Reply::text("ok").header("cache-control", "max-age=60"));
+    let config = format!(
+        "listen_tls = [\"127.0.0.1:0\"]\n[tls]\ncert = [{:?}]\nkey = [{:?}]\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    let levee = levee!().backend(&origin.url()).config(&config).start();
+    let tls = levee.tls_addr().await;
+
+    let mut roots = RootCertStore::empty();
+    roots.add(CertificateDer::from(old_ca.der.clone())).unwrap();
+    roots.add(CertificateDer::from(new_ca.der.clone())).unwrap();
+    let mut client = ClientConfig::builder_with_provider(Arc::new(
+        levee_tls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    // Every request a full handshake: a resumed session keeps the certificate it had.
+    client.resumption = Resumption::disabled();
+    let connector = levee_tls::tokio_rustls::TlsConnector::from(Arc::new(client));
+
+    let (ok, failed, new_seen) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let new_leaf: Arc<std::sync::Mutex<Option<Vec<u8>>>> = Arc::default();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let (connector, ok, failed, new_seen, stop, new_leaf) = (
+            connector.clone(),
+            ok.clone(),
+            failed.clone(),
+            new_seen.clone(),
+            stop.clone(),
+            new_leaf.clone(),
+        );
+        clients.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let one = async {
+                    let tcp = tokio::net::TcpStream::connect(tls).await?;
+                    let name = ServerName::try_from("a.test").unwrap();
+                    let mut s = connector.connect(name, tcp).await?;
+                    let leaf = s.get_ref().1.peer_certificates().map(|c| c[0].to_vec());
+                    s.write_all(b"GET /page HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+                        .await?;
+                    let mut buf = Vec::new();
+                    let _ = s.read_to_end(&mut buf).await;
+                    Ok::<_, std::io::Error>((buf, leaf))
+                };
+                match tokio::time::timeout(std::time::Duration::from_secs(5), one).await {
+                    Ok(Ok((buf, leaf))) if buf.starts_with(b"HTTP/1.1 200") => {
+                        ok.fetch_add(1, Ordering::SeqCst);
+                        if leaf.is_some() && leaf == *new_leaf.lock().unwrap() {
+                            new_seen.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    _ => {
+                        failed.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+        }));
+    }
+    // Some load on the old certificate, then the renewal.
+    let wait_for = |what: &Arc<AtomicUsize>, n: usize| {
+        let what = what.clone();
+        levee_test::eventually(std::time::Duration::from_secs(10), move || {
+            what.load(Ordering::SeqCst) >= n
+        })
+    };
+    assert!(wait_for(&ok, 50).await, "no load before the renewal");
+    let pem = std::fs::read_to_string({
+        new_ca.issue(dir.path(), "renewed", &["a.test"]);
+        dir.path().join("renewed.pem")
+    })
+    .unwrap();
+    *new_leaf.lock().unwrap() = Some(
+        CertificateDer::pem_slice_iter(pem.as_bytes())
+            .next()
+            .unwrap()
+            .unwrap()
+            .to_vec(),
+    );
+    std::fs::copy(dir.path().join("renewed.pem"), &cert).unwrap();
+    std::fs::copy(dir.path().join("renewed.key"), &key).unwrap();
+    levee.signal("HUP");
+    levee.wait_log("configuration reloaded").await;
+    // Load goes on until many handshakes got the new certificate.
+    assert!(
+        wait_for(&new_seen, 50).await,
+        "no handshake got the new certificate"
+    );
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        c.await.unwrap();
+    }
+    assert_eq!(
+        failed.load(Ordering::SeqCst),
+        0,
+        "{} requests failed of {}",
+        failed.load(Ordering::SeqCst),
+        ok.load(Ordering::SeqCst)
+    );
 }
