@@ -239,7 +239,7 @@ report "- method: both servers at once on 127.0.0.1 in front of one \`levee orig
     "  nginx: proxy_cache on disk, \`listen ssl http2\`, ssl_protocols TLSv1.3, worker_processes 2," \
     "  access_log off, keepalive_requests 1000000. h2load -t 1 (one CPU for the client, one for the server)." \
     "- cases: h2 = \`h2load -c $CONNS -m $STREAMS -D ${DURATION}s --warm-up-time 1s\` (HTTP/2 by ALPN); h1 = the same" \
-    "  with \`--h1\` (HTTP/1.1, one request at a time per connection); h1-new = a new TLS connection per" \
+    "  with \`--h1 -m 1\` (HTTP/1.1 kept alive, no pipelining); h1-new = a new TLS connection per" \
     "  request: batches of \`h2load --h1 -c $CONNS -n $CONNS\` for ${DURATION}s, req/s = requests / sum of h2load's" \
     "  times (full TLS 1.3 handshakes, no session resumption)." \
     "- $ROUNDS runs per server and case, servers alternated (first one rotated each round); medians." ""
