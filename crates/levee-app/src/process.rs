@@ -27,6 +27,22 @@ pub(crate) struct Instance {
     pub(crate) concurrency: usize,
 }
 
+impl Instance {
+    /// A process that just became ready on `addr`, serving `concurrency` at once.
+    pub(crate) fn new(addr: SocketAddr, pid: u32, concurrency: usize) -> Instance {
+        Instance {
+            addr,
+            pid,
+            in_flight: AtomicUsize::new(0),
+            served: AtomicU64::new(0),
+            kill: Notify::new(),
+            refused: AtomicBool::new(false),
+            idle: Mutex::new(Vec::new()),
+            concurrency: concurrency.max(1),
+        }
+    }
+}
+
 /// One place in the pool, and the process that holds it now.
 pub(crate) struct Slot {
     pub(crate) index: usize,

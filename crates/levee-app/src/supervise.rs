@@ -3,8 +3,8 @@
 //! (requests, memory, age, a reload: the replacement ready first) and stops it.
 
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -294,16 +294,7 @@ async fn start_ready(
     tracing::info!(process = slot.index, pid, %addr, "app process ready");
     Ok((
         child,
-        Arc::new(Instance {
-            addr,
-            pid,
-            in_flight: AtomicUsize::new(0),
-            served: AtomicU64::new(0),
-            kill: Notify::new(),
-            refused: AtomicBool::new(false),
-            idle: Mutex::new(Vec::new()),
-            concurrency: config.concurrency.max(1),
-        }),
+        Arc::new(Instance::new(addr, pid, config.concurrency)),
     ))
 }
 

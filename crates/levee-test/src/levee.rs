@@ -348,19 +348,8 @@ impl Levee {
 
     /// Waits until `cond` holds for the metric `name` (5 s at most, then panics).
     pub async fn wait_metric(&self, name: &str, cond: impl Fn(f64) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let v = self.metric(name).await;
-            if cond(v) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name} stayed at {v} for 5s; stderr:\n{}",
-                self.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        self.wait_metric_within(name, Duration::from_secs(5), cond)
+            .await
     }
 
     /// Waits until every fill started so far has finished: its response stored, or

@@ -1,18 +1,7 @@
-use std::sync::atomic::AtomicUsize;
-
 use super::*;
 
 fn instance(pid: u32) -> Arc<Instance> {
-    Arc::new(Instance {
-        addr: SocketAddr::from(([127, 0, 0, 1], 1)),
-        pid,
-        in_flight: AtomicUsize::new(0),
-        served: AtomicU64::new(0),
-        kill: Notify::new(),
-        refused: AtomicBool::new(false),
-        idle: Mutex::new(Vec::new()),
-        concurrency: 1,
-    })
+    Arc::new(Instance::new(SocketAddr::from(([127, 0, 0, 1], 1)), pid, 1))
 }
 
 /// A pool of one slot serving `inst`, without a supervisor or a process.

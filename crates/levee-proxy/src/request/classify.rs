@@ -33,7 +33,8 @@ pub(crate) fn early(
     if let Some(answer) = answer_here(shared, parts) {
         return Next::Respond(answer);
     }
-    if !conn.tls && shared.conf().settings.tls.redirect_http {
+    // Only with an HTTPS listener (checked first: no settings load on the hit path).
+    if !conn.tls && shared.tls.is_some() && shared.conf().settings.tls.redirect_http {
         return Next::Respond(to_https(shared, parts));
     }
     let read_only = parts.method == Method::GET || parts.method == Method::HEAD;

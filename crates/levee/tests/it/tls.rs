@@ -247,23 +247,18 @@ fn a_key_that_does_not_match_exits_2_naming_the_file() {
     let ca = Ca::new("CA");
     let (cert, _) = ca.issue(dir.path(), "a", &["a.test"]);
     let (_, other_key) = ca.issue(dir.path(), "b", &["a.test"]);
-    let out = Command::new(env!("CARGO_BIN_EXE_levee"))
-        .args([
-            "serve",
-            "--backend",
-            "http://127.0.0.1:9",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--listen-tls", "127.0.0.1:0"])
-        .args([
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            other_key.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    // `levee serve` with the mismatched pair and `extra`.
+    let serve = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_levee"))
+            .args(["serve", "--backend", "http://127.0.0.1:9"])
+            .args(["--listen-tls", "127.0.0.1:0"])
+            .args(["--tls-cert", cert.to_str().unwrap()])
+            .args(["--tls-key", other_key.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = serve(&["--listen", "127.0.0.1:0"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -271,17 +266,7 @@ fn a_key_that_does_not_match_exits_2_naming_the_file() {
         "{stderr}"
     );
     // --check reads the certificates too.
-    let out = Command::new(env!("CARGO_BIN_EXE_levee"))
-        .args(["serve", "--backend", "http://127.0.0.1:9", "--check"])
-        .args(["--listen-tls", "127.0.0.1:0"])
-        .args([
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            other_key.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = serve(&["--check"]);
     assert_eq!(
         out.status.code(),
         Some(2),
