@@ -52,6 +52,9 @@ impl Server {
 pub(crate) struct Servers {
     pub list: Box<[Server]>,
     epoch: Instant,
+    /// Where the next pick starts looking: among servers equally busy, turns are taken
+    /// (as nginx's least_conn falls back to round robin).
+    turn: AtomicUsize,
 }
 
 /// A request's hold on its server: counts as outstanding until dropped (with the
@@ -109,6 +112,7 @@ impl Servers {
                 })
                 .collect(),
             epoch: Instant::now(),
+            turn: AtomicUsize::new(0),
         })
     }
 
@@ -121,12 +125,15 @@ impl Servers {
     /// request still tries, rather than failing without one).
     pub fn pick(self: &Arc<Self>, except: Option<usize>) -> ServerGuard {
         let now = self.now_ms();
+        let n = self.list.len();
+        let start = self.turn.fetch_add(1, Ordering::Relaxed) % n;
         let candidates = || {
-            self.list
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| Some(*i) != except || self.list.len() == 1)
+            (0..n)
+                .map(move |k| (start + k) % n)
+                .map(|i| (i, &self.list[i]))
+                .filter(|(i, _)| Some(*i) != except || n == 1)
         };
+        // `min_by_key` keeps the first of equals: the one whose turn it is.
         let index = candidates()
             .filter(|(_, s)| s.is_in(now))
             .min_by_key(|(_, s)| s.outstanding())
@@ -290,6 +297,13 @@ mod tests {
     }
 
     #[test]
+    fn servers_equally_busy_take_turns() {
+        let s = servers(3);
+        let picked: Vec<usize> = (0..6).map(|_| s.pick(None).index()).collect();
+        assert_eq!(picked, [0, 1, 2, 0, 1, 2]);
+    }
+
+    #[test]
     fn backoff_grows_with_failures_in_a_row() {
         let s = servers(2);
         let mut last = 0;
@@ -310,7 +324,11 @@ mod tests {
         s.pick(Some(1)).failed();
         s.pick(Some(0)).failed();
         // Server 0 is back first.
+        let now = s.now_ms();
+        s.list[0].out_until_ms.store(now + 1_000, Ordering::Relaxed);
+        s.list[1].out_until_ms.store(now + 5_000, Ordering::Relaxed);
         assert_eq!(s.pick(None).index(), 0);
+        assert_eq!(s.pick(None).index(), 0, "whoever's turn it is");
         s.set_checked(0, false);
         assert_eq!(
             s.pick(None).index(),
