@@ -28,6 +28,10 @@ pub struct PurgeArgs {
     /// still stands in if the backend fails.
     #[arg(long)]
     pub soft: bool,
+    /// Only this site's responses (its `name`, or first host), for a tag; a URL or
+    /// prefix names its site by its host.
+    #[arg(long, value_name = "NAME")]
+    pub site: Option<String>,
     /// The admin listener's address (levee serve --admin-listen).
     #[arg(
         long,
@@ -62,6 +66,9 @@ pub fn run(args: PurgeArgs) -> anyhow::Result<ExitCode> {
     if args.soft {
         query.append_pair("soft", "1");
     }
+    if let Some(site) = &args.site {
+        query.append_pair("site", site);
+    }
     let (status, body) = admin_post(
         &args.admin,
         &format!("/purge?{}", query.finish()),
@@ -78,7 +85,8 @@ pub fn run(args: PurgeArgs) -> anyhow::Result<ExitCode> {
             println!("levee: {n} stored response(s) {what}");
             Ok(ExitCode::SUCCESS)
         }
-        StatusCode::BAD_REQUEST => bail!(PurgeUsage(body)),
+        // A malformed purge, or a host or site name no site has.
+        StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND => bail!(PurgeUsage(body)),
         other => bail!("the admin listener answered {other}: {body}"),
     }
 }
