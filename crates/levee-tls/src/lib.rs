@@ -38,7 +38,7 @@ mod store;
 pub use error::Error;
 pub use expiry::Expiry;
 pub use pair::CertPair;
-pub use resolver::UnknownName;
+pub use resolver::{UnknownName, ACME_TLS_ALPN};
 pub use store::{CertStore, Settings, DEFAULT_ALPN};
 
 /// The rustls and tokio-rustls levee-tls was built with, so that callers name the same
