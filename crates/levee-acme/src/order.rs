@@ -141,9 +141,17 @@ fn alpn_certificate(
     let key = KeyPair::generate()?;
     let cert = params.self_signed(&key)?;
     let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-    let certified = CertifiedKey::from_der(vec![cert.der().clone()], key_der, certs.provider())
-        .map_err(|e| Error::Order(format!("cannot use the TLS-ALPN-01 certificate: {e}")))?;
-    Ok(Arc::new(certified))
+    // Not CertifiedKey::from_der: its key check parses the certificate with webpki,
+    // which refuses the critical acmeIdentifier extension. The key is the one just made.
+    let signing_key = certs
+        .provider()
+        .key_provider
+        .load_private_key(key_der)
+        .map_err(|e| Error::Order(format!("cannot use the TLS-ALPN-01 key: {e}")))?;
+    Ok(Arc::new(CertifiedKey::new(
+        vec![cert.der().clone()],
+        signing_key,
+    )))
 }
 
 /// Withdraws an order's challenges when dropped: answered or failed, a token or a
