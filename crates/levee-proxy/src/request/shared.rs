@@ -56,11 +56,15 @@ pub(crate) struct Shared {
     /// The certificates of the HTTPS listeners, and the acceptor over them (HTTP/2 and
     /// HTTP/1.1 by ALPN), when there are any.
     pub tls: Option<Tls>,
+    /// Certificates from ACME (`[tls] acme_email`): the manager that orders them, run by
+    /// `serve_workers`, and answers HTTP-01 for `classify::early`.
+    pub acme: Option<levee_acme::Manager>,
 }
 
-/// HTTPS: the certificates (reloaded in place) and one acceptor for every listener.
+/// HTTPS: the certificates (reloaded in place, and issued by ACME) and one acceptor for
+/// every listener.
 pub(crate) struct Tls {
-    pub certs: levee_tls::CertStore,
+    pub certs: Arc<levee_tls::CertStore>,
     pub acceptor: levee_tls::tokio_rustls::TlsAcceptor,
     /// The HTTPS listeners as bound (port 0 resolved), for `redirect_http`.
     pub bound: OnceLock<Vec<std::net::SocketAddr>>,
@@ -76,6 +80,22 @@ fn cert_pairs(settings: &Settings, sites: &[Site]) -> Vec<levee_tls::CertPair> {
         .iter()
         .map(|(cert, key)| levee_tls::CertPair::new(cert, key).serving(hosts.iter().cloned()))
         .collect()
+}
+
+/// What the ACME manager is to do: the settings, and the names of every site (those a
+/// certificate file covers are left out by the manager).
+fn acme_config(a: levee_config::AcmeSettings, sites: &[Site]) -> levee_acme::Config {
+    levee_acme::Config {
+        email: a.email,
+        directory: a.directory,
+        dir: a.dir,
+        ca: a.ca,
+        names: sites.iter().flat_map(|s| s.hosts().to_vec()).collect(),
+        challenge: match a.challenge {
+            levee_config::AcmeChallenge::TlsAlpn01 => levee_acme::Challenge::TlsAlpn01,
+            levee_config::AcmeChallenge::Http01 => levee_acme::Challenge::Http01,
+        },
+    }
 }
 
 impl Shared {
@@ -103,14 +123,23 @@ impl Shared {
             })?),
             None => None,
         };
-        let tls = match settings.tls.certs.is_empty() {
+        let acme_settings = settings.tls.acme.clone();
+        let tls = match settings.tls.certs.is_empty() && acme_settings.is_none() {
             true => None,
             false => {
-                let certs = levee_tls::CertStore::load(
+                let certs = Arc::new(levee_tls::CertStore::load(
                     &cert_pairs(&settings, &sites),
-                    levee_tls::Settings::default(),
-                )?;
-                let acceptor = certs.acceptor(levee_tls::DEFAULT_ALPN);
+                    levee_tls::Settings {
+                        runtime_certificates: acme_settings.is_some(),
+                        ..levee_tls::Settings::default()
+                    },
+                )?);
+                // acme-tls/1 last: only a TLS-ALPN-01 validation, which offers nothing
+                // else, negotiates it (and connection.rs closes it after the handshake).
+                let acceptor = match acme_settings {
+                    Some(_) => certs.acceptor(&[b"h2", b"http/1.1", levee_tls::ACME_TLS_ALPN]),
+                    None => certs.acceptor(levee_tls::DEFAULT_ALPN),
+                };
                 warn_expiring(&certs);
                 Some(Tls {
                     certs,
@@ -119,9 +148,17 @@ impl Shared {
                 })
             }
         };
+        let acme = match (acme_settings, &tls) {
+            (Some(a), Some(tls)) => Some(levee_acme::Manager::new(
+                acme_config(a, &sites),
+                tls.certs.clone(),
+            )?),
+            _ => None,
+        };
         let c = &settings.cache;
         Ok(Shared {
             tls,
+            acme,
             access_log,
             sites,
             encoder: Encoder::new(&settings.compression),
@@ -227,6 +264,7 @@ impl Shared {
         }
         keep!("listen", listen);
         keep!("listen_tls", listen_tls);
+        keep!("tls.acme_*", tls.acme);
         keep!("workers", workers);
         keep!("compression", compression);
         keep!("limits", limits);
