@@ -54,9 +54,14 @@ impl Scheme {
 }
 
 /// The primary cache key: `scheme://host/path?query`, with the host lowercased (host
-/// names are case-insensitive, paths and queries are not).
+/// names are case-insensitive, paths and queries are not), and the site that answered
+/// it (levee's `[[site]]`, by its place): two sites never share an entry, whatever
+/// host a request names.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct CacheKey(String);
+pub struct CacheKey {
+    url: String,
+    site: u16,
+}
 
 impl CacheKey {
     /// The key of a request: its scheme, the `Host` it asked for (or the authority of an
@@ -80,7 +85,20 @@ impl CacheKey {
         k.push_str("://");
         k.push_str(host);
         k.push_str(path_and_query);
-        CacheKey(k)
+        CacheKey { url: k, site: 0 }
+    }
+
+    /// The same URL for the site at `index` (the first site's is 0, what every
+    /// constructor makes).
+    pub fn in_site(mut self, index: usize) -> CacheKey {
+        // More sites than u16 holds is refused by levee-config long before.
+        self.site = u16::try_from(index).unwrap_or(u16::MAX);
+        self
+    }
+
+    /// The site's place, as given to [`CacheKey::in_site`].
+    pub fn site(&self) -> usize {
+        usize::from(self.site)
     }
 
     /// The key of a `Location` or `Content-Location` value of a response to this key's
@@ -88,7 +106,7 @@ impl CacheKey {
     /// so that a response cannot purge another site's pages).
     pub fn same_origin(&self, reference: &str) -> Option<CacheKey> {
         let uri: Uri = reference.parse().ok()?;
-        let (scheme, rest) = self.0.split_once("://")?;
+        let (scheme, rest) = self.url.split_once("://")?;
         let host = rest.find('/').map_or(rest, |i| &rest[..i]);
         let same = match (uri.scheme_str(), uri.authority()) {
             (None, None) => true,
@@ -110,39 +128,52 @@ impl CacheKey {
         k.push_str("://");
         k.push_str(host);
         k.push_str(pq);
-        Some(CacheKey(k))
+        Some(CacheKey {
+            url: k,
+            site: self.site,
+        })
     }
 
     /// The same host, path and query under `scheme` (a purge names a page over both).
     pub fn with_scheme(&self, scheme: Scheme) -> CacheKey {
-        let rest = self.0.split_once("://").map_or(self.0.as_str(), |(_, r)| r);
+        let rest = self
+            .url
+            .split_once("://")
+            .map_or(self.url.as_str(), |(_, r)| r);
         let mut k = String::with_capacity(scheme.as_str().len() + 3 + rest.len());
         k.push_str(scheme.as_str());
         k.push_str("://");
         k.push_str(rest);
-        CacheKey(k)
+        CacheKey {
+            url: k,
+            site: self.site,
+        }
     }
 
+    /// The URL (without the site).
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.url
     }
 
     /// The host part, lowercased (with its port, if the request named one).
     pub fn host(&self) -> &str {
-        let rest = self.0.split_once("://").map_or("", |(_, r)| r);
+        let rest = self.url.split_once("://").map_or("", |(_, r)| r);
         rest.find('/').map_or(rest, |i| &rest[..i])
     }
 }
 
 impl fmt::Display for CacheKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.url)
     }
 }
 
 impl fmt::Debug for CacheKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
+        if self.site != 0 {
+            write!(f, "site {}: ", self.site)?;
+        }
+        fmt::Debug::fmt(&self.url, f)
     }
 }
 
@@ -431,11 +462,11 @@ mod tests {
     fn same_origin_locations_only() {
         let k = key(Some("example.com"), "/post?id=1");
         assert_eq!(
-            k.same_origin("/post/1").map(|k| k.0),
+            k.same_origin("/post/1").map(|k| k.url),
             Some("http://example.com/post/1".into())
         );
         assert_eq!(
-            k.same_origin("http://EXAMPLE.com/x?y").map(|k| k.0),
+            k.same_origin("http://EXAMPLE.com/x?y").map(|k| k.url),
             Some("http://example.com/x?y".into())
         );
         assert!(k.same_origin("http://other.example/x").is_none());

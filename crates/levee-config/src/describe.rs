@@ -207,7 +207,32 @@ fn describe_site(s: &Site, out: &mut Vec<Described>) {
             list(&s.hosts)
         },
     );
+    if s.default && !s.hosts.is_empty() {
+        add("default", "true: also every host no site names".into());
+    }
     add("backend", s.backend.to_string());
+    add("health", s.health.clone().unwrap_or_else(|| "off".into()));
+    if let Some((cert, key)) = &s.tls {
+        add("tls.cert", cert.display().to_string());
+        add("tls.key", key.display().to_string());
+    }
+    for r in &s.routes {
+        add(
+            "route",
+            match &r.target {
+                crate::RouteTarget::Backend { backend, health } => format!(
+                    "{} -> {backend}{}",
+                    r.path,
+                    health
+                        .as_ref()
+                        .map_or(String::new(), |h| format!(" (health {h})"))
+                ),
+                crate::RouteTarget::Static { root } => {
+                    format!("{} -> files of {} only", r.path, root.display())
+                }
+            },
+        );
+    }
     if let Backend::App(a) = &s.backend {
         add("app.command", a.command.clone());
         add("app.processes", a.processes.to_string());

@@ -27,8 +27,8 @@ pub use describe::Described;
 pub use matcher::{CookieMatcher, PathMatcher};
 pub use options::{
     AdminOptions, AnonymousOptions, AppOptions, CacheOptions, Combine, CompressionOptions,
-    FastCgiOptions, LimitsOptions, LogOptions, OneOrMany, Options, PurgeOptions, StaticOptions,
-    TlsOptions, Workers, DEFAULTS,
+    FastCgiOptions, LimitsOptions, LogOptions, OneOrMany, Options, PurgeOptions, RouteOptions,
+    SiteOptions, SiteTlsOptions, StaticOptions, TlsOptions, Workers, DEFAULTS,
 };
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
 pub use settings::{
@@ -36,7 +36,8 @@ pub use settings::{
     CacheSettings, CompressionSettings, Limits, PurgeSettings, Settings, TlsSettings,
 };
 pub use site::{
-    AnonymousSettings, CacheRules, EditInvalidation, FastCgiSettings, Site, StaticSettings,
+    host_matches, AnonymousSettings, CacheRules, EditInvalidation, FastCgiSettings, Route,
+    RouteTarget, Site, StaticSettings,
 };
 
 /// An error in the configuration: always says what to change.
@@ -58,6 +59,12 @@ pub enum ConfigError {
         "no backend given: pass `--backend http://127.0.0.1:9000` or set `backend = \"...\"` in the config file"
     )]
     NoBackend,
+    /// An error in one `[[site]]` table.
+    #[error("in the site `{site}`: {source}")]
+    Site {
+        site: String,
+        source: Box<ConfigError>,
+    },
 }
 
 impl ConfigError {
@@ -72,10 +79,12 @@ impl ConfigError {
 /// Where levee forwards requests that the cache cannot answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
-    /// An HTTP/1.1 origin, `http://host:port`.
+    /// HTTP/1.1 origins, `http://host:port`: one, or several that serve the same site
+    /// (balanced by least outstanding requests).
     Http {
-        /// `host:port` as written, used as the connection authority.
-        authority: http::uri::Authority,
+        /// Each server's `host:port` as written, used as the connection authority; never
+        /// empty.
+        servers: Vec<http::uri::Authority>,
     },
     /// A FastCGI responder such as php-fpm: `fastcgi://host:port` or
     /// `fastcgi+unix:/run/php/php8.2-fpm.sock`.
@@ -119,6 +128,40 @@ pub enum FastCgiAddress {
 }
 
 impl Backend {
+    /// A backend of one or several servers (`backend = ["http://a", "http://b"]`):
+    /// several must all be `http://` (one application on several machines).
+    pub fn parse_list(servers: &[String]) -> Result<Backend, ConfigError> {
+        match servers {
+            [] => Err(ConfigError::NoBackend),
+            [one] => Backend::parse(one),
+            many => {
+                let mut all = Vec::with_capacity(many.len());
+                for s in many {
+                    match Backend::parse(s)? {
+                        Backend::Http { servers } => {
+                            for a in servers {
+                                if all.contains(&a) {
+                                    return Err(ConfigError::invalid(
+                                        "backend",
+                                        format!("`{s}` is listed twice"),
+                                    ));
+                                }
+                                all.push(a);
+                            }
+                        }
+                        _ => {
+                            return Err(ConfigError::invalid(
+                                "backend",
+                                format!("`{s}`: several servers must all be http:// (for php-fpm, give one FastCGI address)"),
+                            ))
+                        }
+                    }
+                }
+                Ok(Backend::Http { servers: all })
+            }
+        }
+    }
+
     /// Parses `http://host:port`, `fastcgi://host:port` or `fastcgi+unix:/path`.
     pub fn parse(s: &str) -> Result<Backend, ConfigError> {
         if let Some(path) = s
@@ -180,14 +223,24 @@ impl Backend {
                 format!("`{s}`: a path in the backend URL is not supported; give only scheme, host and port"),
             ));
         }
-        Ok(Backend::Http { authority })
+        Ok(Backend::Http {
+            servers: vec![authority],
+        })
     }
 }
 
 impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Backend::Http { authority } => write!(f, "http://{authority}"),
+            Backend::Http { servers } => {
+                for (i, a) in servers.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "http://{a}")?;
+                }
+                Ok(())
+            }
             Backend::FastCgi(FastCgiAddress::Tcp(a)) => write!(f, "fastcgi://{a}"),
             Backend::FastCgi(FastCgiAddress::Unix(p)) => write!(f, "fastcgi+unix:{}", p.display()),
             Backend::App(a) => write!(
@@ -199,5 +252,7 @@ impl std::fmt::Display for Backend {
     }
 }
 
+#[cfg(test)]
+mod site_tests;
 #[cfg(test)]
 mod tests;

@@ -142,7 +142,11 @@ options_table! {
         pub listen: Option<OneOrMany>,
         /// HTTPS listeners (certificates in `[tls]`).
         pub listen_tls: Option<OneOrMany>,
-        pub backend: Option<String>,
+        /// One server, or several of one kind (`["http://10.0.0.1", "http://10.0.0.2"]`).
+        pub backend: Option<OneOrMany>,
+        /// A path every server of the backend answers with 2xx or 3xx when it is up
+        /// (`"/healthz"`); checked actively when set.
+        pub health: Option<String>,
         pub root: Option<PathBuf>,
         pub preset: Option<OneOrMany>,
         pub debug_headers: Option<bool>,
@@ -169,6 +173,65 @@ options_table! {
         pub app: AppOptions,
         #[serde(default)]
         pub tls: TlsOptions,
+        /// `[[site]]` tables; none: one site for every host, from the top level.
+        #[serde(rename = "site")]
+        pub sites: Option<Vec<SiteOptions>>,
+    }
+}
+
+options_table! {
+    /// `[[site]]`: one site, like nginx's `server`. What it leaves unset comes from the
+    /// file's top level (then the built-in defaults), as nginx's blocks inherit.
+    pub struct SiteOptions {
+        /// How the site is named in the log and the metrics; its first host by default.
+        pub name: Option<String>,
+        /// The `Host` values (and TLS server names) it answers: `example.com`,
+        /// `*.example.com`.
+        pub hosts: Option<Vec<String>>,
+        /// Answers every host no other site names.
+        pub default: Option<bool>,
+        pub backend: Option<OneOrMany>,
+        pub health: Option<String>,
+        pub root: Option<PathBuf>,
+        pub preset: Option<OneOrMany>,
+        /// nginx's `fastcgi_param`: `MW_CONFIG_FILE = "/etc/mediawiki/LocalSettings.php"`.
+        pub fastcgi_params: Option<std::collections::BTreeMap<String, String>>,
+        #[serde(default)]
+        pub cache: CacheOptions,
+        #[serde(default)]
+        pub anonymous: AnonymousOptions,
+        #[serde(default, rename = "static")]
+        pub static_files: StaticOptions,
+        #[serde(default)]
+        pub fastcgi: FastCgiOptions,
+        #[serde(default)]
+        pub app: AppOptions,
+        #[serde(default)]
+        pub tls: SiteTlsOptions,
+        /// `[[site.route]]`: path prefixes sent elsewhere.
+        pub route: Option<Vec<RouteOptions>>,
+    }
+}
+
+options_table! {
+    /// `[site.tls]`: the site's own certificate.
+    pub struct SiteTlsOptions {
+        pub cert: Option<String>,
+        pub key: Option<String>,
+    }
+}
+
+options_table! {
+    /// `[[site.route]]`, like nginx's `location`: requests whose path starts with `path`
+    /// go to another backend, or only to the files of a directory.
+    pub struct RouteOptions {
+        pub path: Option<String>,
+        pub backend: Option<OneOrMany>,
+        pub health: Option<String>,
+        /// Static files only: from `root` (the site's when unset); never the backend.
+        #[serde(rename = "static")]
+        pub static_only: Option<bool>,
+        pub root: Option<PathBuf>,
     }
 }
 
@@ -322,6 +385,12 @@ options_table! {
 pub enum OneOrMany {
     One(String),
     Many(Vec<String>),
+}
+
+impl From<&str> for OneOrMany {
+    fn from(s: &str) -> OneOrMany {
+        OneOrMany::One(s.to_string())
+    }
 }
 
 impl OneOrMany {

@@ -220,11 +220,11 @@ impl Settings {
             .iter()
             .map(|l| address("listen_tls", l, "0.0.0.0:443 or [::]:443"))
             .collect::<Result<Vec<_>, _>>()?;
-        let tls = TlsSettings::from_options(o.tls.clone(), !listen_tls.is_empty())?;
-        let site = Site::default_from(&o, anonymous_ttl_set)?;
+        let sites = sites(&o, anonymous_ttl_set)?;
+        let tls = TlsSettings::from_options(o.tls.clone(), !listen_tls.is_empty(), &sites)?;
         let compression = CompressionSettings::from_options(o.compression)?;
         let cache = CacheSettings::from_options(o.cache)?;
-        if site.cache.max_object_size > cache.size {
+        if sites.iter().any(|s| s.cache.max_object_size > cache.size) {
             return Err(ConfigError::invalid(
                 "cache.max_object_size",
                 "must not exceed cache.size",
@@ -239,7 +239,7 @@ impl Settings {
             listen,
             listen_tls,
             tls,
-            sites: vec![site],
+            sites,
             compression,
             cache,
             limits,
@@ -251,11 +251,75 @@ impl Settings {
         })
     }
 
-    /// The site for requests to `host` (lowercase, without port): the first that
-    /// answers it.
+    /// The site for requests to `host` (lowercase, without port): the one that names
+    /// it exactly, else by a `*.` pattern (the longest), else the default site; `None`:
+    /// no site answers it (421 over TLS, else 404).
     pub fn site_for(&self, host: &str) -> Option<&Site> {
-        self.sites.iter().find(|s| s.answers(host))
+        self.sites
+            .iter()
+            .find(|s| s.hosts.iter().any(|h| h == host))
+            .or_else(|| {
+                self.sites
+                    .iter()
+                    .flat_map(|s| s.hosts.iter().map(move |h| (h, s)))
+                    .filter(|(h, _)| h.starts_with('*') && crate::site::host_matches(h, host))
+                    .max_by_key(|(h, _)| h.len())
+                    .map(|(_, s)| s)
+            })
+            .or_else(|| self.sites.iter().find(|s| s.default))
     }
+}
+
+/// The `[[site]]` tables, or the one site of the top level when there are none. Hosts
+/// and names are unique; at most one site is the default.
+fn sites(o: &Options, anonymous_ttl_set: bool) -> Result<Vec<Site>, ConfigError> {
+    let Some(tables) = o.sites.clone() else {
+        return Ok(vec![Site::default_from(o, anonymous_ttl_set)?]);
+    };
+    if tables.is_empty() {
+        return Err(ConfigError::invalid(
+            "site",
+            "no [[site]] table; remove `site = []` to serve every host from the top level",
+        ));
+    }
+    let mut sites: Vec<Site> = Vec::with_capacity(tables.len());
+    for (i, t) in tables.into_iter().enumerate() {
+        let label = t
+            .name
+            .clone()
+            .or_else(|| t.hosts.as_ref().and_then(|h| h.first().cloned()))
+            .unwrap_or_else(|| format!("#{}", i + 1));
+        let site = Site::from_options(t, o, anonymous_ttl_set).map_err(|e| ConfigError::Site {
+            site: label.clone(),
+            source: Box::new(e),
+        })?;
+        let clash = |message: String| ConfigError::Site {
+            site: label.clone(),
+            source: Box::new(ConfigError::invalid("site", message)),
+        };
+        for other in &sites {
+            if let Some(h) = site.hosts.iter().find(|h| other.hosts.contains(h)) {
+                return Err(clash(format!(
+                    "the host {h} is also listed by the site `{}`; a host belongs to one site",
+                    other.name
+                )));
+            }
+            if other.name == site.name {
+                return Err(clash(format!(
+                    "another site is named `{}`; give each a name of its own (name = \"...\")",
+                    site.name
+                )));
+            }
+            if site.default && other.default {
+                return Err(clash(format!(
+                    "the site `{}` is the default already; only one site may say default = true",
+                    other.name
+                )));
+            }
+        }
+        sites.push(site);
+    }
+    Ok(sites)
 }
 
 fn listen(value: Option<crate::OneOrMany>) -> Result<Vec<SocketAddr>, ConfigError> {
@@ -327,8 +391,10 @@ impl TlsSettings {
     fn from_options(
         t: crate::options::TlsOptions,
         listening: bool,
+        sites: &[Site],
     ) -> Result<TlsSettings, ConfigError> {
         let acme = AcmeSettings::from_options(&t)?;
+        let site_certs = sites.iter().any(|s| s.tls.is_some());
         let certs = need(t.cert, "tls.cert")?;
         let keys = need(t.key, "tls.key")?;
         if certs.len() != keys.len() {
@@ -337,7 +403,7 @@ impl TlsSettings {
                 format!("{} certificate file(s) and {} key file(s): give each certificate its key (--tls-cert FILE --tls-key FILE, in pairs)", certs.len(), keys.len()),
             ));
         }
-        if listening && certs.is_empty() && acme.is_none() {
+        if listening && certs.is_empty() && !site_certs && acme.is_none() {
             return Err(ConfigError::invalid(
                 "listen_tls",
                 "an HTTPS listener needs a certificate: --tls-cert FILE --tls-key FILE, or [tls] cert and key, or certificates from ACME (--acme-email ADDRESS, [tls] acme_email)",
@@ -349,7 +415,7 @@ impl TlsSettings {
                 "ACME certificates are for HTTPS, and there is no HTTPS address: add --listen-tls ADDR (listen_tls)",
             ));
         }
-        if !listening && !certs.is_empty() {
+        if !listening && (!certs.is_empty() || site_certs) {
             return Err(ConfigError::invalid(
                 "tls.cert",
                 "certificates are given but no HTTPS address: add --listen-tls ADDR (listen_tls)",

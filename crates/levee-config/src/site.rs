@@ -1,26 +1,33 @@
 //! One site's settings: the hosts it answers and everything that serves them (backend,
 //! document root, FastCGI, presets, session cookies, cache rules). A request resolves
-//! its site once; the phases read the site's settings. Today there is one site, built
-//! from the flags and the file's top-level tables.
+//! its site once; the phases read the site's settings. `[[site]]` tables inherit what
+//! they leave unset from the file's top level; without any, one site answers every
+//! host, from the flags and the top level.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::convert::{duration, need, optional_duration, size, MAX_WORKERS};
 use crate::duration::parse_size;
 use crate::options::{
-    AnonymousOptions, AppOptions, CacheOptions, FastCgiOptions, OneOrMany, Options, StaticOptions,
+    AnonymousOptions, AppOptions, CacheOptions, Combine, FastCgiOptions, OneOrMany, Options,
+    RouteOptions, SiteOptions, StaticOptions,
 };
 use crate::{AppSettings, Backend, ConfigError, CookieMatcher, PathMatcher, Preset};
 
 /// One site.
 #[derive(Debug, Clone)]
 pub struct Site {
-    /// How the site is named in the log, the metrics and `--check` ("default").
+    /// How the site is named in the log, the metrics and `--check`: `name`, else its
+    /// first host ("default" for the site of a file without `[[site]]`).
     pub name: String,
-    /// The hosts it answers (lowercase, no port); empty: every host.
+    /// The hosts it answers (lowercase, no port, `*.example.com` for every subdomain).
     pub hosts: Vec<String>,
+    /// Answers every host no site names (the site of a file without `[[site]]` is).
+    pub default: bool,
     pub backend: Backend,
+    /// A path each server answers with 2xx or 3xx when it is up, checked actively.
+    pub health: Option<String>,
     /// The document root: static files are served from it (and PHP scripts found in it
     /// with a FastCGI backend).
     pub root: Option<PathBuf>,
@@ -28,6 +35,30 @@ pub struct Site {
     pub fastcgi: FastCgiSettings,
     pub anonymous: AnonymousSettings,
     pub cache: CacheRules,
+    /// `[site.tls]`: the site's own certificate chain and key files.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Path prefixes sent elsewhere, longest first.
+    pub routes: Vec<Route>,
+}
+
+/// `[[site.route]]`: requests whose path starts with `path` go to `target`.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Starts with `/`; matched as a prefix of the request's path.
+    pub path: String,
+    pub target: RouteTarget,
+}
+
+#[derive(Debug, Clone)]
+pub enum RouteTarget {
+    /// Another backend, under the site's own cache rules.
+    Backend {
+        backend: Backend,
+        health: Option<String>,
+    },
+    /// Files of this directory only (the site's root unless the route names one);
+    /// a path that is no file is 404, and the backend is never asked.
+    Static { root: PathBuf },
 }
 
 /// What may be stored for a site, how long it is fresh, how long served stale (the
@@ -114,11 +145,65 @@ pub struct FastCgiSettings {
 
 impl Site {
     /// The one site of a configuration without `[[site]]` tables: every host, from the
-    /// top-level options. `anonymous_ttl_set`: the flags or the file set
-    /// `cache.anonymous_ttl` (otherwise presets turn it on).
+    /// top-level options (`o`, merged over the defaults). `anonymous_ttl_set`: the
+    /// flags or the file set `cache.anonymous_ttl` (otherwise presets turn it on).
     pub(crate) fn default_from(o: &Options, anonymous_ttl_set: bool) -> Result<Site, ConfigError> {
-        let backend = backend(o.backend.clone(), &o.app)?;
-        let root = o.root.clone();
+        let top = SiteOptions {
+            name: Some("default".into()),
+            default: Some(true),
+            ..SiteOptions::default()
+        };
+        Site::from_options(top, o, anonymous_ttl_set)
+    }
+
+    /// A `[[site]]` table, what it leaves unset taken from the top level `o` (merged
+    /// over the defaults), as nginx's `server` blocks inherit from `http`.
+    pub(crate) fn from_options(
+        s: SiteOptions,
+        o: &Options,
+        anonymous_ttl_set: bool,
+    ) -> Result<Site, ConfigError> {
+        let hosts = s
+            .hosts
+            .unwrap_or_default()
+            .iter()
+            .map(|h| host_pattern(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        let default = s.default.unwrap_or(false);
+        if hosts.is_empty() && !default {
+            return Err(ConfigError::invalid(
+                "site.hosts",
+                "a site answers the hosts it lists: add hosts = [\"example.com\"], or default = true for every host no other site names",
+            ));
+        }
+        for (option, set) in [
+            ("cache.size", s.cache.size.is_some()),
+            ("cache.hit_for_miss", s.cache.hit_for_miss.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::invalid(
+                    option,
+                    "the store is shared by every site: set it at the top level of the file, not in [[site]]",
+                ));
+            }
+        }
+        let name = match s.name {
+            Some(n) if n.trim().is_empty() => {
+                return Err(ConfigError::invalid("site.name", "is empty"))
+            }
+            Some(n) => n,
+            None => hosts.first().cloned().unwrap_or_else(|| "default".into()),
+        };
+        let app = s.app.combine(o.app.clone());
+        let backend = backend(s.backend.or_else(|| o.backend.clone()), &app)?;
+        let health = health(s.health.or_else(|| o.health.clone()))?;
+        if health.is_some() && !matches!(backend, Backend::Http { .. }) {
+            return Err(ConfigError::invalid(
+                "health",
+                "active checks are for http:// backends; php-fpm and app pools are watched already",
+            ));
+        }
+        let root = s.root.or_else(|| o.root.clone());
         if let Some(r) = &root {
             if !r.is_dir() {
                 return Err(ConfigError::invalid(
@@ -133,40 +218,184 @@ impl Site {
                 "a FastCGI backend needs the document root: pass `--root /var/www/html` or set `root = \"...\"` (the directory php-fpm finds the scripts in)",
             ));
         }
-        let presets = o
+        let presets = s
             .preset
-            .clone()
+            .or_else(|| o.preset.clone())
             .map(OneOrMany::into_vec)
             .unwrap_or_default()
             .iter()
             .map(|name| Preset::parse(name))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut fastcgi = s.fastcgi.combine(o.fastcgi.clone());
+        if s.fastcgi_params.is_some() {
+            fastcgi.params = s.fastcgi_params;
+        }
+        let tls = match (s.tls.cert, s.tls.key) {
+            (Some(c), Some(k)) => Some((PathBuf::from(c), PathBuf::from(k))),
+            (None, None) => None,
+            _ => {
+                return Err(ConfigError::invalid(
+                    "site.tls",
+                    "give both the certificate chain and its key: cert = \"...pem\" and key = \"...key\"",
+                ))
+            }
+        };
+        let mut routes = s
+            .route
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| Route::from_options(r, root.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The longest prefix decides, as nginx's prefix locations.
+        routes.sort_by_key(|r| std::cmp::Reverse(r.path.len()));
+        if let Some(w) = routes.windows(2).find(|w| w[0].path == w[1].path) {
+            return Err(ConfigError::invalid(
+                "site.route",
+                format!("two routes for the path {}", w[0].path),
+            ));
+        }
+        let cache_set = anonymous_ttl_set || s.cache.anonymous_ttl.is_some();
         Ok(Site {
-            name: "default".into(),
-            hosts: Vec::new(),
+            name,
+            hosts,
+            default,
             backend,
+            health,
             root,
-            static_files: StaticSettings::from_options(o.static_files.clone())?,
-            fastcgi: FastCgiSettings::from_options(o.fastcgi.clone())?,
-            cache: CacheRules::from_options(o.cache.clone(), &presets, anonymous_ttl_set)?,
-            anonymous: AnonymousSettings::from_options(o.anonymous.clone(), presets)?,
+            static_files: StaticSettings::from_options(
+                s.static_files.combine(o.static_files.clone()),
+            )?,
+            fastcgi: FastCgiSettings::from_options(fastcgi)?,
+            cache: CacheRules::from_options(s.cache.combine(o.cache.clone()), &presets, cache_set)?,
+            anonymous: AnonymousSettings::from_options(
+                s.anonymous.combine(o.anonymous.clone()),
+                presets,
+            )?,
+            tls,
+            routes,
         })
     }
 
-    /// Whether this site answers `host` (lowercase, without port).
-    pub fn answers(&self, host: &str) -> bool {
-        self.hosts.is_empty() || self.hosts.iter().any(|h| h == host)
+    /// Whether this site names `host` (lowercase, without port), exactly or by a
+    /// `*.` pattern; the default site answers the rest ([`Settings::site_for`]).
+    pub fn names(&self, host: &str) -> bool {
+        self.hosts.iter().any(|h| host_matches(h, host))
+    }
+
+    /// The route for a request's path, if one matches.
+    pub fn route_for(&self, path: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| path.starts_with(&r.path))
+    }
+}
+
+/// Whether a site's host `pattern` matches `host`: equal, or `*.example.com` and a
+/// subdomain of example.com at any depth (as nginx's `server_name *.example.com`).
+pub fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix('*') {
+        Some(suffix) => host.len() > suffix.len() && host.ends_with(suffix),
+        None => pattern == host,
+    }
+}
+
+/// A `hosts` entry: lowercase, no trailing dot, no port; `*.` only as its first label.
+fn host_pattern(raw: &str) -> Result<String, ConfigError> {
+    let h = raw.trim().trim_end_matches('.').to_ascii_lowercase();
+    let bare = h.strip_prefix("*.").unwrap_or(&h);
+    let ok = !bare.is_empty()
+        && bare
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && !bare.starts_with('.')
+        && !bare.contains("..");
+    if !ok {
+        return Err(ConfigError::invalid(
+            "site.hosts",
+            format!("`{raw}` is not a host name; write it like example.com or *.example.com (no scheme, port or path)"),
+        ));
+    }
+    Ok(h)
+}
+
+fn health(path: Option<String>) -> Result<Option<String>, ConfigError> {
+    match path {
+        Some(p) if p == "off" || p.is_empty() => Ok(None),
+        Some(p) if !p.starts_with('/') || p.bytes().any(|b| b.is_ascii_whitespace()) => {
+            Err(ConfigError::invalid(
+                "health",
+                format!("`{p}` is not a path; write it like \"/healthz\""),
+            ))
+        }
+        p => Ok(p),
+    }
+}
+
+impl Route {
+    fn from_options(r: RouteOptions, site_root: Option<&Path>) -> Result<Route, ConfigError> {
+        let path = match r.path {
+            Some(p) if p.starts_with('/') => p,
+            _ => {
+                return Err(ConfigError::invalid(
+                    "site.route.path",
+                    "each route needs the path prefix it takes, like path = \"/api/\"",
+                ))
+            }
+        };
+        let target = match (r.backend, r.static_only.unwrap_or(false)) {
+            (Some(b), false) => {
+                let backend = Backend::parse_list(&b.into_vec())?;
+                match backend {
+                    Backend::FastCgi(_) if site_root.is_none() => {
+                        return Err(ConfigError::invalid(
+                            "site.route.backend",
+                            format!(
+                                "the route {path} goes to FastCGI, which needs the site's root"
+                            ),
+                        ))
+                    }
+                    _ => {}
+                }
+                let health = health(r.health)?;
+                RouteTarget::Backend { backend, health }
+            }
+            (None, true) => {
+                let root = match r.root.or_else(|| site_root.map(Path::to_path_buf)) {
+                    Some(root) if root.is_dir() => root,
+                    Some(root) => {
+                        return Err(ConfigError::invalid(
+                            "site.route.root",
+                            format!("{} is not a directory", root.display()),
+                        ))
+                    }
+                    None => {
+                        return Err(ConfigError::invalid(
+                            "site.route.root",
+                            format!("the static route {path} needs a directory: root = \"/var/www/assets\" (or the site's root)"),
+                        ))
+                    }
+                };
+                RouteTarget::Static { root }
+            }
+            _ => {
+                return Err(ConfigError::invalid(
+                    "site.route",
+                    format!(
+                        "the route {path} needs either backend = \"http://...\" or static = true"
+                    ),
+                ))
+            }
+        };
+        Ok(Route { path, target })
     }
 }
 
 /// `backend` or `[app] command`, exactly one of them.
-fn backend(backend: Option<String>, app: &AppOptions) -> Result<Backend, ConfigError> {
-    match (backend, app.command.clone()) {
+fn backend(backend: Option<OneOrMany>, app: &AppOptions) -> Result<Backend, ConfigError> {
+    match (backend.map(OneOrMany::into_vec), app.command.clone()) {
         (Some(_), Some(_)) => Err(ConfigError::invalid(
             "app.command",
             "give either a backend (--backend) or an app command (--app), not both",
         )),
-        (Some(b), None) => Backend::parse(&b),
+        (Some(b), None) => Backend::parse_list(&b),
         (None, Some(command)) => Ok(Backend::App(app_settings(command, app.clone())?)),
         (None, None) => Err(ConfigError::NoBackend),
     }

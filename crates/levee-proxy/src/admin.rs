@@ -88,12 +88,20 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                 &shared.stats,
                 stats::Scrape {
                     store: &shared.store,
-                    // Per-backend gauges are the first site's: with several sites they
-                    // will need a `site` label.
-                    limiter: &shared.first_site().upstream.limiter,
+                    backends: shared.sites.iter().flat_map(|s| s.upstreams()).map(|u| &u.limiter).collect(),
                     log_dropped: shared.access_log.as_ref().map(|l| &l.dropped),
-                    app: shared.first_site().upstream.app_pool(),
-                    fastcgi: shared.first_site().upstream.fastcgi_stats(),
+                    // The first of each kind: their per-process labels are not per site.
+                    app: shared
+                        .sites
+                        .iter()
+                        .flat_map(|s| s.upstreams())
+                        .find_map(|u| u.app_pool()),
+                    fastcgi: shared
+                        .sites
+                        .iter()
+                        .flat_map(|s| s.upstreams())
+                        .find_map(|u| u.fastcgi_stats()),
+                    sites: site_scrapes(shared),
                     tables: &side_tables(shared),
                     certificates: &shared
                         .tls
@@ -110,8 +118,10 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                 let shared2 = shared.clone();
                 let soft = purge.soft;
                 // A prefix or a tag walks the whole store.
-                match tokio::task::spawn_blocking(move || purge.run(&shared2.store)).await {
-                    Ok(n) => {
+                let run = move || purge.run(&shared2.store, &*shared2);
+                match tokio::task::spawn_blocking(run).await {
+                    Ok(Err(e)) => (StatusCode::NOT_FOUND, TEXT, format!("{e}\n")),
+                    Ok(Ok(n)) => {
                         shared.stats.purged.inc_by(n as u64);
                         (
                             StatusCode::OK,
@@ -182,6 +192,29 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
 /// `Authorization: Bearer TOKEN` (or, for a GET, `?token=TOKEN`: a browser opening the
 /// dashboard cannot send a header), compared in time that does not depend on where the
 /// two first differ.
+/// Each site's counters and backends, for `/metrics`.
+fn site_scrapes(shared: &Shared) -> Vec<stats::SiteScrape> {
+    use std::sync::atomic::Ordering;
+    shared
+        .sites
+        .iter()
+        .map(|site| stats::SiteScrape {
+            name: site.name.to_string(),
+            requests: std::array::from_fn(|i| site.requests[i].load(Ordering::Relaxed)),
+            backends: site
+                .backends()
+                .map(|(route, u)| stats::BackendScrape {
+                    route: route.to_string(),
+                    in_use: u.limiter.in_use(),
+                    waiting: u.limiter.waiting(),
+                    limit: u.limiter.limit(),
+                    servers: u.servers(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 fn bearer_matches(req: &Request<Incoming>, token: &str) -> bool {
     let from_query = || {
         (req.method() == Method::GET)

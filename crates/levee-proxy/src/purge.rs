@@ -25,6 +25,16 @@ pub(crate) enum Target {
 pub(crate) struct Purge {
     pub target: Target,
     pub soft: bool,
+    /// `site=NAME`: only that site's responses (a URL or prefix names its site by its
+    /// host already; a tag purges every site's unless one is named).
+    pub site: Option<String>,
+}
+
+/// How a purge finds sites: by a URL's host, and by name.
+pub(crate) trait Sites {
+    /// The site that answers `host` (lowercase, without port).
+    fn site_of_host(&self, host: &str) -> Option<usize>;
+    fn site_named(&self, name: &str) -> Option<usize>;
 }
 
 impl Purge {
@@ -33,6 +43,7 @@ impl Purge {
     pub fn from_query(query: &str) -> Result<Purge, String> {
         let mut target = None;
         let mut soft = false;
+        let mut site = None;
         for (k, v) in form_urlencoded::parse(query.as_bytes()) {
             let t = match &*k {
                 "url" => Target::Url(key_of(&v).map_err(|e| format!("{e}; {USAGE}"))?),
@@ -42,6 +53,10 @@ impl Purge {
                     soft = matches!(&*v, "1" | "true" | "yes" | "");
                     continue;
                 }
+                "site" if !v.trim().is_empty() => {
+                    site = Some(v.trim().to_string());
+                    continue;
+                }
                 _ => return Err(format!("unknown parameter `{k}`; {USAGE}")),
             };
             if target.replace(t).is_some() {
@@ -49,28 +64,66 @@ impl Purge {
             }
         }
         let target = target.ok_or_else(|| USAGE.to_string())?;
-        Ok(Purge { target, soft })
+        Ok(Purge { target, soft, site })
     }
 
     /// Carries it out; how many stored responses it removed or marked. Walks the whole
-    /// store for a prefix or a tag: run it off the serving threads.
-    pub fn run(&self, store: &Store) -> usize {
-        match &self.target {
-            // The page under both schemes: an edit is seen over http and https alike.
-            Target::Url(key) => both_schemes(key)
-                .iter()
-                .map(|k| store.purge_key(k, self.soft))
-                .sum(),
-            Target::Prefix(prefix) => {
-                store.purge(self.soft, |k, _| k.as_str().starts_with(prefix.as_str()))
+    /// store for a prefix or a tag: run it off the serving threads. A URL whose host no
+    /// site answers, or a site name no site has, purges nothing: the error says which.
+    pub fn run(&self, store: &Store, sites: &dyn Sites) -> Result<usize, String> {
+        let named = match &self.site {
+            Some(name) => Some(
+                sites
+                    .site_named(name)
+                    .ok_or_else(|| format!("no site is named `{name}`"))?,
+            ),
+            None => None,
+        };
+        let site_of = |key: &CacheKey| -> Result<usize, String> {
+            let host = key.host();
+            let bare = host.rsplit_once(':').map_or(host, |(h, p)| {
+                if p.bytes().all(|b| b.is_ascii_digit()) && !h.is_empty() {
+                    h
+                } else {
+                    host
+                }
+            });
+            let site = sites
+                .site_of_host(bare)
+                .ok_or_else(|| format!("no site answers the host {host}"))?;
+            match named {
+                Some(n) if n != site => Err(format!(
+                    "the host {host} belongs to another site than `{}`",
+                    self.site.as_deref().unwrap_or_default()
+                )),
+                _ => Ok(site),
             }
-            Target::Tag(tag) => store.purge(self.soft, |_, e| e.tags.iter().any(|t| **t == **tag)),
-        }
+        };
+        Ok(match &self.target {
+            // The page under both schemes: an edit is seen over http and https alike.
+            Target::Url(key) => {
+                let key = key.clone().in_site(site_of(key)?);
+                both_schemes(&key)
+                    .iter()
+                    .map(|k| store.purge_key(k, self.soft))
+                    .sum()
+            }
+            Target::Prefix(prefix) => {
+                let site = site_of(prefix)?;
+                store.purge(self.soft, |k, _| {
+                    k.site() == site && k.as_str().starts_with(prefix.as_str())
+                })
+            }
+            Target::Tag(tag) => store.purge(self.soft, |k, e| {
+                named.is_none_or(|n| k.site() == n) && e.tags.iter().any(|t| **t == **tag)
+            }),
+        })
     }
 }
 
 const USAGE: &str = "send POST /purge?url=http://host/path, ?prefix=http://host/path or ?tag=TAG, \
-                     with &soft=1 to mark stale instead of removing";
+                     with &soft=1 to mark stale instead of removing (and &site=NAME to purge \
+                     a tag on one site only)";
 
 /// The key of an absolute URL (`http://host/path?query`), as a request for it has.
 fn key_of(url: &str) -> Result<CacheKey, String> {

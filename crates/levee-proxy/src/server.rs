@@ -426,19 +426,30 @@ pub fn serve_workers(
         })?),
         None => None,
     };
-    let upstream = &shared.first_site().upstream;
-    let limiter = &upstream.limiter;
-    let backend_limit = format!(
-        "{}{} concurrent ({}), {} of them kept for sessions",
-        if limiter.is_adaptive() {
-            "starting at "
-        } else {
-            ""
-        },
-        limiter.limit(),
-        upstream.limit_source(),
-        limiter.reserved()
-    );
+    let backend_limit = shared
+        .sites
+        .iter()
+        .map(|site| {
+            let upstream = &site.upstream;
+            let limiter = &upstream.limiter;
+            format!(
+                "{}{}{} concurrent ({}), {} of them kept for sessions",
+                match shared.sites.len() {
+                    1 => String::new(),
+                    _ => format!("site {}: ", site.name),
+                },
+                if limiter.is_adaptive() {
+                    "starting at "
+                } else {
+                    ""
+                },
+                limiter.limit(),
+                upstream.limit_source(),
+                limiter.reserved()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
     let tls_addrs = addrs.split_off(plain);
     if let Some(tls) = &shared.tls {
         let _ = tls.bound.set(tls_addrs.clone());
@@ -512,7 +523,7 @@ pub fn serve_workers(
     // The app's processes last: every request to them has ended. Waits until each one
     // has exited, so that none outlives levee.
     for site in &shared.sites {
-        if let Some(pool) = site.upstream.app_pool() {
+        for pool in site.upstreams().filter_map(|u| u.app_pool()) {
             pool.shutdown();
         }
     }

@@ -302,7 +302,8 @@ fn register_app(r: &mut Registry, pool: &levee_app::Pool) {
 /// What a scrape reads besides the counters: state kept elsewhere, read now.
 pub(crate) struct Scrape<'a> {
     pub store: &'a Store,
-    pub limiter: &'a Limiter,
+    /// Every backend's limiter (sites' and routes'): the backend gauges are their sums.
+    pub backends: Vec<&'a Limiter>,
     pub log_dropped: Option<&'a Counter>,
     pub app: Option<&'a levee_app::Pool>,
     pub fastcgi: Option<levee_fastcgi::PoolStats>,
@@ -310,31 +311,127 @@ pub(crate) struct Scrape<'a> {
     pub tables: &'a [(&'static str, &'static str, u64)],
     pub certificates: &'a [levee_tls::Expiry],
     pub acme: Option<&'a levee_acme::Manager>,
+    /// Per site, when there are several (the totals above cover them all).
+    pub sites: Vec<SiteScrape>,
+}
+
+/// One site's share, read at scrape time.
+pub(crate) struct SiteScrape {
+    pub name: String,
+    /// Responses by cache result (`CacheResult::COUNTED`).
+    pub requests: [u64; CacheResult::COUNTED.len()],
+    pub backends: Vec<BackendScrape>,
+}
+
+/// One backend of a site: the site's own (`route = "/"`) or a route's.
+pub(crate) struct BackendScrape {
+    pub route: String,
+    pub in_use: usize,
+    pub waiting: usize,
+    pub limit: usize,
+    /// (address, up, outstanding, failures) of each server of an HTTP backend.
+    pub servers: Vec<(String, bool, usize, u64)>,
+}
+
+/// Per-site requests and per-backend gauges, labelled `site` (and `route`, `server`).
+fn register_sites(r: &mut Registry, sites: &[SiteScrape]) {
+    type L = Vec<(&'static str, String)>;
+    let requests = Family::<L, Counter>::default();
+    let in_use = Family::<L, Gauge>::default();
+    let waiting = Family::<L, Gauge>::default();
+    let limit = Family::<L, Gauge>::default();
+    let up = Family::<L, Gauge>::default();
+    let outstanding = Family::<L, Gauge>::default();
+    let failures = Family::<L, Counter>::default();
+    let gauge = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+    for site in sites {
+        for (result, n) in CacheResult::COUNTED.iter().zip(&site.requests) {
+            if *n > 0 {
+                requests
+                    .get_or_create(&vec![
+                        ("site", site.name.clone()),
+                        ("cache", result.label().to_string()),
+                    ])
+                    .inc_by(*n);
+            }
+        }
+        for b in &site.backends {
+            let l = vec![("site", site.name.clone()), ("route", b.route.clone())];
+            in_use.get_or_create(&l).set(gauge(b.in_use));
+            waiting.get_or_create(&l).set(gauge(b.waiting));
+            limit.get_or_create(&l).set(gauge(b.limit));
+            for (server, is_up, out, failed) in &b.servers {
+                let mut l = l.clone();
+                l.push(("server", server.clone()));
+                up.get_or_create(&l).set(i64::from(*is_up));
+                outstanding.get_or_create(&l).set(gauge(*out));
+                failures.get_or_create(&l).inc_by(*failed);
+            }
+        }
+    }
+    if sites.len() > 1 {
+        r.register(
+            "site_requests",
+            "Responses sent by each site, by cache result",
+            requests,
+        );
+    }
+    r.register(
+        "site_backend_in_use",
+        "Requests holding a slot of each backend's limit",
+        in_use,
+    );
+    r.register(
+        "site_backend_waiting",
+        "Requests waiting for a slot of each backend",
+        waiting,
+    );
+    r.register(
+        "site_backend_limit",
+        "Concurrent requests each backend may see now",
+        limit,
+    );
+    r.register(
+        "backend_server_up",
+        "1 when a server of an HTTP backend takes requests (not backing off after a failure, passing its health check)",
+        up,
+    );
+    r.register(
+        "backend_server_outstanding",
+        "Requests sent to a server and not finished",
+        outstanding,
+    );
+    r.register(
+        "backend_server_failures",
+        "Refused connections and timeouts of a server, each taking it out for a backoff",
+        failures,
+    );
 }
 
 /// The metrics in Prometheus' text format, read now.
 pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
     let Scrape {
         store,
-        limiter,
+        backends,
         log_dropped,
         app,
         fastcgi,
         tables,
         certificates,
         acme,
+        sites,
     } = scrape;
     store.run_pending_tasks();
     s.cache_objects
         .set(i64::try_from(store.len()).unwrap_or(i64::MAX));
     s.cache_bytes
         .set(i64::try_from(store.weighted_size()).unwrap_or(i64::MAX));
-    s.backend_in_use
-        .set(i64::try_from(limiter.in_use()).unwrap_or(i64::MAX));
-    s.backend_waiting
-        .set(i64::try_from(limiter.waiting()).unwrap_or(i64::MAX));
-    s.backend_limit
-        .set(i64::try_from(limiter.limit()).unwrap_or(i64::MAX));
+    let sum = |f: fn(&Limiter) -> usize| {
+        i64::try_from(backends.iter().map(|l| f(l)).sum::<usize>()).unwrap_or(i64::MAX)
+    };
+    s.backend_in_use.set(sum(Limiter::in_use));
+    s.backend_waiting.set(sum(Limiter::waiting));
+    s.backend_limit.set(sum(Limiter::limit));
     let mut r = Registry::with_prefix("levee");
     r.register(
         "fills_in_flight",
@@ -477,6 +574,7 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
     if let Some(pool) = app {
         register_app(&mut r, pool);
     }
+    register_sites(&mut r, &sites);
     if !certificates.is_empty() {
         // One per certificate file (ACME's included): alert on `levee_tls_certificate_expiry_seconds - time()`.
         let expiry = Family::<Vec<(&'static str, String)>, Gauge>::default();

@@ -21,18 +21,25 @@ use levee_config::{Backend, BackendLimit, FastCgiAddress, Settings};
 use levee_fastcgi::{CgiRequest, Params, Route};
 
 mod app;
+mod servers;
 mod wire;
 
 pub(crate) use app::app_config;
 pub use app::AppBody;
 use app::AppFailure;
+use servers::{ServerGuard, Servers};
 use wire::error_chain;
 pub use wire::{BoxError, ClientBodyError, ConnInfo, UpBody, UpstreamError};
 
 /// A backend response body: from an HTTP backend, from php-fpm, or made by levee when the
 /// request never reached the application (404 for a missing script, 403, 405).
 pub enum BackendBody {
-    Http(Incoming),
+    /// With its server's hold, which counts the request as outstanding on that server
+    /// until the body ends or is dropped.
+    Http {
+        body: Incoming,
+        _server: ServerGuard,
+    },
     /// From a process of the app pool, which stays leased to this request until the body
     /// has ended (or is dropped).
     App(AppBody),
@@ -49,7 +56,7 @@ impl Body for BackendBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
-            BackendBody::Http(b) => Pin::new(b)
+            BackendBody::Http { body: b, .. } => Pin::new(b)
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
             BackendBody::App(app) => {
@@ -72,7 +79,7 @@ impl Body for BackendBody {
 
     fn is_end_stream(&self) -> bool {
         match self {
-            BackendBody::Http(b) => b.is_end_stream(),
+            BackendBody::Http { body: b, .. } => b.is_end_stream(),
             BackendBody::App(app) => app.body.is_end_stream(),
             BackendBody::FastCgi(b) => b.is_end_stream(),
             BackendBody::Local(b) => b.is_none(),
@@ -81,7 +88,7 @@ impl Body for BackendBody {
 
     fn size_hint(&self) -> SizeHint {
         match self {
-            BackendBody::Http(b) => b.size_hint(),
+            BackendBody::Http { body: b, .. } => b.size_hint(),
             BackendBody::App(app) => app.body.size_hint(),
             BackendBody::FastCgi(b) => b.size_hint(),
             BackendBody::Local(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
@@ -97,7 +104,7 @@ enum Transport {
         /// connection is driven by a task on the runtime that opened it, so sharing one
         /// pool would send every request across threads.
         clients: Vec<Client<HttpConnector, UpBody>>,
-        authority: http::uri::Authority,
+        servers: std::sync::Arc<Servers>,
     },
     FastCgi {
         client: levee_fastcgi::Client,
@@ -152,7 +159,13 @@ pub enum StartError {
 impl Upstream {
     /// Fails when the app pool's thread cannot start, or when the php-fpm
     /// configuration levee was given has no pool on the backend's address.
-    pub fn new(settings: &Settings, site: &levee_config::Site) -> Result<Upstream, StartError> {
+    /// `backend`: the site's, or one of its routes' (`health` with it).
+    pub fn new(
+        settings: &Settings,
+        site: &levee_config::Site,
+        backend: &Backend,
+        health: Option<&str>,
+    ) -> Result<Upstream, StartError> {
         let l = &settings.limits;
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(l.backend_connect_timeout));
@@ -183,11 +196,17 @@ impl Upstream {
             Some(_) => "backend_max_concurrency".to_string(),
             None => "adapted to the backend's latency".to_string(),
         };
-        let transport = match &site.backend {
-            Backend::Http { authority } => Transport::Http {
-                clients: http_clients(),
-                authority: authority.clone(),
-            },
+        let transport = match backend {
+            Backend::Http { servers } => {
+                let servers = Servers::new(servers);
+                if let Some(path) = health {
+                    servers::start_checks(&servers, path.to_string(), site.hosts.first().cloned());
+                }
+                Transport::Http {
+                    clients: http_clients(),
+                    servers,
+                }
+            }
             Backend::App(a) => {
                 // More requests than the processes can take at once wait in levee's
                 // bounded queue, where they can be shed, not in the pool.
@@ -256,7 +275,7 @@ impl Upstream {
         };
         Ok(Upstream {
             transport,
-            backend_name: site.backend.to_string(),
+            backend_name: backend.to_string(),
             limiter: Limiter::new(
                 mode,
                 l.backend_session_share,
@@ -271,6 +290,26 @@ impl Upstream {
     /// Where the backend limit comes from, for the startup line.
     pub fn limit_source(&self) -> &str {
         &self.limit_source
+    }
+
+    /// Each server of an HTTP backend: its address, whether it takes requests, requests
+    /// outstanding, failures so far (`/metrics`).
+    pub fn servers(&self) -> Vec<(String, bool, usize, u64)> {
+        match &self.transport {
+            Transport::Http { servers, .. } => servers
+                .list
+                .iter()
+                .map(|s| {
+                    (
+                        s.authority.to_string(),
+                        s.is_up(servers),
+                        s.outstanding(),
+                        s.failures_total.load(std::sync::atomic::Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// The app pool, when levee runs the application itself.
@@ -308,9 +347,9 @@ impl Upstream {
     ) -> Result<Response<BackendBody>, UpstreamError> {
         let sent = async {
             match &self.transport {
-                Transport::Http { clients, authority } => {
+                Transport::Http { clients, servers } => {
                     let client = &clients[crate::worker::id() % clients.len()];
-                    self.send_http(client, authority, req).await
+                    self.send_http(client, servers, req).await
                 }
                 Transport::App {
                     pool,
@@ -340,10 +379,43 @@ impl Upstream {
         }
     }
 
+    /// Sends to the server with the fewest requests outstanding. One that refuses the
+    /// connection or does not answer in time is taken out for a while; a request
+    /// without a body then goes to another server (nothing reached the application).
     async fn send_http(
         &self,
         client: &Client<HttpConnector, UpBody>,
-        authority: &http::uri::Authority,
+        servers: &std::sync::Arc<Servers>,
+        req: Request<UpBody>,
+    ) -> Result<Response<BackendBody>, UpstreamError> {
+        let (parts, body) = req.into_parts();
+        let again = (servers.list.len() > 1 && body.is_end_stream()).then(|| parts.clone());
+        let server = servers.pick(None);
+        let first = server.index();
+        match self
+            .send_to(client, server, Request::from_parts(parts, body))
+            .await
+        {
+            Err(e @ (UpstreamError::Connect { .. } | UpstreamError::Timeout { .. })) => match again
+            {
+                Some(parts) => {
+                    use http_body_util::BodyExt;
+                    let empty = http_body_util::Empty::<Bytes>::new()
+                        .map_err(|never| match never {})
+                        .boxed_unsync();
+                    let req = Request::from_parts(parts, empty);
+                    self.send_to(client, servers.pick(Some(first)), req).await
+                }
+                None => Err(e),
+            },
+            r => r,
+        }
+    }
+
+    async fn send_to(
+        &self,
+        client: &Client<HttpConnector, UpBody>,
+        server: ServerGuard,
         mut req: Request<UpBody>,
     ) -> Result<Response<BackendBody>, UpstreamError> {
         let pq = req
@@ -353,7 +425,7 @@ impl Upstream {
             .unwrap_or("/");
         let uri = http::Uri::builder()
             .scheme("http")
-            .authority(authority.clone())
+            .authority(server.authority().clone())
             .path_and_query(pq)
             .build()
             .map_err(|e| UpstreamError::Protocol {
@@ -362,9 +434,28 @@ impl Upstream {
             })?;
         *req.uri_mut() = uri;
         *req.version_mut() = http::Version::HTTP_11;
-        match client.request(req).await {
-            Ok(resp) => Ok(resp.map(BackendBody::Http)),
-            Err(e) => Err(self.classify(e)),
+        match tokio::time::timeout(self.first_byte_timeout, client.request(req)).await {
+            Ok(Ok(resp)) => {
+                server.succeeded();
+                Ok(resp.map(|body| BackendBody::Http {
+                    body,
+                    _server: server,
+                }))
+            }
+            Ok(Err(e)) => {
+                let e = self.classify(e);
+                if matches!(e, UpstreamError::Connect { .. }) {
+                    server.failed();
+                }
+                Err(e)
+            }
+            Err(_) => {
+                server.failed();
+                Err(UpstreamError::Timeout {
+                    backend: self.backend_name.clone(),
+                    timeout: self.first_byte_timeout,
+                })
+            }
         }
     }
 

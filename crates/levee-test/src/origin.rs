@@ -211,6 +211,14 @@ pub struct Origin {
 impl Origin {
     /// Starts an origin answering every request with `handler`'s reply.
     pub fn start(handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Origin {
+        Origin::start_on("127.0.0.1:0".parse().expect("an address"), handler)
+    }
+
+    /// [`Origin::start`] on `addr`: a server that was stopped comes back where it was.
+    pub fn start_on(
+        addr: SocketAddr,
+        handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static,
+    ) -> Origin {
         let state = Arc::new(State {
             handler: Box::new(handler),
             recorded: Mutex::new(Vec::new()),
@@ -220,8 +228,7 @@ impl Origin {
             connections: AtomicUsize::new(0),
             clock_ahead_ms: AtomicU64::new(0),
         });
-        let std_listener =
-            std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let std_listener = std::net::TcpListener::bind(addr).expect("bind the origin's port");
         std_listener.set_nonblocking(true).expect("nonblocking");
         let addr = std_listener.local_addr().expect("local addr");
         let (stop_tx, stop_rx) = oneshot::channel::<()>();

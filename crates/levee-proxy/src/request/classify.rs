@@ -31,7 +31,7 @@ pub(crate) fn early(
         return Next::Respond(answer);
     }
     if parts.method.as_str() == "PURGE" {
-        return Next::Respond(purge_from_client(shared, parts, conn));
+        return Next::Respond(purge_from_client(shared, site, parts, conn));
     }
     if let Some(answer) = answer_here(shared, parts) {
         return Next::Respond(answer);
@@ -41,7 +41,7 @@ pub(crate) fn early(
         return Next::Respond(to_https(shared, parts));
     }
     let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
-    if read_only && site.files.is_some() {
+    if (read_only && site.files.is_some()) || !site.routes.is_empty() {
         // Files first, never through the cache nor the backend (nginx's try_files):
         // they are public, and their own memory cache and validators make them cheap.
         return Next::Files;
@@ -112,7 +112,7 @@ pub(crate) fn classify(site: &Site, parts: &request::Parts, conn: ConnInfo) -> N
     if site.conf().settings.anonymous.pass_paths.is_match(pq) {
         return Next::pass(NotStored::PassPath.as_str());
     }
-    Next::Lookup(CacheKey::for_request(conn.scheme(), &parts.uri, h))
+    Next::Lookup(CacheKey::for_request(conn.scheme(), &parts.uri, h).in_site(site.index))
 }
 
 /// `redirect_http`: the same URL over https, 301 for GET and HEAD, 308 for the rest
@@ -157,14 +157,19 @@ fn to_https(shared: &Shared, parts: &request::Parts) -> Answer {
 /// The `PURGE` method (Varnish's convention; MediaWiki sends it to `$wgCdnServers`):
 /// removes every variant of the URL, for clients on the `[purge] allow` list; 403 for
 /// anyone else, who learns nothing about what is stored.
-fn purge_from_client(shared: &Shared, parts: &request::Parts, conn: ConnInfo) -> Answer {
+fn purge_from_client(
+    shared: &Shared,
+    site: &Site,
+    parts: &request::Parts,
+    conn: ConnInfo,
+) -> Answer {
     if !crate::purge::allowed(&shared.conf().settings, conn.peer.ip()) {
         return respond::error(
             http::StatusCode::FORBIDDEN,
             "PURGE is allowed only from the addresses in [purge] allow",
         );
     }
-    let key = crate::purge::key_of_request(parts, conn.scheme());
+    let key = crate::purge::key_of_request(parts, conn.scheme()).in_site(site.index);
     let n: usize = crate::purge::both_schemes(&key)
         .iter()
         .map(|k| shared.store.purge_key(k, false))

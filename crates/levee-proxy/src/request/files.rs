@@ -1,18 +1,28 @@
 //! The document root: GET and HEAD of a file in it are answered from disk or memory
 //! (`levee-static`), never through the cache nor the backend.
 
-use http::request;
+use http::{request, Method};
 use levee_config::Backend;
-use levee_static::Outcome;
+use levee_static::{Outcome, StaticFiles};
 
 use super::next::Next;
 use super::respond;
 use super::shared::Shared;
-use super::site::Site;
+use super::site::{Route, RouteTo, Site};
 
-/// A file's response, or on to classification when the path is not a file.
+/// A file's response, or on to classification when the path is not a file. A route
+/// decides first: files only (never the backend), or its backend (no files).
 pub(crate) async fn serve(shared: &Shared, site: &Site, parts: &request::Parts) -> Next {
-    let Some(files) = &site.files else {
+    match site.route(parts.uri.path()) {
+        Some(Route {
+            to: RouteTo::Files(files),
+            ..
+        }) => return only_files(shared, files, parts).await,
+        Some(_) => return Next::Classify,
+        None => {}
+    }
+    let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
+    let (Some(files), true) = (&site.files, read_only) else {
         return Next::Classify;
     };
     match files.serve(parts).await {
@@ -28,4 +38,29 @@ pub(crate) async fn serve(shared: &Shared, site: &Site, parts: &request::Parts) 
         // An HTTP backend decides for itself what a refused path means.
         Outcome::Forbidden | Outcome::NotFound | Outcome::Php { .. } => Next::Classify,
     }
+}
+
+/// A route of files only: a file, or 403/404; other methods than GET and HEAD get 405.
+async fn only_files(shared: &Shared, files: &StaticFiles, parts: &request::Parts) -> Next {
+    if parts.method != Method::GET && parts.method != Method::HEAD {
+        let mut answer = respond::error(
+            http::StatusCode::METHOD_NOT_ALLOWED,
+            "this path serves files only: GET and HEAD",
+        );
+        answer.resp.headers_mut().insert(
+            http::header::ALLOW,
+            http::HeaderValue::from_static("GET, HEAD"),
+        );
+        return Next::Respond(answer);
+    }
+    Next::Respond(match files.serve(parts).await {
+        Outcome::Response(r) => respond::static_file(shared, parts, r).await,
+        Outcome::Forbidden => respond::error(
+            http::StatusCode::FORBIDDEN,
+            "this file is not served (hidden, outside the root, or PHP source)",
+        ),
+        Outcome::NotFound | Outcome::Php { .. } => {
+            respond::error(http::StatusCode::NOT_FOUND, "no such file")
+        }
+    })
 }

@@ -221,7 +221,8 @@ async fn run_fill(
 ) {
     let fill = guard.fill().clone();
     let key = guard.key().clone();
-    let _permit = match site.upstream.slot(Priority::Normal).await {
+    let upstream = site.upstream_for(req.uri().path());
+    let _permit = match upstream.slot(Priority::Normal).await {
         Ok(p) => p,
         Err(e) => {
             shared.stats.backend::<()>(&Err(e.clone()));
@@ -354,7 +355,10 @@ async fn send(
     let mut req = Request::from_parts(req_parts, req_body);
     loop {
         let request_time = levee_cache::clock::system_now();
-        let resp = site.upstream.send(req, ctx.conn).await;
+        let resp = site
+            .upstream_for(req.uri().path())
+            .send(req, ctx.conn)
+            .await;
         shared.stats.backend(&resp);
         let resp = resp?;
         let received = Received {

@@ -36,8 +36,8 @@ mod sessions;
 mod shared;
 mod site;
 
-pub use shared::Reloader;
 pub(crate) use shared::Shared;
+pub use shared::{cert_pairs, Reloader};
 
 /// The session-cookie rules on their own, for the fuzz target (`crate::__fuzz`).
 pub(crate) fn fuzz_sessions(configured: levee_config::CookieMatcher) -> sessions::Sessions {
@@ -91,12 +91,25 @@ pub(crate) async fn handle(
     shared
         .stats
         .response(outcome.result, resp.status(), bytes, total);
+    if shared.sites.len() > 1 {
+        if let Some(site) = outcome.site.and_then(|i| shared.sites.get(i)) {
+            site.requests[outcome.result.index()]
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     // The dashboard's table is for what the cache cannot keep: a MISS that was stored
     // is the cache working.
     if let (true, Some(reason)) = (outcome.result.went_to_backend(), &outcome.reason) {
         if reason != "stored" {
             let url = uri.path_and_query().map_or("/", |p| p.as_str());
-            shared.stats.top.note(url, outcome.result.as_str(), reason);
+            // With several sites, the dashboard says whose URL it is.
+            match outcome.site.and_then(|i| shared.sites.get(i)) {
+                Some(site) if shared.sites.len() > 1 => {
+                    let url = format!("{} {url}", site.name);
+                    shared.stats.top.note(&url, outcome.result.as_str(), reason)
+                }
+                _ => shared.stats.top.note(url, outcome.result.as_str(), reason),
+            }
         }
     }
     if let (Some(log), Some((time, method, version, referer, user_agent))) =
@@ -129,10 +142,13 @@ pub(crate) async fn handle(
 async fn drive(shared: &Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> Answer {
     let (parts, body) = req.into_parts();
     let Some(site) = shared.site_for(&parts) else {
-        return respond::error(
-            http::StatusCode::MISDIRECTED_REQUEST,
-            "no site of this server answers this host",
-        );
+        // Over TLS the connection was made for another name (RFC 9110 §15.5.20: the
+        // client may retry elsewhere); in cleartext there is simply no such site.
+        let status = match conn.tls {
+            true => http::StatusCode::MISDIRECTED_REQUEST,
+            false => http::StatusCode::NOT_FOUND,
+        };
+        return respond::error(status, "no site of this server answers this host");
     };
     let mut answer = run(shared, site, parts, body, conn).await;
     answer.outcome.site = Some(site.index);

@@ -43,7 +43,8 @@ pub(crate) async fn pass(
     } else {
         Priority::Normal
     };
-    let permit = match site.upstream.slot(priority).await {
+    let upstream = site.upstream_for(parts.uri.path());
+    let permit = match upstream.slot(priority).await {
         Ok(p) => p,
         Err(e) => {
             shared.stats.backend::<()>(&Err(e.clone()));
@@ -54,8 +55,9 @@ pub(crate) async fn pass(
         parts.method,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
     );
-    let invalidates =
-        unsafe_method.then(|| CacheKey::for_request(conn.scheme(), &parts.uri, &parts.headers));
+    let invalidates = unsafe_method.then(|| {
+        CacheKey::for_request(conn.scheme(), &parts.uri, &parts.headers).in_site(site.index)
+    });
     // An edit by someone logged in: anonymous readers must see it at once.
     let edit = unsafe_method && session;
     let mut headers = parts.headers.clone();
@@ -69,7 +71,7 @@ pub(crate) async fn pass(
     *req.uri_mut() = parts.uri.clone();
     *req.headers_mut() = headers;
     let asked = std::time::Instant::now();
-    let resp = site.upstream.send(req, conn).await;
+    let resp = upstream.send(req, conn).await;
     let waited = asked.elapsed();
     shared.stats.backend(&resp);
     let resp = match resp {
@@ -129,7 +131,7 @@ fn soft_purge_host(shared: &Arc<Shared>, key: CacheKey) {
         let host = key.host();
         let n = shared
             .store
-            .soft_purge(|k, e| k.host() == host && e.is_html());
+            .soft_purge(|k, e| k.site() == key.site() && k.host() == host && e.is_html());
         tracing::debug!(
             host,
             pages = n,

@@ -40,8 +40,10 @@ pub(crate) struct Shared {
     conf: ArcSwap<Conf>,
     /// Set once serving starts, when there is a config to re-read.
     pub reloader: OnceLock<Reloader>,
-    /// Never empty; a request goes to the first that answers its host.
+    /// Never empty; a request goes to the site that names its host, else the default.
     pub sites: Vec<Site>,
+    /// Which site answers which host.
+    hosts: Hosts,
     pub store: Store,
     pub fills: Arc<Coalescer<FillHead>>,
     /// Keys whose last response was not cacheable, and until when (levee's clock):
@@ -70,16 +72,21 @@ pub(crate) struct Tls {
     pub bound: OnceLock<Vec<std::net::SocketAddr>>,
 }
 
-/// The certificate pairs of the settings, each checked against the hosts of the sites
-/// (a certificate for none of them is a mistake; no hosts: any name goes).
-fn cert_pairs(settings: &Settings, sites: &[Site]) -> Vec<levee_tls::CertPair> {
-    let hosts: Vec<String> = sites.iter().flat_map(|s| s.hosts().to_vec()).collect();
-    settings
+/// The certificate pairs of the settings: `[tls]`'s, each checked against the hosts of
+/// every site, then each site's own against its hosts (a certificate for none of them
+/// is a mistake; no hosts: any name goes).
+pub fn cert_pairs(settings: &Settings, sites: &[levee_config::Site]) -> Vec<levee_tls::CertPair> {
+    let hosts: Vec<String> = sites.iter().flat_map(|s| s.hosts.clone()).collect();
+    let global = settings
         .tls
         .certs
         .iter()
-        .map(|(cert, key)| levee_tls::CertPair::new(cert, key).serving(hosts.iter().cloned()))
-        .collect()
+        .map(|(cert, key)| levee_tls::CertPair::new(cert, key).serving(hosts.iter().cloned()));
+    let own = sites.iter().filter_map(|s| {
+        let (cert, key) = s.tls.as_ref()?;
+        Some(levee_tls::CertPair::new(cert, key).serving(s.hosts.iter().cloned()))
+    });
+    global.chain(own).collect()
 }
 
 /// What the ACME manager is to do: the settings, and the names of every site (those a
@@ -102,6 +109,7 @@ impl Shared {
     /// Fails when a site's document root or backend cannot be used, or the access log
     /// cannot be opened.
     pub fn new(mut settings: Settings) -> Result<Shared, ServeError> {
+        let pairs = cert_pairs(&settings, &settings.sites);
         let site_settings = std::mem::take(&mut settings.sites);
         let sites = site_settings
             .into_iter()
@@ -111,6 +119,7 @@ impl Shared {
         if sites.is_empty() {
             return Err(ServeError::NoSite);
         }
+        let hosts = Hosts::new(&sites);
         let access_log = match &settings.access_log {
             Some(config) => Some(AccessLogger::start(config).map_err(|source| {
                 ServeError::AccessLog {
@@ -124,11 +133,11 @@ impl Shared {
             None => None,
         };
         let acme_settings = settings.tls.acme.clone();
-        let tls = match settings.tls.certs.is_empty() && acme_settings.is_none() {
+        let tls = match settings.listen_tls.is_empty() {
             true => None,
             false => {
                 let certs = Arc::new(levee_tls::CertStore::load(
-                    &cert_pairs(&settings, &sites),
+                    &pairs,
                     levee_tls::Settings {
                         runtime_certificates: acme_settings.is_some(),
                         ..levee_tls::Settings::default()
@@ -160,6 +169,7 @@ impl Shared {
             tls,
             acme,
             access_log,
+            hosts,
             sites,
             encoder: Encoder::new(&settings.compression),
             sendfile: zerocopy::Files::new(
@@ -179,25 +189,16 @@ impl Shared {
         })
     }
 
-    /// The first site: its backend's limit is the one `/metrics` and the startup line
-    /// show (with several sites they will need a `site` label).
-    pub fn first_site(&self) -> &Site {
-        // Never empty: `Shared::new` refuses settings without a site.
-        &self.sites[0]
-    }
-
     /// The settings in force now (a reload may replace them between two calls).
     pub fn conf(&self) -> arc_swap::Guard<Arc<Conf>> {
         self.conf.load()
     }
 
     /// The site that answers a request for this target and `Host`: `None` when no
-    /// site does (421).
+    /// site does (421 over TLS, else 404).
     pub fn site_for(&self, parts: &http::request::Parts) -> Option<&Site> {
-        if let [only] = self.sites.as_slice() {
-            if only.answers_every_host() {
-                return Some(only);
-            }
+        if let Some(only) = self.hosts.only {
+            return self.sites.get(only);
         }
         let host = parts
             .uri
@@ -205,8 +206,8 @@ impl Shared {
             .or_else(|| parts.headers.get(http::header::HOST)?.to_str().ok())
             .map(|h| host_name(h).to_ascii_lowercase())
             .unwrap_or_default();
-        let host = host.trim_end_matches('.');
-        self.sites.iter().find(|s| s.answers(host))
+        let index = self.hosts.site_for(host.trim_end_matches('.'))?;
+        self.sites.get(index)
     }
 
     /// Whether `key` is marked hit-for-miss now, and why.
@@ -245,7 +246,7 @@ impl Shared {
         // again).
         if let Some(tls) = &self.tls {
             tls.certs
-                .reload(&cert_pairs(&new, &self.sites))
+                .reload(&cert_pairs(&new, &new.sites))
                 .map_err(|e| e.to_string())?;
             warn_expiring(&tls.certs);
         }
@@ -322,6 +323,75 @@ pub(crate) fn warn_expiring(certs: &levee_tls::CertStore) {
                 format!("expires in {days} day(s)")
             }
         );
+    }
+}
+
+impl crate::purge::Sites for Shared {
+    fn site_of_host(&self, host: &str) -> Option<usize> {
+        match self.hosts.only {
+            Some(only) => Some(only),
+            None => self.hosts.site_for(host.trim_end_matches('.')),
+        }
+    }
+
+    fn site_named(&self, name: &str) -> Option<usize> {
+        self.sites
+            .iter()
+            .find(|s| &*s.name == name)
+            .map(|s| s.index)
+    }
+}
+
+/// Which site answers which host: the one that names it, else the longest `*.`
+/// pattern that matches, else the default site (as `levee_config::Settings::site_for`).
+struct Hosts {
+    exact: std::collections::HashMap<String, usize>,
+    /// `*.example.com` patterns, longest first.
+    wildcards: Vec<(String, usize)>,
+    default: Option<usize>,
+    /// One site for every host (the configuration without `[[site]]`): no lookup.
+    only: Option<usize>,
+}
+
+impl Hosts {
+    fn new(sites: &[Site]) -> Hosts {
+        let mut exact = std::collections::HashMap::new();
+        let mut wildcards = Vec::new();
+        for s in sites {
+            for h in s.hosts() {
+                match h.starts_with('*') {
+                    true => wildcards.push((h.clone(), s.index)),
+                    false => {
+                        exact.insert(h.clone(), s.index);
+                    }
+                }
+            }
+        }
+        wildcards.sort_by_key(|w| std::cmp::Reverse(w.0.len()));
+        let default = sites.iter().find(|s| s.default).map(|s| s.index);
+        let only = match sites {
+            [one] if one.default && one.hosts().is_empty() => Some(one.index),
+            _ => None,
+        };
+        Hosts {
+            exact,
+            wildcards,
+            default,
+            only,
+        }
+    }
+
+    fn site_for(&self, host: &str) -> Option<usize> {
+        self.exact
+            .get(host)
+            .copied()
+            .or_else(|| {
+                self.wildcards
+                    .iter()
+                    .find(|(pattern, _)| levee_config::host_matches(pattern, host))
+                    .map(|(_, i)| *i)
+            })
+            .or(self.default)
     }
 }
 

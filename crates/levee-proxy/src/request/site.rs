@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use levee_cache::PolicyConfig;
-use levee_config::{CacheRules, Settings, StaticSettings};
+use levee_config::{CacheRules, RouteTarget, Settings, StaticSettings};
 use levee_static::{StaticConfig, StaticFiles};
 
 use super::sessions::Sessions;
@@ -24,14 +24,37 @@ pub(crate) struct Site {
     pub index: usize,
     /// For the log and the metrics.
     pub name: Arc<str>,
-    /// The hosts it answers (empty: every host); a change needs a restart.
+    /// The hosts it names; a change needs a restart.
     hosts: Vec<String>,
+    /// It answers every host no site names.
+    pub default: bool,
     pub upstream: Upstream,
     /// Files of the document root, when there is one.
     pub files: Option<StaticFiles>,
     /// Which cookies mean a session: configured and learnt from this site's backend.
     pub sessions: Sessions,
+    /// `[[site.route]]`: path prefixes with a backend or files of their own, longest
+    /// first.
+    pub routes: Vec<Route>,
+    /// Responses by cache result, counted only when there are several sites (the
+    /// process's totals cover one).
+    pub requests: [std::sync::atomic::AtomicU64; crate::outcome::CacheResult::COUNTED.len()],
     conf: ArcSwap<SiteConf>,
+}
+
+/// A route while serving.
+pub(crate) struct Route {
+    pub path: String,
+    pub to: RouteTo,
+}
+
+// A handful per site, built once: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum RouteTo {
+    /// Another backend (its own pool and limiter), under the site's cache rules.
+    Upstream(Upstream),
+    /// Files only: the backend is never asked.
+    Files(StaticFiles),
 }
 
 /// What a reload replaces of a site.
@@ -53,11 +76,35 @@ impl Site {
             ),
             None => None,
         };
+        let routes = site
+            .routes
+            .iter()
+            .map(|r| {
+                let to = match &r.target {
+                    RouteTarget::Backend { backend, health } => RouteTo::Upstream(
+                        Upstream::new(global, &site, backend, health.as_deref())
+                            .map_err(ServeError::Backend)?,
+                    ),
+                    RouteTarget::Static { root } => RouteTo::Files(
+                        StaticFiles::new(static_config(root, &site.static_files))
+                            .map_err(ServeError::Root)?,
+                    ),
+                };
+                Ok(Route {
+                    path: r.path.clone(),
+                    to,
+                })
+            })
+            .collect::<Result<Vec<_>, ServeError>>()?;
         Ok(Site {
             index,
             name: site.name.as_str().into(),
             hosts: site.hosts.clone(),
-            upstream: Upstream::new(global, &site).map_err(ServeError::Backend)?,
+            default: site.default,
+            upstream: Upstream::new(global, &site, &site.backend, site.health.as_deref())
+                .map_err(ServeError::Backend)?,
+            routes,
+            requests: Default::default(),
             files,
             sessions: Sessions::new(site.anonymous.session_cookies.clone()),
             conf: ArcSwap::from_pointee(SiteConf {
@@ -67,18 +114,40 @@ impl Site {
         })
     }
 
-    /// Whether it answers requests for `host` (lowercase, without port).
-    pub fn answers(&self, host: &str) -> bool {
-        self.answers_every_host() || self.hosts.iter().any(|h| h == host)
-    }
-
-    /// The hosts it answers (empty: every host).
+    /// The hosts it names.
     pub fn hosts(&self) -> &[String] {
         &self.hosts
     }
 
-    pub fn answers_every_host(&self) -> bool {
-        self.hosts.is_empty()
+    /// The route for a request's path, if one matches.
+    pub fn route(&self, path: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| path.starts_with(&r.path))
+    }
+
+    /// The backend for a request's path: its route's, else the site's.
+    pub fn upstream_for(&self, path: &str) -> &Upstream {
+        match self.route(path) {
+            Some(Route {
+                to: RouteTo::Upstream(u),
+                ..
+            }) => u,
+            _ => &self.upstream,
+        }
+    }
+
+    /// Every backend of the site: its own, then its routes'.
+    pub fn upstreams(&self) -> impl Iterator<Item = &Upstream> {
+        self.backends().map(|(_, u)| u)
+    }
+
+    /// Every backend with the path it serves: "/" for the site's own, then its routes'.
+    pub fn backends(&self) -> impl Iterator<Item = (&str, &Upstream)> {
+        std::iter::once(("/", &self.upstream)).chain(self.routes.iter().filter_map(
+            |r| match &r.to {
+                RouteTo::Upstream(u) => Some((r.path.as_str(), u)),
+                RouteTo::Files(_) => None,
+            },
+        ))
     }
 
     /// The site's settings in force now.
@@ -104,6 +173,10 @@ impl Site {
         keep!("root", root);
         keep!("static", static_files);
         keep!("fastcgi", fastcgi);
+        keep!("default", default);
+        keep!("health", health);
+        keep!("tls", tls);
+        keep!("routes", routes);
         self.sessions
             .set_configured(new.anonymous.session_cookies.clone());
         // The application's code may have changed too: a rolling restart of its

@@ -23,9 +23,20 @@ impl MediaWiki {
     pub const ADMIN_PASSWORD: &'static str = "levee-test-secret";
     pub const ARTICLE: &'static str = "Levee_article";
 
-    /// Installs and starts it. Call `require!(tools::MEDIAWIKI)` and
+    /// Installs and starts it, its php-fpm told where LocalSettings.php is (for a web
+    /// server that cannot say it). Call `require!(tools::MEDIAWIKI)` and
     /// `require!(tools::MARIADB)` first.
     pub fn start() -> MediaWiki {
+        Self::start_with(true)
+    }
+
+    /// As a Debian setup runs it: php-fpm knows nothing of the wiki, and the web server
+    /// sends `MW_CONFIG_FILE` as a FastCGI parameter ([`MediaWiki::levee_site`]).
+    pub fn start_for_fastcgi_params() -> MediaWiki {
+        Self::start_with(false)
+    }
+
+    fn start_with(fpm_env: bool) -> MediaWiki {
         let db = MariaDb::start();
         db.create_database("wiki");
         let dir = scratch("mediawiki");
@@ -71,9 +82,11 @@ impl MediaWiki {
             &[Self::ARTICLE],
             "An article about levee, for readers.",
         );
-        let fpm = PhpFpm::builder(ROOT)
-            .env("MW_CONFIG_FILE", &settings.display().to_string())
-            .start();
+        let mut fpm = PhpFpm::builder(ROOT);
+        if fpm_env {
+            fpm = fpm.env("MW_CONFIG_FILE", &settings.display().to_string());
+        }
+        let fpm = fpm.start();
         MediaWiki {
             dir,
             fpm: Some(fpm),
@@ -116,6 +129,18 @@ impl MediaWiki {
             "--root".into(),
             ROOT.into(),
         ]
+    }
+
+    /// levee's whole configuration for the wiki, as a site moved from nginx would have
+    /// it: FastCGI to php-fpm, the package's directory as the root (static files from
+    /// levee), `MW_CONFIG_FILE` as a FastCGI parameter, the mediawiki preset.
+    pub fn levee_site(&self) -> String {
+        let fpm = self.fpm.as_ref().unwrap();
+        format!(
+            "[[site]]\nname = \"wiki\"\ndefault = true\nbackend = \"fastcgi+unix:{}\"\nroot = \"{ROOT}\"\npreset = [\"mediawiki\"]\n[site.fastcgi_params]\nMW_CONFIG_FILE = \"{}\"\n",
+            fpm.socket_path().display(),
+            self.dir.join("LocalSettings.php").display()
+        )
     }
 
     /// Logs the admin in through `browser`, as Special:UserLogin's form does.

@@ -67,7 +67,9 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
 
     let settings = Settings::from_options(Options {
         listen: Some(OneOrMany::One("127.0.0.1:0".into())),
-        backend: Some(format!("http://{origin_addr}")),
+        backend: Some(levee_config::OneOrMany::One(format!(
+            "http://{origin_addr}"
+        ))),
         ..Options::default()
     })?;
     let server = levee_proxy::Server::bind(settings).await?;

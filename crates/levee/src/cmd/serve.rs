@@ -15,9 +15,10 @@ use levee_config::{
 )]
 pub struct ServeArgs {
     /// The origin to forward to: http://127.0.0.1:9000, or php-fpm as
-    /// fastcgi://127.0.0.1:9000 or fastcgi+unix:/run/php/php8.2-fpm.sock.
+    /// fastcgi://127.0.0.1:9000 or fastcgi+unix:/run/php/php8.2-fpm.sock; repeat for
+    /// several http:// servers of one application (balanced).
     #[arg(long, short = 'b', value_name = "URL")]
-    pub backend: Option<String>,
+    pub backend: Vec<String>,
     /// Document root: static files are served from it directly; with a FastCGI backend
     /// the PHP scripts are found in it.
     #[arg(long, short = 'r', value_name = "DIR")]
@@ -123,7 +124,7 @@ impl ServeArgs {
                 acme_email: self.acme_email.clone(),
                 ..TlsOptions::default()
             },
-            backend: self.backend.clone(),
+            backend: OneOrMany::from_flags(&self.backend),
             root: self.root.clone(),
             preset: OneOrMany::from_flags(&self.preset),
             // A switch given is a value; not given leaves the file's.
@@ -174,13 +175,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.check {
         // The certificates are read and checked as serving would (exit 2 on a bad one).
         // (None with ACME alone: its certificates come while serving.)
-        if !settings.tls.certs.is_empty() {
-            let pairs: Vec<_> = settings
-                .tls
-                .certs
-                .iter()
-                .map(|(c, k)| levee_tls::CertPair::new(c, k))
-                .collect();
+        let pairs = levee_proxy::cert_pairs(&settings, &settings.sites);
+        if !pairs.is_empty() {
             levee_tls::CertStore::load(&pairs, levee_tls::Settings::default())?;
         }
         print_settings(&settings);

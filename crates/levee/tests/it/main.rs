@@ -29,6 +29,7 @@ mod reload;
 mod rfc9111;
 mod sendfile;
 mod sessions;
+mod sites;
 mod stale;
 mod static_files;
 mod storage;

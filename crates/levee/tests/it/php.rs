@@ -591,6 +591,40 @@ async fn fastcgi_params_reach_php() {
     );
 }
 
+/// `[site.fastcgi_params]`: each site sends its own parameters to the same php-fpm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_site_sends_its_own_fastcgi_params() {
+    levee_test::require!(levee_test::tools::PHP_FPM);
+    let site = Site::start();
+    let config = format!(
+        r#"
+backend = "{backend}"
+root = "{root}"
+[[site]]
+hosts = ["one.test"]
+[site.fastcgi_params]
+MW_CONFIG_FILE = "/etc/one.php"
+[[site]]
+hosts = ["two.test"]
+[site.fastcgi_params]
+MW_CONFIG_FILE = "/etc/two.php"
+"#,
+        backend = site.unix(),
+        root = site.root().display()
+    );
+    let levee = levee!().config(&config).start();
+    for (host, file) in [("one.test", "/etc/one.php"), ("two.test", "/etc/two.php")] {
+        let r = Req::get("/").header("host", host).send(&levee).await;
+        assert_eq!(r.status, 200, "{}\n{}", r.summary(), site.log());
+        let v = dumped(&r);
+        assert_eq!(
+            v.get("MW_CONFIG_FILE").map(String::as_str),
+            Some(js(file).as_str()),
+            "{host}: {v:#?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn php_headers_statuses_redirects_and_cookies_reach_the_client() {
     levee_test::require!(levee_test::tools::PHP_FPM);

@@ -434,3 +434,68 @@ async fn a_certificate_swapped_under_load_fails_no_request() {
         ok.load(Ordering::SeqCst)
     );
 }
+
+/// `[site.tls]`: each site brings its certificate; a name no site lists gets 421 over
+/// TLS (the connection was made for another name) and 404 in cleartext.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_site_brings_its_certificate_and_unknown_hosts_get_421() {
+    if tools::require(&tools::CURL).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (a_cert, a_key) = ca.issue(dir.path(), "a", &["a.test", "*.a.test"]);
+    let (b_cert, b_key) = ca.issue(dir.path(), "b", &["b.test"]);
+    let (x_cert, x_key) = ca.issue(dir.path(), "x", &["x.test"]);
+    let ca_pem = ca.write(dir.path(), "ca");
+    let a = Origin::fixed(|| Reply::text("site a"));
+    let b = Origin::fixed(|| Reply::text("site b"));
+    let config = format!(
+        r#"
+listen_tls = ["127.0.0.1:0"]
+[tls]
+cert = ["{x_cert}"]
+key = ["{x_key}"]
+[[site]]
+hosts = ["a.test", "*.a.test"]
+backend = "{a}"
+[site.tls]
+cert = "{a_cert}"
+key = "{a_key}"
+[[site]]
+hosts = ["b.test", "x.test"]
+backend = "{b}"
+[site.tls]
+cert = "{b_cert}"
+key = "{b_key}"
+"#,
+        a = a.url(),
+        b = b.url(),
+        a_cert = a_cert.display(),
+        a_key = a_key.display(),
+        b_cert = b_cert.display(),
+        b_key = b_key.display(),
+        x_cert = x_cert.display(),
+        x_key = x_key.display(),
+    );
+    let levee = levee!().config(&config).start();
+    let tls = levee.tls_addr().await;
+    for (host, body) in [
+        ("a.test", "site a"),
+        ("www.a.test", "site a"),
+        ("b.test", "site b"),
+        ("x.test", "site b"),
+    ] {
+        let got = curl(host, tls, &ca_pem, "/", &[]);
+        assert_eq!((got.status, got.body.as_str()), (200, body), "{host}");
+    }
+    // A name no site lists: the default certificate (the first of [tls]) is presented,
+    // and the request is refused as misdirected. -k: the name is not on it.
+    let got = curl("nobody.test", tls, &ca_pem, "/", &["-k"]);
+    assert_eq!(got.status, 421, "{}", got.headers);
+    let r = levee_test::Req::get("/")
+        .header("host", "nobody.test")
+        .send(&levee)
+        .await;
+    assert_eq!(r.status, 404, "{}", r.summary());
+}
