@@ -180,7 +180,7 @@ fn target(r: &Record) -> String {
 }
 
 /// NCSA combined, then levee's fields:
-/// `host - - [time] "GET /p HTTP/1.1" 200 1234 "referer" "agent" cache=HIT backend=0.012 total=0.013`
+/// `host - - [time] "GET /p HTTP/1.1" 200 1234 "referer" "agent" cache=HIT backend=0.012 total=0.013 site=default`
 fn combined(r: &Record, out: &mut String) {
     use std::fmt::Write as _;
     let _ = write!(out, "{} - - ", r.peer);
@@ -200,11 +200,16 @@ fn combined(r: &Record, out: &mut String) {
     quoted(&text(&r.user_agent), out);
     let _ = writeln!(
         out,
-        " cache={} backend={} total={:.6}",
+        " cache={} backend={} total={:.6} site={}",
         r.cache.as_str(),
         r.backend
             .map_or("-".to_string(), |b| format!("{:.6}", b.as_secs_f64())),
-        r.total.as_secs_f64()
+        r.total.as_secs_f64(),
+        // Site names come from the operator's file; spaces would split the field.
+        r.site
+            .as_deref()
+            .unwrap_or("-")
+            .replace(char::is_whitespace, "_")
     );
 }
 
@@ -259,7 +264,7 @@ mod tests {
         assert_eq!(
             s,
             "192.0.2.7 - - [10/Oct/2000:13:55:36 +0000] \"GET /a?b=1 HTTP/1.1\" 200 1234 \
-             \"http://x/\\x22evil\\x22\\x091.2.3.4 - - fake\" \"curl/8\" cache=HIT backend=- total=0.001500\n"
+             \"http://x/\\x22evil\\x22\\x091.2.3.4 - - fake\" \"curl/8\" cache=HIT backend=- total=0.001500 site=default\n"
         );
         assert_eq!(s.matches('\n').count(), 1);
     }

@@ -200,7 +200,9 @@ impl Upstream {
             Backend::Http { servers } => {
                 let servers = Servers::new(servers);
                 if let Some(path) = health {
-                    servers::start_checks(&servers, path.to_string(), site.hosts.first().cloned());
+                    // The site's first plain name as the Host (a pattern is no host).
+                    let host = site.hosts.iter().find(|h| !h.starts_with('*')).cloned();
+                    servers::start_checks(&servers, path.to_string(), host);
                 }
                 Transport::Http {
                     clients: http_clients(),

@@ -20,6 +20,7 @@ mod demo;
 mod edits;
 mod frameworks;
 mod hostile;
+mod http2;
 mod limits;
 mod metrics;
 mod overload;
