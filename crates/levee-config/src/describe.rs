@@ -93,6 +93,31 @@ impl Settings {
             "tls.hsts",
             self.tls.hsts.clone().unwrap_or_else(|| "off".into()),
         );
+        let acme = self.tls.acme.as_ref();
+        let unused = || "unused (no acme_email)".to_string();
+        global(
+            "tls.acme_email",
+            acme.map_or("off".into(), |a| a.email.clone()),
+        );
+        global(
+            "tls.acme_directory",
+            acme.map_or_else(unused, |a| a.directory.clone()),
+        );
+        global(
+            "tls.acme_dir",
+            acme.map_or_else(unused, |a| a.dir.display().to_string()),
+        );
+        global(
+            "tls.acme_ca",
+            acme.map_or_else(unused, |a| {
+                a.ca.as_ref()
+                    .map_or("the system's roots".into(), |c| c.display().to_string())
+            }),
+        );
+        global(
+            "tls.acme_challenge",
+            acme.map_or_else(unused, |a| a.challenge.as_str().into()),
+        );
         global("workers", self.workers.to_string());
         global("debug_headers", self.debug_headers.to_string());
         global("cache.size", size(self.cache.size));

@@ -32,8 +32,8 @@ pub use options::{
 };
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
 pub use settings::{
-    AccessLog, AccessLogFormat, AdminSettings, BackendLimit, CacheSettings, CompressionSettings,
-    Limits, PurgeSettings, Settings, TlsSettings,
+    AccessLog, AccessLogFormat, AcmeChallenge, AcmeSettings, AdminSettings, BackendLimit,
+    CacheSettings, CompressionSettings, Limits, PurgeSettings, Settings, TlsSettings,
 };
 pub use site::{
     host_matches, AnonymousSettings, CacheRules, EditInvalidation, FastCgiSettings, Route,

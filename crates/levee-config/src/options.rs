@@ -85,6 +85,9 @@ cert = []
 key = []
 redirect_http = false
 hsts = "off"
+acme_directory = "https://acme-v02.api.letsencrypt.org/directory"
+acme_dir = "/var/lib/levee/acme"
+acme_challenge = "tls-alpn-01"
 
 [log]
 access = "off"
@@ -243,6 +246,17 @@ options_table! {
         pub redirect_http: Option<bool>,
         /// `Strict-Transport-Security` on HTTPS responses, like "max-age=31536000".
         pub hsts: Option<String>,
+        /// Certificates from ACME for the sites' hosts: the account's contact address.
+        /// Unset: no ACME.
+        pub acme_email: Option<String>,
+        /// The ACME server's directory URL (Let's Encrypt's by default).
+        pub acme_directory: Option<String>,
+        /// Where the ACME account key, certificates and keys are kept.
+        pub acme_dir: Option<PathBuf>,
+        /// A PEM root certificate to trust for the ACME server, besides the system's.
+        pub acme_ca: Option<PathBuf>,
+        /// The challenge answered: "tls-alpn-01" or "http-01".
+        pub acme_challenge: Option<String>,
     }
 }
 

@@ -116,6 +116,42 @@ pub struct TlsSettings {
     pub redirect_http: bool,
     /// The `Strict-Transport-Security` value sent on HTTPS responses.
     pub hsts: Option<String>,
+    /// Certificates from an ACME CA for the sites' hosts that no file covers; `None`:
+    /// no ACME (`acme_email` unset).
+    pub acme: Option<AcmeSettings>,
+}
+
+/// `[tls] acme_*`: where certificates come from when no file gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcmeSettings {
+    /// The account's contact address (without `mailto:`).
+    pub email: String,
+    /// The ACME server's directory URL, https.
+    pub directory: String,
+    /// The account key, certificates and keys (made 0700, files 0600).
+    pub dir: PathBuf,
+    /// An extra root to trust for the ACME server.
+    pub ca: Option<PathBuf>,
+    /// The challenge answered when the server offers both.
+    pub challenge: AcmeChallenge,
+}
+
+/// The ACME challenge levee answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcmeChallenge {
+    /// On the HTTPS listener (the CA connects to port 443).
+    TlsAlpn01,
+    /// On the cleartext listener (the CA connects to port 80).
+    Http01,
+}
+
+impl AcmeChallenge {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AcmeChallenge::TlsAlpn01 => "tls-alpn-01",
+            AcmeChallenge::Http01 => "http-01",
+        }
+    }
 }
 
 /// `[log] access` and `access_file`.
@@ -300,12 +336,64 @@ fn listen(value: Option<crate::OneOrMany>) -> Result<Vec<SocketAddr>, ConfigErro
     Ok(listen)
 }
 
+impl AcmeSettings {
+    /// `None` without `acme_email`.
+    fn from_options(t: &crate::options::TlsOptions) -> Result<Option<AcmeSettings>, ConfigError> {
+        let Some(email) = t.acme_email.as_deref().map(str::trim) else {
+            return Ok(None);
+        };
+        let email = email.strip_prefix("mailto:").unwrap_or(email);
+        let valid = email
+            .split_once('@')
+            .is_some_and(|(user, domain)| !user.is_empty() && domain.contains('.'))
+            && !email.contains(|c: char| c.is_whitespace() || c == ',');
+        if !valid {
+            return Err(ConfigError::invalid(
+                "tls.acme_email",
+                format!("`{email}` is not an email address; give the address the certificate authority may write to, like admin@example.com"),
+            ));
+        }
+        let directory = need(t.acme_directory.clone(), "tls.acme_directory")?;
+        if !directory.starts_with("https://") {
+            return Err(ConfigError::invalid(
+                "tls.acme_directory",
+                format!("`{directory}` is not an https URL; give the ACME server's directory, like https://acme-v02.api.letsencrypt.org/directory"),
+            ));
+        }
+        let dir = need(t.acme_dir.clone(), "tls.acme_dir")?;
+        if dir.as_os_str().is_empty() {
+            return Err(ConfigError::invalid(
+                "tls.acme_dir",
+                "give the directory for ACME keys and certificates, like /var/lib/levee/acme",
+            ));
+        }
+        let challenge = match need(t.acme_challenge.clone(), "tls.acme_challenge")?.as_str() {
+            "tls-alpn-01" => AcmeChallenge::TlsAlpn01,
+            "http-01" => AcmeChallenge::Http01,
+            other => {
+                return Err(ConfigError::invalid(
+                    "tls.acme_challenge",
+                    format!("`{other}` is not a challenge levee answers: \"tls-alpn-01\" (on the HTTPS listener) or \"http-01\" (on the cleartext one)"),
+                ))
+            }
+        };
+        Ok(Some(AcmeSettings {
+            email: email.to_owned(),
+            directory,
+            dir,
+            ca: t.acme_ca.clone(),
+            challenge,
+        }))
+    }
+}
+
 impl TlsSettings {
     fn from_options(
         t: crate::options::TlsOptions,
         listening: bool,
         sites: &[Site],
     ) -> Result<TlsSettings, ConfigError> {
+        let acme = AcmeSettings::from_options(&t)?;
         let site_certs = sites.iter().any(|s| s.tls.is_some());
         let certs = need(t.cert, "tls.cert")?;
         let keys = need(t.key, "tls.key")?;
@@ -315,10 +403,16 @@ impl TlsSettings {
                 format!("{} certificate file(s) and {} key file(s): give each certificate its key (--tls-cert FILE --tls-key FILE, in pairs)", certs.len(), keys.len()),
             ));
         }
-        if listening && certs.is_empty() && !site_certs {
+        if listening && certs.is_empty() && !site_certs && acme.is_none() {
             return Err(ConfigError::invalid(
                 "listen_tls",
-                "an HTTPS listener needs a certificate: --tls-cert FILE --tls-key FILE, or [tls] cert and key",
+                "an HTTPS listener needs a certificate: --tls-cert FILE --tls-key FILE, or [tls] cert and key, or certificates from ACME (--acme-email ADDRESS, [tls] acme_email)",
+            ));
+        }
+        if !listening && acme.is_some() {
+            return Err(ConfigError::invalid(
+                "tls.acme_email",
+                "ACME certificates are for HTTPS, and there is no HTTPS address: add --listen-tls ADDR (listen_tls)",
             ));
         }
         if !listening && (!certs.is_empty() || site_certs) {
@@ -352,6 +446,7 @@ impl TlsSettings {
                 .collect(),
             redirect_http,
             hsts,
+            acme,
         })
     }
 }

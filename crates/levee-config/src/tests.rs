@@ -434,3 +434,60 @@ fn describe_covers_every_option_of_the_defaults_table() {
         );
     }
 }
+
+#[test]
+fn acme_lets_an_https_listener_start_without_certificate_files() {
+    let toml =
+        "listen_tls = [\"127.0.0.1:8443\"]\n[tls]\nacme_email = \"mailto:admin@example.com\"\n";
+    let s = resolve(toml, with_backend()).unwrap();
+    let acme = s.tls.acme.unwrap();
+    assert_eq!(acme.email, "admin@example.com");
+    assert_eq!(
+        acme.directory,
+        "https://acme-v02.api.letsencrypt.org/directory"
+    );
+    assert_eq!(acme.dir, std::path::PathBuf::from("/var/lib/levee/acme"));
+    assert_eq!(acme.ca, None);
+    assert_eq!(acme.challenge, crate::AcmeChallenge::TlsAlpn01);
+
+    let err = resolve("listen_tls = [\"127.0.0.1:8443\"]", with_backend())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("acme_email"), "{err}");
+}
+
+#[test]
+fn acme_settings_are_checked() {
+    let with = |tls: &str| {
+        resolve(
+            &format!(
+                "listen_tls = [\"127.0.0.1:8443\"]\n[tls]\nacme_email = \"a@example.com\"\n{tls}"
+            ),
+            with_backend(),
+        )
+    };
+    assert!(with("").is_ok());
+    let err = |tls: &str| with(tls).unwrap_err().to_string();
+    assert!(err("acme_directory = \"http://x/dir\"").contains("https"));
+    assert!(err("acme_challenge = \"dns-01\"").contains("http-01"));
+    assert_eq!(
+        with("acme_challenge = \"http-01\"")
+            .unwrap()
+            .tls
+            .acme
+            .unwrap()
+            .challenge,
+        crate::AcmeChallenge::Http01
+    );
+    let bad_email = resolve(
+        "listen_tls = [\"127.0.0.1:8443\"]\n[tls]\nacme_email = \"nobody\"\n",
+        with_backend(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(bad_email.contains("email address"), "{bad_email}");
+    let no_https = resolve("[tls]\nacme_email = \"a@example.com\"\n", with_backend())
+        .unwrap_err()
+        .to_string();
+    assert!(no_https.contains("listen-tls"), "{no_https}");
+}

@@ -108,6 +108,7 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                         .as_ref()
                         .map(|t| t.certs.expiry())
                         .unwrap_or_default(),
+                    acme: shared.acme.as_ref(),
                 },
             ),
         ),

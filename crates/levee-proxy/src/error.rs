@@ -24,6 +24,9 @@ pub enum ServeError {
     Backend(crate::upstream::StartError),
     #[error(transparent)]
     Tls(#[from] levee_tls::Error),
+    /// ACME cannot start: its directory, its CA file.
+    #[error(transparent)]
+    Acme(#[from] levee_acme::Error),
     #[error("the configuration has no site: give a backend (--backend URL) or an app (--app)")]
     NoSite,
     #[error("cannot open the access log {file}: {source}; check that its directory exists and levee may write there ([log] access_file)")]

@@ -475,6 +475,10 @@ pub fn serve_workers(
             })?;
             tokio::spawn(crate::admin::serve(l, shared.clone(), stop_rx.clone()));
         }
+        // ACME: orders, renewals and retries, off the workers, until shutdown.
+        if let Some(acme) = &shared.acme {
+            tokio::spawn(acme.clone().run(stop_rx.clone()));
+        }
         // SIGHUP: re-read the configuration, as nginx and Varnish users expect.
         if shared.reloader.get().is_some() {
             use tokio::signal::unix::{signal, SignalKind};

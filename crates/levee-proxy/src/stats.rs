@@ -310,6 +310,7 @@ pub(crate) struct Scrape<'a> {
     /// Gauges of the side tables: (name, help, value).
     pub tables: &'a [(&'static str, &'static str, u64)],
     pub certificates: &'a [levee_tls::Expiry],
+    pub acme: Option<&'a levee_acme::Manager>,
     /// Per site, when there are several (the totals above cover them all).
     pub sites: Vec<SiteScrape>,
 }
@@ -417,6 +418,7 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
         fastcgi,
         tables,
         certificates,
+        acme,
         sites,
     } = scrape;
     store.run_pending_tasks();
@@ -574,7 +576,7 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
     }
     register_sites(&mut r, &sites);
     if !certificates.is_empty() {
-        // One per certificate file: alert on `levee_tls_certificate_expiry_seconds - time()`.
+        // One per certificate file (ACME's included): alert on `levee_tls_certificate_expiry_seconds - time()`.
         let expiry = Family::<Vec<(&'static str, String)>, Gauge>::default();
         for c in certificates {
             expiry
@@ -589,6 +591,29 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
             "When each HTTPS certificate expires (notAfter), in seconds since the Unix epoch",
             expiry,
         );
+    }
+    if let Some(acme) = acme {
+        for (name, help, n) in [
+            (
+                "acme_orders",
+                "ACME orders placed since start",
+                acme.orders(),
+            ),
+            (
+                "acme_certificates_issued",
+                "Certificates issued by ACME and served since start",
+                acme.issued(),
+            ),
+            (
+                "acme_failures",
+                "ACME orders that failed since start (each retried later)",
+                acme.failures(),
+            ),
+        ] {
+            let c = Counter::<u64>::default();
+            c.inc_by(n);
+            r.register(name, help, c);
+        }
     }
     let mut out = String::new();
     // Writing to a String cannot fail.

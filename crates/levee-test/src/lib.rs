@@ -6,6 +6,7 @@
 //!   backend that went down.
 //! - [`Levee`]: the real `levee` binary, spawned on an ephemeral port, killed when the
 //!   guard is dropped (also on panic).
+//! - [`Pebble`]: an ACME test server that validates against levee on this machine.
 //! - [`Req`], [`Resp`], [`Conn`], [`RawConn`]: HTTP client helpers with built-in time
 //!   limits, so a test that would hang fails instead.
 //!
@@ -17,6 +18,7 @@ pub mod apps;
 mod client;
 mod levee;
 mod origin;
+pub mod pebble;
 mod phpfpm;
 pub mod tools;
 mod wait;
@@ -24,6 +26,7 @@ mod wait;
 pub use client::{Conn, H2Conn, RawConn, Req, Resp, REQUEST_TIMEOUT};
 pub use levee::{Levee, LeveeBuilder};
 pub use origin::{Origin, Recorded, Reply};
+pub use pebble::Pebble;
 pub use phpfpm::PhpFpm;
 pub use wait::eventually;
 

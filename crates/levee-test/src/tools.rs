@@ -79,6 +79,17 @@ pub const CURL: Tool = Tool {
     install: "apt-get install -y curl",
 };
 
+/// Pebble, Let's Encrypt's ACME test server, and its DNS server (see pebble.rs).
+pub const PEBBLE: Tool = Tool {
+    name: "pebble",
+    find: || {
+        let p = PathBuf::from("/usr/bin/pebble");
+        let srv = Path::new("/usr/bin/pebble-challtestsrv");
+        (p.is_file() && srv.is_file()).then_some(p)
+    },
+    install: "apt-get install -y pebble",
+};
+
 /// The MariaDB server and its PHP driver, for the database-backed applications.
 pub const MARIADB: Tool = Tool {
     name: "mariadb",

@@ -5,6 +5,11 @@
 //! expiry dates for metrics and warnings; a rustls configuration (TLS 1.2 and 1.3,
 //! session resumption, ALPN `h2` then `http/1.1`) and a tokio acceptor over it.
 //!
+//! Certificates may also arrive while serving ([`CertStore::set_issued`], from ACME:
+//! levee-acme), behind the files for the names both cover, and TLS-ALPN-01 challenge
+//! certificates ([`CertStore::set_challenge`]) answer only a ClientHello that offers
+//! [`ACME_TLS_ALPN`] alone.
+//!
 //! Serving HTTP over the accepted streams is levee-proxy's business.
 //!
 //! ```no_run
@@ -38,7 +43,7 @@ mod store;
 pub use error::Error;
 pub use expiry::Expiry;
 pub use pair::CertPair;
-pub use resolver::UnknownName;
+pub use resolver::{UnknownName, ACME_TLS_ALPN};
 pub use store::{CertStore, Settings, DEFAULT_ALPN};
 
 /// The rustls and tokio-rustls levee-tls was built with, so that callers name the same

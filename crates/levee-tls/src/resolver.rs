@@ -1,10 +1,17 @@
 //! Which certificate a handshake gets: by the name the client asked for (SNI), an exact
-//! name before a wildcard, else the default certificate or a refusal, as configured.
-//! The map sits behind an `ArcSwap`, so a reload replaces it whole while handshakes
-//! under way keep the certificate they picked, and established connections never look
-//! again.
+//! name before a wildcard, then a certificate issued at runtime (ACME) for that exact
+//! name, else the default certificate or a refusal, as configured. The file certificates
+//! sit behind an `ArcSwap`, so a reload replaces them whole while handshakes under way
+//! keep the certificate they picked, and established connections never look again;
+//! issued certificates and TLS-ALPN-01 challenge certificates have maps of their own,
+//! swapped one entry at a time, so that an issuance never waits for a reload nor
+//! undoes one.
+//!
+//! A ClientHello whose ALPN offers exactly `acme-tls/1` is an ACME server validating a
+//! TLS-ALPN-01 challenge (RFC 8737): it gets the pending challenge certificate for its
+//! name or nothing, never a certificate that serves traffic.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -38,15 +45,16 @@ pub(crate) struct Certs {
     exact: HashMap<String, Arc<CertifiedKey>>,
     /// `*.example.com` under `example.com`.
     wildcard: HashMap<String, Arc<CertifiedKey>>,
-    default: Arc<CertifiedKey>,
+    /// The first pair's; `None` when there is no file certificate (only issued ones).
+    default: Option<Arc<CertifiedKey>>,
     pub(crate) expiry: Vec<Expiry>,
 }
 
 impl Certs {
-    /// The map over loaded pairs, the first pair the default; `None` when there is none.
-    /// Where two certificates share a name, the earlier pair keeps it.
-    pub(crate) fn new(loaded: Vec<Loaded>) -> Option<Certs> {
-        let default = loaded.first()?.key.clone();
+    /// The map over loaded pairs, the first pair the default. Where two certificates
+    /// share a name, the earlier pair keeps it.
+    pub(crate) fn new(loaded: Vec<Loaded>) -> Certs {
+        let default = loaded.first().map(|l| l.key.clone());
         let mut exact = HashMap::new();
         let mut wildcard = HashMap::new();
         let mut expiry = Vec::with_capacity(loaded.len());
@@ -64,12 +72,12 @@ impl Certs {
             }
             expiry.push(one.expiry);
         }
-        Some(Certs {
+        Certs {
             exact,
             wildcard,
             default,
             expiry,
-        })
+        }
     }
 
     /// The certificate issued for `name` (normalized), exact names first.
@@ -80,38 +88,87 @@ impl Certs {
     }
 }
 
-/// Our `ResolvesServerCert`: the current `Certs` and what unknown names get.
+/// A certificate issued at runtime for one name, and what the leaf says.
+#[derive(Clone)]
+pub(crate) struct Issued {
+    pub(crate) key: Arc<CertifiedKey>,
+    pub(crate) expiry: Expiry,
+}
+
+/// Our `ResolvesServerCert`: the current `Certs`, the issued and challenge certificates,
+/// and what unknown names get.
 pub(crate) struct Resolver {
     pub(crate) certs: ArcSwap<Certs>,
+    /// By exact name, lowercase; ordered, so that "the first" (the default when there is
+    /// no file certificate) is the same on every run.
+    pub(crate) issued: ArcSwap<BTreeMap<String, Issued>>,
+    /// TLS-ALPN-01 challenge certificates by exact name, while a validation is pending.
+    pub(crate) challenges: ArcSwap<HashMap<String, Arc<CertifiedKey>>>,
     unknown: UnknownName,
 }
+
+/// The ALPN protocol of TLS-ALPN-01 validations (RFC 8737 §6.2).
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 
 impl Resolver {
     pub(crate) fn new(certs: Certs, unknown: UnknownName) -> Resolver {
         Resolver {
             certs: ArcSwap::from_pointee(certs),
+            issued: ArcSwap::from_pointee(BTreeMap::new()),
+            challenges: ArcSwap::from_pointee(HashMap::new()),
             unknown,
         }
     }
 
     /// The certificate a client asking for `server_name` gets, `None` to refuse it.
+    /// File certificates first (an operator's file overrides what ACME issued), then an
+    /// issued one for the exact name.
     pub(crate) fn pick(&self, server_name: Option<&str>) -> Option<Arc<CertifiedKey>> {
         let certs = self.certs.load();
-        let Some(name) = server_name else {
-            return Some(certs.default.clone());
+        let issued = self.issued.load();
+        let default = || {
+            certs
+                .default
+                .clone()
+                .or_else(|| issued.values().next().map(|i| i.key.clone()))
         };
-        match certs.find(&names::normalize(name)) {
-            Some(key) => Some(key.clone()),
-            None => match self.unknown {
-                UnknownName::Default => Some(certs.default.clone()),
-                UnknownName::Refuse => None,
-            },
+        let Some(name) = server_name else {
+            return default();
+        };
+        let name = names::normalize(name);
+        if let Some(key) = certs.find(&name) {
+            return Some(key.clone());
+        }
+        if let Some(one) = issued.get(&name) {
+            return Some(one.key.clone());
+        }
+        match self.unknown {
+            UnknownName::Default => default(),
+            UnknownName::Refuse => None,
         }
     }
+
+    /// The pending TLS-ALPN-01 certificate for `server_name`, `None` to refuse.
+    pub(crate) fn challenge(&self, server_name: Option<&str>) -> Option<Arc<CertifiedKey>> {
+        let name = names::normalize(server_name?);
+        self.challenges.load().get(&name).cloned()
+    }
+}
+
+/// Whether a ClientHello's ALPN list is exactly `acme-tls/1`: RFC 8737 §3 has the
+/// validating server offer that protocol alone, and no browser ever does.
+fn is_acme_validation(client_hello: &ClientHello<'_>) -> bool {
+    let Some(mut offered) = client_hello.alpn() else {
+        return false;
+    };
+    offered.next() == Some(ACME_TLS_ALPN) && offered.next().is_none()
 }
 
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if is_acme_validation(&client_hello) {
+            return self.challenge(client_hello.server_name());
+        }
         self.pick(client_hello.server_name())
     }
 }
@@ -120,8 +177,13 @@ impl ResolvesServerCert for Resolver {
 impl fmt::Debug for Resolver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let certs = self.certs.load();
+        let issued = self.issued.load();
         f.debug_struct("Resolver")
             .field("certificates", &certs.expiry)
+            .field(
+                "issued",
+                &issued.values().map(|i| &i.expiry).collect::<Vec<_>>(),
+            )
             .field("unknown", &self.unknown)
             .finish()
     }

@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::expiry::Expiry;
 use crate::names;
 use crate::pair::{self, CertPair};
-use crate::resolver::{Certs, Resolver, UnknownName};
+use crate::resolver::{Certs, Issued, Resolver, UnknownName};
 
 /// The ALPN protocols offered by default, in order of preference: HTTP/2, then
 /// HTTP/1.1. A client that offers neither fails the handshake (rustls's rule when the
@@ -26,6 +26,10 @@ pub struct Settings {
     /// What a client asking for a name no certificate covers gets. Default:
     /// [`UnknownName::Default`], the default (first) certificate.
     pub unknown_name: UnknownName,
+    /// Certificates also come while serving ([`CertStore::set_issued`], from ACME), so
+    /// that loading no file at all is no error: handshakes are then refused until the
+    /// first certificate is issued. Default: false, a store needs a file.
+    pub runtime_certificates: bool,
 }
 
 /// Certificates for HTTPS, swappable while serving.
@@ -39,6 +43,8 @@ pub struct CertStore {
     provider: Arc<CryptoProvider>,
     /// Everything but ALPN, which each listener chooses: see `server_config`.
     base: ServerConfig,
+    /// [`Settings::runtime_certificates`].
+    runtime_certificates: bool,
 }
 
 impl CertStore {
@@ -46,6 +52,9 @@ impl CertStore {
     pub fn load(pairs: &[CertPair], settings: Settings) -> Result<CertStore, Error> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let certs = load_all(pairs, &provider)?;
+        if certs.expiry.is_empty() && !settings.runtime_certificates {
+            return Err(Error::NoCertificates);
+        }
         let resolver = Arc::new(Resolver::new(certs, settings.unknown_name));
         let mut base = ServerConfig::builder_with_provider(provider.clone())
             // TLS 1.0 and 1.1 are deprecated (RFC 8996); rustls has neither anyway.
@@ -62,6 +71,7 @@ impl CertStore {
             resolver,
             provider,
             base,
+            runtime_certificates: settings.runtime_certificates,
         })
     }
 
@@ -71,6 +81,9 @@ impl CertStore {
     /// the certificate's key). On error the certificates in use stay as they were.
     pub fn reload(&self, pairs: &[CertPair]) -> Result<(), Error> {
         let certs = load_all(pairs, &self.provider)?;
+        if certs.expiry.is_empty() && !self.runtime_certificates {
+            return Err(Error::NoCertificates);
+        }
         self.resolver.certs.store(Arc::new(certs));
         Ok(())
     }
@@ -89,9 +102,73 @@ impl CertStore {
         TlsAcceptor::from(self.server_config(alpn))
     }
 
-    /// Every certificate's names and notAfter, in the order of the pairs.
+    /// Every certificate's names and notAfter: the files in the order of the pairs,
+    /// then the issued ones by name.
     pub fn expiry(&self) -> Vec<Expiry> {
-        self.resolver.certs.load().expiry.clone()
+        let mut all = self.resolver.certs.load().expiry.clone();
+        all.extend(
+            self.resolver
+                .issued
+                .load()
+                .values()
+                .map(|i| i.expiry.clone()),
+        );
+        all
+    }
+
+    /// Loads `pair` (checked as at load; its names must include `name`) and serves it
+    /// for `name` from the next handshake on, in place of the one issued before. File
+    /// certificates keep precedence for the names they cover. On error nothing changes.
+    pub fn set_issued(&self, name: &str, pair: &CertPair) -> Result<Expiry, Error> {
+        let loaded = pair::load(pair, &self.provider)?;
+        let name = names::normalize(name);
+        let expiry = loaded.expiry.clone();
+        let issued = Issued {
+            key: loaded.key,
+            expiry: loaded.expiry,
+        };
+        self.resolver.issued.rcu(|map| {
+            let mut map = (**map).clone();
+            map.insert(name.clone(), issued.clone());
+            map
+        });
+        Ok(expiry)
+    }
+
+    /// The issued certificate served for `name`, if any: its names and notAfter.
+    pub fn issued(&self, name: &str) -> Option<Expiry> {
+        let name = names::normalize(name);
+        self.resolver
+            .issued
+            .load()
+            .get(&name)
+            .map(|i| i.expiry.clone())
+    }
+
+    /// Serves `key` to TLS-ALPN-01 validations of `name` (ClientHellos that offer only
+    /// `acme-tls/1`, [`ACME_TLS_ALPN`](crate::ACME_TLS_ALPN)) until removed.
+    pub fn set_challenge(&self, name: &str, key: Arc<rustls::sign::CertifiedKey>) {
+        let name = names::normalize(name);
+        self.resolver.challenges.rcu(|map| {
+            let mut map = (**map).clone();
+            map.insert(name.clone(), key.clone());
+            map
+        });
+    }
+
+    /// Ends the TLS-ALPN-01 validation of `name`: such ClientHellos are refused again.
+    pub fn remove_challenge(&self, name: &str) {
+        let name = names::normalize(name);
+        self.resolver.challenges.rcu(|map| {
+            let mut map = (**map).clone();
+            map.remove(&name);
+            map
+        });
+    }
+
+    /// The crypto provider the store signs with (ring), for callers that make keys.
+    pub fn provider(&self) -> &Arc<CryptoProvider> {
+        &self.provider
     }
 
     /// The certificates that expire within `days` from now, or have expired, soonest
@@ -107,8 +184,9 @@ impl CertStore {
         soon
     }
 
-    /// Whether a client asking for `name` gets a certificate issued for it (and not the
-    /// default for want of one): lets the caller warn about a host left uncovered.
+    /// Whether a client asking for `name` gets a certificate file's certificate issued
+    /// for it (and not the default for want of one): lets the caller warn about a host
+    /// left uncovered, and tells ACME which names are not its business.
     pub fn covers(&self, name: &str) -> bool {
         self.resolver
             .certs
@@ -123,5 +201,5 @@ fn load_all(pairs: &[CertPair], provider: &CryptoProvider) -> Result<Certs, Erro
         .iter()
         .map(|p| pair::load(p, provider))
         .collect::<Result<Vec<_>, _>>()?;
-    Certs::new(loaded).ok_or(Error::NoCertificates)
+    Ok(Certs::new(loaded))
 }

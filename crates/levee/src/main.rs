@@ -82,7 +82,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             || e.is::<levee_tls::Error>()
             || matches!(
                 e.downcast_ref::<levee_proxy::ServeError>(),
-                Some(levee_proxy::ServeError::Tls(_))
+                Some(levee_proxy::ServeError::Tls(_) | levee_proxy::ServeError::Acme(_))
             )
     });
     if usage {

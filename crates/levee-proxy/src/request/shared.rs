@@ -58,11 +58,15 @@ pub(crate) struct Shared {
     /// The certificates of the HTTPS listeners, and the acceptor over them (HTTP/2 and
     /// HTTP/1.1 by ALPN), when there are any.
     pub tls: Option<Tls>,
+    /// Certificates from ACME (`[tls] acme_email`): the manager that orders them, run by
+    /// `serve_workers`, and answers HTTP-01 for `classify::early`.
+    pub acme: Option<levee_acme::Manager>,
 }
 
-/// HTTPS: the certificates (reloaded in place) and one acceptor for every listener.
+/// HTTPS: the certificates (reloaded in place, and issued by ACME) and one acceptor for
+/// every listener.
 pub(crate) struct Tls {
-    pub certs: levee_tls::CertStore,
+    pub certs: Arc<levee_tls::CertStore>,
     pub acceptor: levee_tls::tokio_rustls::TlsAcceptor,
     /// The HTTPS listeners as bound (port 0 resolved), for `redirect_http`.
     pub bound: OnceLock<Vec<std::net::SocketAddr>>,
@@ -83,6 +87,22 @@ pub fn cert_pairs(settings: &Settings, sites: &[levee_config::Site]) -> Vec<leve
         Some(levee_tls::CertPair::new(cert, key).serving(s.hosts.iter().cloned()))
     });
     global.chain(own).collect()
+}
+
+/// What the ACME manager is to do: the settings, and the names of every site (those a
+/// certificate file covers are left out by the manager).
+fn acme_config(a: levee_config::AcmeSettings, sites: &[Site]) -> levee_acme::Config {
+    levee_acme::Config {
+        email: a.email,
+        directory: a.directory,
+        dir: a.dir,
+        ca: a.ca,
+        names: sites.iter().flat_map(|s| s.hosts().to_vec()).collect(),
+        challenge: match a.challenge {
+            levee_config::AcmeChallenge::TlsAlpn01 => levee_acme::Challenge::TlsAlpn01,
+            levee_config::AcmeChallenge::Http01 => levee_acme::Challenge::Http01,
+        },
+    }
 }
 
 impl Shared {
@@ -112,11 +132,23 @@ impl Shared {
             })?),
             None => None,
         };
+        let acme_settings = settings.tls.acme.clone();
         let tls = match settings.listen_tls.is_empty() {
             true => None,
             false => {
-                let certs = levee_tls::CertStore::load(&pairs, levee_tls::Settings::default())?;
-                let acceptor = certs.acceptor(levee_tls::DEFAULT_ALPN);
+                let certs = Arc::new(levee_tls::CertStore::load(
+                    &pairs,
+                    levee_tls::Settings {
+                        runtime_certificates: acme_settings.is_some(),
+                        ..levee_tls::Settings::default()
+                    },
+                )?);
+                // acme-tls/1 last: only a TLS-ALPN-01 validation, which offers nothing
+                // else, negotiates it (and connection.rs closes it after the handshake).
+                let acceptor = match acme_settings {
+                    Some(_) => certs.acceptor(&[b"h2", b"http/1.1", levee_tls::ACME_TLS_ALPN]),
+                    None => certs.acceptor(levee_tls::DEFAULT_ALPN),
+                };
                 warn_expiring(&certs);
                 Some(Tls {
                     certs,
@@ -125,9 +157,17 @@ impl Shared {
                 })
             }
         };
+        let acme = match (acme_settings, &tls) {
+            (Some(a), Some(tls)) => Some(levee_acme::Manager::new(
+                acme_config(a, &sites),
+                tls.certs.clone(),
+            )?),
+            _ => None,
+        };
         let c = &settings.cache;
         Ok(Shared {
             tls,
+            acme,
             access_log,
             hosts,
             sites,
@@ -225,6 +265,7 @@ impl Shared {
         }
         keep!("listen", listen);
         keep!("listen_tls", listen_tls);
+        keep!("tls.acme_*", tls.acme);
         keep!("workers", workers);
         keep!("compression", compression);
         keep!("limits", limits);

@@ -49,7 +49,19 @@ pub(super) async fn serve_connection(
             },
             _ = stop.changed() => return,
         };
-        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+        let alpn = stream.get_ref().1.alpn_protocol();
+        if alpn == Some(levee_tls::ACME_TLS_ALPN) {
+            // A TLS-ALPN-01 validation: the handshake was all of it (RFC 8737 §3); never
+            // HTTP over it. Closed politely, briefly.
+            let mut stream = stream;
+            let _ = tokio::time::timeout(
+                Duration::from_secs(1),
+                tokio::io::AsyncWriteExt::shutdown(&mut stream),
+            )
+            .await;
+            return;
+        }
+        let h2 = alpn == Some(b"h2".as_slice());
         // No sendfile under TLS: the bytes are encrypted in levee.
         return serve_http(shared, TokioIo::new(stream), conn, h2, None, stop).await;
     }

@@ -131,6 +131,7 @@ async fn an_unknown_name_fails_the_handshake_when_so_set() {
     let sites = Sites::new();
     let settings = Settings {
         unknown_name: UnknownName::Refuse,
+        ..Settings::default()
     };
     let acceptor = sites.store(settings).acceptor(DEFAULT_ALPN);
     let client = Client::any_name(&sites.ca);

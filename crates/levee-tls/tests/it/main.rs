@@ -6,6 +6,7 @@
 
 mod fixtures;
 mod handshake;
+mod issued;
 mod load;
 mod openssl;
 mod reload;

@@ -42,6 +42,11 @@ pub struct ServeArgs {
     /// Strict-Transport-Security on HTTPS responses, like "max-age=31536000".
     #[arg(long, value_name = "VALUE")]
     pub hsts: Option<String>,
+    /// Get certificates from ACME (Let's Encrypt unless [tls] acme_directory says
+    /// otherwise) for the sites' hosts that no --tls-cert covers; the CA's contact
+    /// address. Agrees to the CA's terms of service.
+    #[arg(long, value_name = "ADDRESS")]
+    pub acme_email: Option<String>,
     /// TOML config file (see levee.example.toml for every option).
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -116,6 +121,8 @@ impl ServeArgs {
                 key: (!self.tls_key.is_empty()).then(|| self.tls_key.clone()),
                 redirect_http: self.redirect_http.then_some(true),
                 hsts: self.hsts.clone(),
+                acme_email: self.acme_email.clone(),
+                ..TlsOptions::default()
             },
             backend: OneOrMany::from_flags(&self.backend),
             root: self.root.clone(),
@@ -167,6 +174,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
     if args.check {
         // The certificates are read and checked as serving would (exit 2 on a bad one).
+        // (None with ACME alone: its certificates come while serving.)
         let pairs = levee_proxy::cert_pairs(&settings, &settings.sites);
         if !pairs.is_empty() {
             levee_tls::CertStore::load(&pairs, levee_tls::Settings::default())?;

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod access_log;
+mod acme;
 mod anonymous;
 mod anonymous_ttl;
 mod app_pool;
