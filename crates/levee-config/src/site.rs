@@ -194,8 +194,21 @@ impl Site {
             Some(n) => n,
             None => hosts.first().cloned().unwrap_or_else(|| "default".into()),
         };
-        let app = s.app.combine(o.app.clone());
-        let backend = backend(s.backend.or_else(|| o.backend.clone()), &app)?;
+        // A site that names its backend (or its app) replaces the top level's, whichever
+        // kind that was; one that names neither inherits it.
+        let own_app = s.app.command.is_some();
+        let own = s.backend.is_some() || own_app;
+        let mut app = s.app.combine(o.app.clone());
+        let backend_option = match own {
+            true => {
+                if !own_app {
+                    app.command = None;
+                }
+                s.backend
+            }
+            false => o.backend.clone(),
+        };
+        let backend = backend(backend_option, &app)?;
         let health = health(s.health.or_else(|| o.health.clone()))?;
         if health.is_some() && !matches!(backend, Backend::Http { .. }) {
             return Err(ConfigError::invalid(

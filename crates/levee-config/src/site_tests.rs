@@ -195,3 +195,18 @@ fn mistakes_in_sites_are_named_with_their_site() {
     ));
     assert!(e.starts_with("in the site `a.test`:"), "{e}");
 }
+
+#[test]
+fn a_site_backend_replaces_an_inherited_app_and_the_other_way_round() {
+    let s = load(
+        "[app]\ncommand = \"php w.php {port}\"\n[[site]]\nhosts = [\"a.test\"]\nbackend = \"http://127.0.0.1:1\"\n[[site]]\nhosts = [\"b.test\"]\n",
+    )
+    .unwrap();
+    assert!(matches!(s.sites[0].backend, Backend::Http { .. }));
+    assert!(matches!(s.sites[1].backend, Backend::App(_)));
+    let s = load(
+        "backend = \"http://127.0.0.1:1\"\n[[site]]\nhosts = [\"a.test\"]\n[site.app]\ncommand = \"php w.php {port}\"\n",
+    )
+    .unwrap();
+    assert!(matches!(s.sites[0].backend, Backend::App(_)));
+}
