@@ -12,6 +12,7 @@ pub mod fill;
 pub mod key;
 pub mod lookup;
 pub mod policy;
+pub mod range;
 pub mod store;
 pub mod tags;
 

@@ -11,6 +11,8 @@
 //!                                                       ├─ ServeAndRevalidate
 //!                                                       ├─ Pass (hit-for-miss)
 //!                                                       └─ Fill ── fill::fetch ─┬─ Stream ─> respond::streaming
+//!                                                                               ├─ StreamForRange ─> partial::after_fill ─┬─ Serve
+//!                                                                               │                                         └─ Stream
 //!                                                                               ├─ Serve (stale, refreshed)
 //!                                                                               ├─ Pass (not shareable)
 //!                                                                               └─ Respond (error)
@@ -30,6 +32,7 @@ mod files;
 mod fill;
 mod lookup;
 mod next;
+mod partial;
 mod pass;
 mod respond;
 mod sessions;
@@ -178,6 +181,7 @@ async fn run(
                 Box::pin(fill::fetch(shared, site, &parts, key, stale, conn)).await
             }
             Next::Stream(s) => return respond::streaming(shared, &parts, s),
+            Next::StreamForRange { stream, max } => partial::after_fill(stream, max).await,
             // The one way to the backend as the client asked: only here.
             Next::Pass { reason, marked } => {
                 let pass = pass::pass(shared, site, parts, body, conn, reason, marked);

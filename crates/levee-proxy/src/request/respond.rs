@@ -13,6 +13,7 @@ use levee_cache::{conditional, policy};
 use levee_compress::Coding;
 
 use super::next::{Serve, Stream};
+use super::partial;
 use super::shared::{FillHead, Shared};
 use crate::body::{ProxyBody, Resp};
 use crate::encoding::{Encoder, EntryForm};
@@ -97,6 +98,19 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
             conditional::evaluate(&parts.method, &parts.headers, &response_headers)
         {
             return precondition(shared, status, &response_headers, age, result);
+        }
+    }
+    // RFC 9110 §14.2: Range is for GET, and here for a stored 200, the representation
+    // the client gets in its coding (RFC 9110 §14.1.2).
+    if parts.method == Method::GET
+        && entry.status == StatusCode::OK
+        && parts.headers.contains_key(header::RANGE)
+    {
+        // The bytes of a coding levee made are not the origin's (see partial.rs).
+        let origin_bytes = coding == Coding::Identity || entry.levee_coded.is_none();
+        if let Some(resp) = partial::answer(&parts.headers, &response_headers, &body, origin_bytes)
+        {
+            return mark(shared, resp, result, Some(age), Some("stored".into()));
         }
     }
     let body = if parts.method == Method::HEAD {
