@@ -22,7 +22,7 @@ use levee_cache::{
 use levee_compress::{add_vary_accept_encoding, Coding};
 
 use super::next::{Next, Serve, Stream};
-use super::partial;
+use super::range_miss;
 use super::respond;
 use super::shared::{FillHead, Shared, StreamHead};
 use super::site::Site;
@@ -121,7 +121,7 @@ pub(crate) async fn fetch(
                 waited: asked.elapsed(),
             };
             // A range is cut from the whole body: wait for it, when it is to be stored.
-            if partial::from_fill(parts, h, max) {
+            if range_miss::from_fill(parts, h, max) {
                 return Next::StreamForRange { stream, max };
             }
             Next::Stream(stream)

@@ -437,7 +437,7 @@ pub(crate) struct StreamHead {
     pub received: Instant,
     /// The entry the filler stored, once it did (`None` until then); closed without one
     /// when the filler ends without storing. A range request on a miss is answered from
-    /// it (`partial::after_fill`).
+    /// it (`range_miss::after_fill`).
     pub stored: tokio::sync::watch::Receiver<Option<Arc<Entry>>>,
 }
 
