@@ -125,7 +125,8 @@ pub fn decide(request: &HeaderMap, rep: Representation<'_>) -> Ranges {
 pub fn parse(value: &HeaderValue) -> Option<Vec<Spec>> {
     let value = value.to_str().ok()?;
     let (unit, set) = value.trim().split_once('=')?;
-    if !unit.trim_end().eq_ignore_ascii_case("bytes") {
+    // `range-unit "=" range-set`: no space before the `=`; the list may have spaces.
+    if !unit.eq_ignore_ascii_case("bytes") {
         return None;
     }
     let mut specs = Vec::new();

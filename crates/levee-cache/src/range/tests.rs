@@ -109,6 +109,7 @@ fn invalid_ranges_are_ignored() {
         "items=0-1",
         "0-1",
         "bytes 0-1",
+        "bytes =0-1",
     ] {
         assert_eq!(d(r, 100), Ranges::Full, "{r}");
     }
