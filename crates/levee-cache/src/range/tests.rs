@@ -217,3 +217,47 @@ fn content_range_values() {
     assert_eq!(r.len(), 10);
     assert_eq!(r.content_range(100), "bytes 0-9/100");
 }
+
+/// What the `cache_range` fuzz target checks, over many generated `Range` values: parts
+/// inside the body, disjoint and apart, never more than `MAX_SPECS`.
+#[test]
+fn generated_ranges_keep_the_invariants() {
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for _ in 0..20_000 {
+        let len = next(3000);
+        let specs: Vec<String> = (0..1 + next(12))
+            .map(|_| {
+                let (a, b) = (next(3200), next(3200));
+                match next(4) {
+                    0 => format!("{a}-"),
+                    1 => format!("-{a}"),
+                    2 => format!("{}-{}", a.min(b), a.max(b)),
+                    _ => format!("{a}-{}", a + next(100)),
+                }
+            })
+            .collect();
+        let value = format!("bytes={}", specs.join(","));
+        match d(&value, len) {
+            Ranges::One(r) => assert!(r.start <= r.end && r.end < len, "{value} of {len}"),
+            Ranges::Many(parts) => {
+                assert!(parts.len() >= 2 && parts.len() <= MAX_SPECS, "{value}");
+                let mut sorted = parts.clone();
+                sorted.sort_by_key(|r| r.start);
+                for r in &sorted {
+                    assert!(r.start <= r.end && r.end < len, "{value} of {len}");
+                }
+                for w in sorted.windows(2) {
+                    assert!(w[0].end + COALESCE_GAP < w[1].start, "{value}: {parts:?}");
+                }
+            }
+            Ranges::Full => assert_eq!(len, 0, "{value}"),
+            Ranges::Unsatisfiable => assert!(len > 0, "{value}"),
+        }
+    }
+}
