@@ -108,6 +108,8 @@ fn multipart(headers: &HeaderMap, body: &Bytes, parts: &[ByteRange]) -> Resp {
     pieces.push_back(Bytes::from(format!("\r\n--{boundary}--\r\n")));
     let len: usize = pieces.iter().map(Bytes::len).sum();
     let mut headers = headers.clone();
+    // The parts carry theirs (a stray one on the stored 200 would contradict them).
+    headers.remove(header::CONTENT_RANGE);
     set(
         &mut headers,
         header::CONTENT_TYPE,
