@@ -480,6 +480,62 @@ async fn a_range_miss_fetches_the_whole_response_once() {
     assert_eq!(origin.requests_for("/chunked"), 1);
 }
 
+/// Large stored bodies go out with sendfile over HTTP/1.1 (zerocopy.rs); a 206 between
+/// two such hits on one kept-alive connection is sent from memory and leaves the
+/// connection's sendfile queue in order. The same over HTTP/2.
+#[tokio::test]
+async fn ranges_of_large_bodies_on_kept_alive_connections() {
+    let big: Bytes = (0..300_000)
+        .map(|i| (i % 253) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let served = big.clone();
+    let origin = Origin::fixed(move || {
+        Reply::text(served.clone())
+            .header("content-type", "video/mp4")
+            .header("cache-control", "max-age=60")
+    });
+    let levee = levee!().backend(&origin.url()).start();
+    levee.get("/big").await;
+    levee.wait_stored("/big").await;
+    let total = big.len();
+    let mut h1 = levee_test::Conn::open(levee.addr()).await;
+    let mut h2 = levee_test::H2Conn::open(levee.addr()).await;
+    for round in 0..2 {
+        for range in [
+            None,
+            Some("bytes=100000-199999"),
+            None,
+            Some("bytes=0-9,-10"),
+            None,
+        ] {
+            let mut req = Req::get("/big");
+            if let Some(range) = range {
+                req = req.header("range", range);
+            }
+            let r = match round {
+                0 => h1.send(req).await,
+                _ => h2.send(req).await,
+            };
+            assert_eq!(r.x_cache(), "HIT", "{range:?}: {}", r.summary());
+            match range {
+                None => assert!(
+                    r.status == 200 && r.body == big,
+                    "{range:?}: {}",
+                    r.summary()
+                ),
+                Some("bytes=100000-199999") => assert_part(&r, 100_000, 199_999, total, &big),
+                Some(_) => {
+                    let parts = multipart(&r);
+                    assert_eq!(parts.len(), 2);
+                    assert!(parts[0].1[..] == big[..10] && parts[1].1[..] == big[total - 10..]);
+                }
+            }
+        }
+    }
+    assert_eq!(origin.requests(), 1);
+}
+
 /// Too large to store: the whole response streams through (200 is always allowed); the
 /// origin never sees Range from a fill.
 #[tokio::test]
