@@ -71,6 +71,7 @@ pub(crate) async fn fetch(
             entry,
             result: CacheResult::Stale,
             now,
+            waited: None,
         }),
         None => otherwise(),
     };
@@ -130,6 +131,7 @@ pub(crate) async fn fetch(
             entry: entry.clone(),
             result: CacheResult::Revalidated,
             now,
+            waited: None,
         }),
         FillHead::Refreshed(_) => Next::pass(NotStored::HitForMiss.as_str()),
         FillHead::Failed(err) => stale_or(now, &|| Next::Respond(respond::upstream_error(err))),

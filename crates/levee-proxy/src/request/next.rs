@@ -57,6 +57,9 @@ pub(crate) struct Serve {
     pub result: CacheResult,
     /// The time its age is computed at.
     pub now: Instant,
+    /// How long the request waited for the backend, when it did (a range miss answered
+    /// from the entry its fill stored).
+    pub waited: Option<Duration>,
 }
 
 /// A fill's response head and a reader of its body.

@@ -78,6 +78,7 @@ pub(crate) async fn after_fill(stream: Stream, max: usize) -> Next {
                     entry,
                     result: CacheResult::Miss,
                     now: levee_cache::clock::now(),
+                    waited: Some(waited),
                 });
             }
         }

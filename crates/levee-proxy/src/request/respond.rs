@@ -76,7 +76,12 @@ fn set_headers(
 /// A stored response in the coding the client accepts, or 304/412 when the client's
 /// preconditions say so.
 pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve) -> Answer {
-    let Serve { entry, result, now } = serve;
+    let Serve {
+        entry,
+        result,
+        now,
+        waited,
+    } = serve;
     let entry = &*entry;
     let age = policy::age_header(entry.age(now));
     // The headers of the form this client gets; built once, used for the preconditions
@@ -110,7 +115,9 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
         let origin_bytes = coding == Coding::Identity || entry.levee_coded.is_none();
         if let Some(resp) = partial::answer(&parts.headers, &response_headers, &body, origin_bytes)
         {
-            return mark(shared, resp, result, Some(age), Some("stored".into()));
+            let mut answer = mark(shared, resp, result, Some(age), Some("stored".into()));
+            answer.outcome.backend_wait = waited;
+            return answer;
         }
     }
     let body = if parts.method == Method::HEAD {
@@ -121,7 +128,9 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
     let mut resp = Response::new(body);
     *resp.status_mut() = entry.status;
     *resp.headers_mut() = response_headers;
-    mark(shared, resp, result, Some(age), Some("stored".into()))
+    let mut answer = mark(shared, resp, result, Some(age), Some("stored".into()));
+    answer.outcome.backend_wait = waited;
+    answer
 }
 
 /// A stored body as a response body: from a memfd with sendfile when it is large and
