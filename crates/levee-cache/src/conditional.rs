@@ -93,7 +93,7 @@ pub fn not_modified_applies(
     true
 }
 
-fn date(v: Option<&HeaderValue>) -> Option<SystemTime> {
+pub(crate) fn date(v: Option<&HeaderValue>) -> Option<SystemTime> {
     v.and_then(|v| v.to_str().ok())
         .and_then(|s| httpdate::parse_http_date(s.trim()).ok())
 }
@@ -124,7 +124,7 @@ fn list_matches(
 /// The entity-tags of a list, as (weak, opaque-tag without its quotes), working on bytes
 /// so that tags with obs-text compare too. A quoted tag may contain commas. Malformed
 /// members (unquoted, `w/`) are kept whole, so that they match only the same bytes.
-fn parse_tags(list: &[u8]) -> impl Iterator<Item = (bool, &[u8])> {
+pub(crate) fn parse_tags(list: &[u8]) -> impl Iterator<Item = (bool, &[u8])> {
     let mut rest = list;
     std::iter::from_fn(move || {
         loop {

@@ -317,6 +317,13 @@ impl Reader {
     pub async fn next_chunk(&mut self) -> Option<Result<Bytes, Incomplete>> {
         std::future::poll_fn(|cx| self.poll_chunk(cx)).await
     }
+
+    /// Puts chunks already read back in front of what is left, so that the reader
+    /// yields them again (a request that read ahead, then sends the body after all).
+    pub fn unread(&mut self, mut chunks: Vec<Bytes>) {
+        chunks.extend(self.replay.by_ref());
+        self.replay = chunks.into_iter();
+    }
 }
 
 /// The fills in flight, by cache key.
@@ -445,6 +452,25 @@ mod tests {
         assert_eq!(early.next_chunk().await.unwrap().unwrap(), "b");
         assert!(early.next_chunk().await.is_none());
         assert_eq!(fill.take_body().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn unread_chunks_come_again_before_the_rest() {
+        let fill: Arc<Fill<u16>> = Fill::new(1024);
+        let mut r = fill.join().unwrap();
+        let t = Duration::from_secs(1);
+        fill.push(Bytes::from_static(b"a"), t).await;
+        let a = r.next_chunk().await.unwrap().unwrap();
+        r.unread(vec![a]);
+        fill.push(Bytes::from_static(b"b"), t).await;
+        fill.finish();
+        assert_eq!(r.next_chunk().await.unwrap().unwrap(), "a");
+        assert_eq!(r.next_chunk().await.unwrap().unwrap(), "b");
+        assert!(r.next_chunk().await.is_none());
+        // After the end, too: the chunks, then the end again.
+        r.unread(vec![Bytes::from_static(b"ab")]);
+        assert_eq!(r.next_chunk().await.unwrap().unwrap(), "ab");
+        assert!(r.next_chunk().await.is_none());
     }
 
     #[tokio::test]

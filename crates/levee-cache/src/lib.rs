@@ -1,5 +1,6 @@
 //! levee's shared HTTP cache (RFC 9111): the storage policy, cache keys and Vary,
-//! bounded storage with TinyLFU eviction, and request coalescing.
+//! bounded storage with TinyLFU eviction, request coalescing, and the ranges a stored
+//! response answers (RFC 9110 §14).
 //!
 //! Nothing here knows about sockets: `levee-proxy` drives it.
 
@@ -12,6 +13,7 @@ pub mod fill;
 pub mod key;
 pub mod lookup;
 pub mod policy;
+pub mod range;
 pub mod store;
 pub mod tags;
 

@@ -27,6 +27,9 @@ pub enum ProxyBody {
     Decoded(Box<levee_compress::DecompressBody<ProxyBody>>),
     /// A large cached body sent from a memfd with sendfile (see zerocopy.rs).
     Zc(crate::zerocopy::ZcBody),
+    /// Pieces sent one after the other: a multipart/byteranges body, whose ranges are
+    /// slices of the stored body (request/partial.rs).
+    Parts(std::collections::VecDeque<Bytes>),
 }
 
 /// A backend body streamed through. The backend slot is released when it is dropped,
@@ -77,6 +80,7 @@ impl Body for ProxyBody {
             ProxyBody::Coded(c) => Pin::new(c.as_mut()).poll_frame(cx),
             ProxyBody::Decoded(d) => Pin::new(d.as_mut()).poll_frame(cx),
             ProxyBody::Zc(z) => Poll::Ready(z.next_frame().map(|b| Ok(Frame::data(b)))),
+            ProxyBody::Parts(p) => Poll::Ready(p.pop_front().map(|b| Ok(Frame::data(b)))),
             ProxyBody::Pass(p) => match Pin::new(&mut p.inner).poll_frame(cx) {
                 Poll::Ready(r) => {
                     let t = p.timeout;
@@ -101,6 +105,7 @@ impl Body for ProxyBody {
             ProxyBody::Coded(c) => c.is_end_stream(),
             ProxyBody::Decoded(d) => d.is_end_stream(),
             ProxyBody::Zc(z) => z.is_end_stream(),
+            ProxyBody::Parts(p) => p.is_empty(),
         }
     }
 
@@ -113,6 +118,7 @@ impl Body for ProxyBody {
             ProxyBody::File(f) => f.size_hint(),
             ProxyBody::Coded(c) => c.size_hint(),
             ProxyBody::Decoded(d) => d.size_hint(),
+            ProxyBody::Parts(p) => SizeHint::with_exact(p.iter().map(|b| b.len() as u64).sum()),
             ProxyBody::Zc(z) => SizeHint::with_exact(if z.is_end_stream() {
                 0
             } else {

@@ -22,6 +22,7 @@ use levee_cache::{
 use levee_compress::{add_vary_accept_encoding, Coding};
 
 use super::next::{Next, Serve, Stream};
+use super::range_miss;
 use super::respond;
 use super::shared::{FillHead, Shared, StreamHead};
 use super::site::Site;
@@ -70,6 +71,7 @@ pub(crate) async fn fetch(
             entry,
             result: CacheResult::Stale,
             now,
+            waited: None,
         }),
         None => otherwise(),
     };
@@ -113,17 +115,23 @@ pub(crate) async fn fetch(
                     "levee lost track of a backend response",
                 ));
             };
-            Next::Stream(Stream {
+            let stream = Stream {
                 head: head.clone(),
                 reader,
                 now,
                 waited: asked.elapsed(),
-            })
+            };
+            // A range is cut from the whole body: wait for it, when it is to be stored.
+            if range_miss::from_fill(parts, h, max) {
+                return Next::StreamForRange { stream, max };
+            }
+            Next::Stream(stream)
         }
         FillHead::Refreshed(entry) if entry.vary.matches(&parts.headers) => Next::Serve(Serve {
             entry: entry.clone(),
             result: CacheResult::Revalidated,
             now,
+            waited: None,
         }),
         FillHead::Refreshed(_) => Next::pass(NotStored::HitForMiss.as_str()),
         FillHead::Failed(err) => stale_or(now, &|| Next::Respond(respond::upstream_error(err))),
@@ -286,6 +294,8 @@ async fn run_fill(
     let tags = levee_cache::tags::tags(&head.headers);
     levee_cache::tags::strip(&mut head.headers);
     let stored_headers = full.storable.is_ok().then(|| head.headers.clone());
+    // Dropped without a value however this task ends before storing: waiters see that.
+    let (stored_tx, stored_rx) = tokio::sync::watch::channel(None);
     fill.set_head(FillHead::Stream(StreamHead {
         status: head.status,
         headers: head.headers,
@@ -293,6 +303,7 @@ async fn run_fill(
         storable,
         initial_age: full.initial_age,
         received: received.at,
+        stored: stored_rx,
     }));
 
     if !stream_body(shared, &fill, body, &key).await {
@@ -325,9 +336,11 @@ async fn run_fill(
         tags,
         derived: Default::default(),
     };
-    shared.store.insert(key.clone(), Arc::new(entry));
+    let entry = Arc::new(entry);
+    shared.store.insert(key.clone(), entry.clone());
     shared.stats.stored.inc();
     shared.mark_hit_for_miss(&key, HitForMiss::Clear);
+    stored_tx.send_replace(Some(entry));
 }
 
 /// Sends the fill's request. A conditional request is sent again without its

@@ -24,7 +24,12 @@ pub(crate) fn lookup(shared: &Shared, parts: &request::Parts, key: CacheKey) -> 
     }
     let now = levee_cache::clock::now();
     let stored = shared.store.get(&key, &parts.headers);
-    let serve = |entry, result| Serve { entry, result, now };
+    let serve = |entry, result| Serve {
+        entry,
+        result,
+        now,
+        waited: None,
+    };
     match (levee_cache::lookup(&req_cc, stored.as_deref(), now), stored) {
         (Lookup::Hit, Some(entry)) => Next::Serve(serve(entry, CacheResult::Hit)),
         (Lookup::StaleAccepted, Some(entry)) => Next::Serve(serve(entry, CacheResult::Stale)),

@@ -7,10 +7,12 @@
 //!                  └─ Files ── files::serve ─┬─ Respond (a file)
 //!                     Classify <─────────────┘
 //! classify::classify ─┬─ Pass(reason) ───────────────────────────────> pass::pass
-//!                     └─ Lookup(key) ── lookup::lookup ─┬─ Serve ────> respond::entry
+//!                     └─ Lookup(key) ── lookup::lookup ─┬─ Serve ────> respond::entry (ranges: partial)
 //!                                                       ├─ ServeAndRevalidate
 //!                                                       ├─ Pass (hit-for-miss)
 //!                                                       └─ Fill ── fill::fetch ─┬─ Stream ─> respond::streaming
+//!                                                                               ├─ StreamForRange ─> range_miss::after_fill ─┬─ Serve
+//!                                                                               │                                            └─ Stream
 //!                                                                               ├─ Serve (stale, refreshed)
 //!                                                                               ├─ Pass (not shareable)
 //!                                                                               └─ Respond (error)
@@ -30,7 +32,9 @@ mod files;
 mod fill;
 mod lookup;
 mod next;
+mod partial;
 mod pass;
+mod range_miss;
 mod respond;
 mod sessions;
 mod shared;
@@ -178,6 +182,7 @@ async fn run(
                 Box::pin(fill::fetch(shared, site, &parts, key, stale, conn)).await
             }
             Next::Stream(s) => return respond::streaming(shared, &parts, s),
+            Next::StreamForRange { stream, max } => range_miss::after_fill(stream, max).await,
             // The one way to the backend as the client asked: only here.
             Next::Pass { reason, marked } => {
                 let pass = pass::pass(shared, site, parts, body, conn, reason, marked);

@@ -29,6 +29,9 @@ pub(crate) enum Next {
     },
     /// Respond with a fill's response as it streams in.
     Stream(Stream),
+    /// A range request on a miss: the whole body first (at most `max` bytes), then the
+    /// range from the entry the fill stored; the whole response if it was not.
+    StreamForRange { stream: Stream, max: usize },
     /// To the backend as the client sent it, never stored. `marked`: the key is marked
     /// hit-for-miss, and the response renews or clears the mark.
     Pass {
@@ -54,6 +57,9 @@ pub(crate) struct Serve {
     pub result: CacheResult,
     /// The time its age is computed at.
     pub now: Instant,
+    /// How long the request waited for the backend, when it did (a range miss answered
+    /// from the entry its fill stored).
+    pub waited: Option<Duration>,
 }
 
 /// A fill's response head and a reader of its body.

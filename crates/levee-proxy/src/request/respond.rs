@@ -13,6 +13,7 @@ use levee_cache::{conditional, policy};
 use levee_compress::Coding;
 
 use super::next::{Serve, Stream};
+use super::partial;
 use super::shared::{FillHead, Shared};
 use crate::body::{ProxyBody, Resp};
 use crate::encoding::{Encoder, EntryForm};
@@ -75,7 +76,12 @@ fn set_headers(
 /// A stored response in the coding the client accepts, or 304/412 when the client's
 /// preconditions say so.
 pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve) -> Answer {
-    let Serve { entry, result, now } = serve;
+    let Serve {
+        entry,
+        result,
+        now,
+        waited,
+    } = serve;
     let entry = &*entry;
     let age = policy::age_header(entry.age(now));
     // The headers of the form this client gets; built once, used for the preconditions
@@ -99,6 +105,21 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
             return precondition(shared, status, &response_headers, age, result);
         }
     }
+    // RFC 9110 §14.2: Range is for GET, and here for a stored 200, the representation
+    // the client gets in its coding (RFC 9110 §14.1.2).
+    if parts.method == Method::GET
+        && entry.status == StatusCode::OK
+        && parts.headers.contains_key(header::RANGE)
+    {
+        // The bytes of a coding levee made are not the origin's (see partial.rs).
+        let origin_bytes = coding == Coding::Identity || entry.levee_coded.is_none();
+        if let Some(resp) = partial::answer(&parts.headers, &response_headers, &body, origin_bytes)
+        {
+            let mut answer = mark(shared, resp, result, Some(age), Some("stored".into()));
+            answer.outcome.backend_wait = waited;
+            return answer;
+        }
+    }
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
     } else {
@@ -107,7 +128,9 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
     let mut resp = Response::new(body);
     *resp.status_mut() = entry.status;
     *resp.headers_mut() = response_headers;
-    mark(shared, resp, result, Some(age), Some("stored".into()))
+    let mut answer = mark(shared, resp, result, Some(age), Some("stored".into()));
+    answer.outcome.backend_wait = waited;
+    answer
 }
 
 /// A stored body as a response body: from a memfd with sendfile when it is large and

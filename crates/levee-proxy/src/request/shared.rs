@@ -435,6 +435,10 @@ pub(crate) struct StreamHead {
     pub storable: Result<(), NotStored>,
     pub initial_age: Duration,
     pub received: Instant,
+    /// The entry the filler stored, once it did (`None` until then); closed without one
+    /// when the filler ends without storing. A range request on a miss is answered from
+    /// it (`range_miss::after_fill`).
+    pub stored: tokio::sync::watch::Receiver<Option<Arc<Entry>>>,
 }
 
 impl StreamHead {

@@ -27,6 +27,7 @@ mod overload;
 mod php;
 mod proxy;
 mod purge;
+mod ranges;
 mod reload;
 mod rfc9111;
 mod sendfile;
