@@ -274,9 +274,15 @@ fn assemble(
         let first = &pages.first()?.0;
         crate::settings(audit.config.as_deref(), flags, first).ok()
     });
-    // Session cookie names as levee's configuration knows them (presets included).
-    let session_names = settings.sites.first().map(|s| &s.anonymous.session_cookies);
-    let is_session = |n: &str| session_names.is_some_and(|m| m.is_session(n));
+    // Session cookie names as levee's configuration knows them, and the proposed
+    // preset's (DokuWiki's `DokuWiki` is a session, not a tracking cookie).
+    let matchers: Vec<&levee_config::CookieMatcher> = [Some(settings), preset_settings.as_ref()]
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s.sites.first())
+        .map(|s| &s.anonymous.session_cookies)
+        .collect();
+    let is_session = |n: &str| matchers.iter().any(|m| m.is_session(n));
     let urls: Vec<UrlReport> = pages
         .iter()
         .zip(&detected)
