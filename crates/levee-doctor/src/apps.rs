@@ -101,6 +101,9 @@ pub struct Detected {
     pub evidence: String,
 }
 
+/// A test of a cookie's name.
+type CookieRule<'a> = &'a dyn Fn(&str) -> bool;
+
 /// Detects the application from a page's response (fields, cookies) and HTML.
 pub fn detect(ex: &Exchange, html: &str) -> Option<Detected> {
     let found = |app, evidence: String| Some(Detected { app, evidence });
@@ -127,7 +130,7 @@ pub fn detect(ex: &Exchange, html: &str) -> Option<Detected> {
     }
     let cookies: Vec<String> = ex.set_cookies().into_iter().map(|(n, _)| n).collect();
     let cookie = |pred: &dyn Fn(&str) -> bool| cookies.iter().find(|c| pred(c)).cloned();
-    let by_cookie: &[(&dyn Fn(&str) -> bool, App)] = &[
+    let by_cookie: &[(CookieRule, App)] = &[
         (
             &|c| c.starts_with("wordpress_") || c.starts_with("wp-"),
             App::WordPress,

@@ -138,14 +138,18 @@ fn is_page(path: &str) -> bool {
 
 /// `robots.txt` rules for the doctor: the group for `levee-doctor` if there is one,
 /// else `*`; the longest matching rule wins, `Allow` on a tie.
+/// (allow, path pattern) in the file's order.
+type Rules = Vec<(bool, String)>;
+
 #[derive(Debug, Default)]
 pub struct Robots {
-    rules: Vec<(bool, String)>,
+    rules: Rules,
 }
 
 impl Robots {
     pub fn parse(text: &str) -> Robots {
-        let mut groups: Vec<(Vec<String>, Vec<(bool, String)>)> = Vec::new();
+        // (user agents, rules) per group.
+        let mut groups: Vec<(Vec<String>, Rules)> = Vec::new();
         let mut in_agents = false;
         for line in text.lines() {
             let line = line.split('#').next().unwrap_or("").trim();

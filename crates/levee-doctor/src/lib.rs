@@ -242,7 +242,7 @@ fn assemble(
             None => counts.push((d.app, 1, d.evidence.clone())),
         }
     }
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     let app = counts.first().cloned();
     let configured: Vec<String> = settings
         .sites
