@@ -261,7 +261,7 @@ mod tests {
             nofile: Some(1024),
             somaxconn: Some(128),
             syn_backlog: Some(8192),
-            port_range: Some((32768, 60999)),
+            port_range: Some((49152, 65535)),
             tw_reuse: Some(2),
             file_max: Some(9_000_000),
             mem_total: Some(2 << 30),
