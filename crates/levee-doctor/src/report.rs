@@ -61,7 +61,7 @@ impl LeveeVerdict {
 
     fn text(&self) -> String {
         match (self.result, self.ttl_s) {
-            ("HIT", Some(t)) => format!("HIT after the first ({t} s, {})", self.reason),
+            ("HIT", Some(t)) => format!("HIT {t} s ({})", self.reason),
             ("MICRO", Some(t)) => format!("MICRO-cached {t} s"),
             ("REVALIDATED", _) => "stored, REVALIDATED each time".into(),
             (r, _) => format!("{r} ({})", self.reason),
@@ -191,11 +191,15 @@ pub fn text(r: &Report, site: &str, settings_note: &str, colour: bool) -> String
         _ => "application not recognised".into(),
     };
     let _ = writeln!(o, "{} {site}: {app}", p.wrap("1", "levee doctor"));
-    let _ = writeln!(o, "levee's settings: {settings_note}\n");
+    let _ = writeln!(o, "levee's settings: {settings_note}");
+    let _ = writeln!(
+        o,
+        "(levee: HIT = from its cache after the first request, for that long)\n"
+    );
     for u in &r.urls {
-        let path = short(path_of(&u.url), 44);
+        let path = short(path_of(&u.url), 30);
         if let Some(e) = &u.error {
-            let _ = writeln!(o, "  {path:<44}  {}", p.wrap("31", e));
+            let _ = writeln!(o, "  {path:<30}  {}", p.wrap("31", e));
             continue;
         }
         let status = u.status.map_or("-".into(), |s| s.to_string());
@@ -203,7 +207,7 @@ pub fn text(r: &Report, site: &str, settings_note: &str, colour: bool) -> String
         let shared = if u.storable { "yes" } else { "no" };
         let _ = write!(
             o,
-            "  {path:<44} {status} {ms:>7}  shared cache: {shared:<3}  levee: {}",
+            "  {path:<30} {status} {ms:>6}  shared cache: {shared:<3}  levee: {}",
             p.verdict(&u.levee)
         );
         if let Some(w) = &u.with_preset {
