@@ -22,7 +22,7 @@ mod worker;
 mod zerocopy;
 
 pub use error::{BindError, ServeError};
-pub use request::cert_pairs;
+pub use request::{cert_pairs, verdict};
 pub use server::{serve_workers, Bound, Reloader, Server};
 
 /// Entry points for the fuzz targets in `fuzz/` (not an API).

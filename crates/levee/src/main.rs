@@ -44,6 +44,8 @@ enum Command {
     Purge(cmd::purge::PurgeArgs),
     /// Make a running levee serve re-read its configuration (like SIGHUP).
     Reload(cmd::reload::ReloadArgs),
+    /// Audit a site: what a cache can store, what levee will do, what to change.
+    Doctor(Box<cmd::doctor::DoctorArgs>),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Command::Origin(args) => cmd::origin::run(args),
         Command::Purge(args) => cmd::purge::run(args),
         Command::Reload(args) => cmd::reload::run(args),
+        Command::Doctor(args) => cmd::doctor::run(*args),
     };
     match result {
         Ok(code) => code,
@@ -78,6 +81,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         e.is::<levee_config::ConfigError>()
             || e.is::<levee_bench::UsageError>()
             || e.is::<cmd::purge::PurgeUsage>()
+            || e.is::<cmd::doctor::DoctorUsage>()
             // A certificate or key file that cannot be used: the configuration's.
             || e.is::<levee_tls::Error>()
             || matches!(

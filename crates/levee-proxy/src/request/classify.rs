@@ -10,10 +10,11 @@ use levee_cache::{CacheKey, NotStored, Scheme};
 
 use super::next::Next;
 use super::respond;
+use super::sessions::Sessions;
 use super::shared::Shared;
 use super::site::Site;
 use crate::body::ProxyBody;
-use crate::outcome::{Answer, CacheResult};
+use crate::outcome::{Answer, CacheResult, Reason};
 use crate::upstream::ConnInfo;
 
 /// What levee answers itself, before anything else; then the document root for GET and
@@ -95,24 +96,39 @@ fn acme_http01(shared: &Shared, parts: &request::Parts, conn: ConnInfo) -> Optio
 /// paths. Everything else passes, with its reason: the one place that decides it,
 /// besides what the cache itself says (lookup, fill).
 pub(crate) fn classify(site: &Site, parts: &request::Parts, conn: ConnInfo) -> Next {
+    if let Some(reason) = pass_reason(&site.sessions, &site.conf().settings, parts) {
+        return Next::pass(reason);
+    }
+    Next::Lookup(
+        CacheKey::for_request(conn.scheme(), &parts.uri, &parts.headers).in_site(site.index),
+    )
+}
+
+/// Why a request must pass the cache, or `None` when it may use it: the rule of
+/// [`classify`], also called by `levee doctor` (crate::verdict) so that the two agree.
+pub(crate) fn pass_reason(
+    sessions: &Sessions,
+    settings: &levee_config::Site,
+    parts: &request::Parts,
+) -> Option<Reason> {
     if parts.method != Method::GET && parts.method != Method::HEAD {
-        return Next::pass(NotStored::Method.as_str());
+        return Some(NotStored::Method.as_str().into());
     }
     let h = &parts.headers;
     if h.contains_key(header::AUTHORIZATION) {
-        return Next::pass(NotStored::Session.as_str());
+        return Some(NotStored::Session.as_str().into());
     }
-    match site.sessions.session_cookie(h) {
+    match sessions.session_cookie(h) {
         Ok(None) => {}
-        Ok(Some(name)) => return Next::pass(format!("session-cookie:{name}")),
+        Ok(Some(name)) => return Some(format!("session-cookie:{name}").into()),
         // A cookie header we cannot read might hide a session: pass.
-        Err(()) => return Next::pass(NotStored::Session.as_str()),
+        Err(()) => return Some(NotStored::Session.as_str().into()),
     }
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    if site.conf().settings.anonymous.pass_paths.is_match(pq) {
-        return Next::pass(NotStored::PassPath.as_str());
+    if settings.anonymous.pass_paths.is_match(pq) {
+        return Some(NotStored::PassPath.as_str().into());
     }
-    Next::Lookup(CacheKey::for_request(conn.scheme(), &parts.uri, h).in_site(site.index))
+    None
 }
 
 /// `redirect_http`: the same URL over https, 301 for GET and HEAD, 308 for the rest

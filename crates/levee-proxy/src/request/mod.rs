@@ -39,6 +39,7 @@ mod respond;
 mod sessions;
 mod shared;
 mod site;
+pub mod verdict;
 
 pub(crate) use shared::Shared;
 pub use shared::{cert_pairs, Reloader};

@@ -9,7 +9,7 @@ use levee_config::{
 };
 
 /// Arguments of `levee serve`. Every flag overrides the same option in the config file.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Default, clap::Args)]
 #[command(
     after_help = "Examples:\n  levee serve --backend http://127.0.0.1:9000\n  levee serve --backend http://127.0.0.1:9000 --preset wordpress --micro-cache 3s\n  levee serve --backend fastcgi+unix:/run/php/php8.2-fpm.sock --root /var/www/html\n  levee serve --config levee.toml --check\n\nEvery option is documented in levee.example.toml."
 )]

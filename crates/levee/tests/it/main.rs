@@ -17,6 +17,7 @@ mod conformance_freshness;
 mod conformance_validation;
 mod dashboard;
 mod demo;
+mod doctor;
 mod edits;
 mod frameworks;
 mod hostile;
