@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use levee_test::apps::{DokuWiki, WordPress};
+use levee_test::apps::{DokuWiki, MediaWiki, WordPress};
 use levee_test::{levee, tools, Levee, Origin, Recorded, Reply};
 use serde_json::Value;
 
@@ -321,4 +321,25 @@ async fn dokuwiki_is_named_and_its_preset_does_what_doctor_says() {
         passing.iter().any(|p| p["reason"] == "pass-path"),
         "{report}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mediawiki_is_named_and_its_preset_does_what_doctor_says() {
+    levee_test::require!(tools::PHP_FPM);
+    levee_test::require!(tools::MARIADB);
+    levee_test::require!(tools::MEDIAWIKI);
+    let wiki = MediaWiki::start();
+    let report = audit_app(
+        wiki.levee_args(),
+        "/index.php/Main_Page",
+        "MediaWiki",
+        "mediawiki",
+    )
+    .await;
+    let main = &report["urls"][0];
+    // MediaWiki marks every page private for shared caches (it expects to purge a CDN
+    // it is told about); its preset stores anonymous pages anyway.
+    assert!(ids(main).contains(&"private".to_string()), "{main}");
+    assert_ne!(main["levee"]["result"], "HIT", "{main}");
+    assert_eq!(main["with_preset"]["result"], "HIT", "{main}");
 }
