@@ -147,6 +147,15 @@ pub struct BenchCommand {
     /// No progress bar and no text report (files are still written).
     #[arg(short = 'q', long)]
     pub quiet: bool,
+
+    /// Audit the URL with `levee doctor` first (what a cache can keep of it, and why);
+    /// the audit goes into the HTML report.
+    #[arg(long)]
+    pub doctor: bool,
+
+    /// Sections the caller adds to the reports (the doctor's audit).
+    #[arg(skip)]
+    pub appendix: Vec<crate::report::Appendix>,
 }
 
 /// Subcommands of `levee bench`.
@@ -381,6 +390,7 @@ pub fn execute(cmd: BenchCommand) -> Result<(ExitCode, Option<Report>)> {
     }
     let mut report = run_blocking(prepared.plan, &prepared.load, show_progress)?;
     report.label = cmd.label.clone();
+    report.appendix = cmd.appendix.clone();
     if let Some(p) = &cmd.json {
         report.write_json(p)?;
     }

@@ -29,8 +29,8 @@ use anyhow::{anyhow, Context, Result};
 pub use cli::{parse_duration, parse_header, BenchAction, BenchCommand, UsageError};
 pub use report::html::{render_html, write_html, write_html_many};
 pub use report::{
-    ErrorCounts, Knee, LatencySummary, Percentile, Report, RunConfig, StatusCounts, StepReport,
-    Timeline,
+    Appendix, ErrorCounts, Knee, LatencySummary, Percentile, Report, RunConfig, StatusCounts,
+    StepReport, Timeline,
 };
 pub use run::{run_blocking, Load, Stop};
 pub use sweep::{knee, parse_sweep};

@@ -151,6 +151,7 @@ pub fn run_blocking(plan: Arc<Plan>, load: &Load, show_progress: bool) -> Result
         config,
         steps,
         knee,
+        appendix: Vec::new(),
     })
 }
 

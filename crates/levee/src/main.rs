@@ -48,6 +48,22 @@ enum Command {
     Doctor(Box<cmd::doctor::DoctorArgs>),
 }
 
+/// `levee bench`, with the doctor's audit of the URL in its report when `--doctor`.
+fn bench(mut cmd: levee_bench::BenchCommand) -> anyhow::Result<ExitCode> {
+    if let (true, Some(url)) = (cmd.doctor, cmd.url.clone()) {
+        eprintln!("levee: auditing {url} with levee doctor first");
+        let text = cmd::doctor::audit_text(&url)?;
+        if cmd.html.is_none() {
+            print!("{text}");
+        }
+        cmd.appendix.push(levee_bench::Appendix {
+            title: "levee doctor".into(),
+            text,
+        });
+    }
+    levee_bench::main(cmd)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -59,7 +75,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::run(*args),
         Command::Demo(args) => cmd::demo::run(args),
-        Command::Bench(cmd) => levee_bench::main(*cmd),
+        Command::Bench(cmd) => bench(*cmd),
         Command::Origin(args) => cmd::origin::run(args),
         Command::Purge(args) => cmd::purge::run(args),
         Command::Reload(args) => cmd::reload::run(args),

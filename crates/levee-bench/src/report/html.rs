@@ -282,6 +282,14 @@ td.l, th.l {{ text-align: left; }}
         out.push('\n');
     }
     out.push_str("</div>\n");
+    for a in reports.iter().flat_map(|r| &r.appendix) {
+        let _ = write!(
+            out,
+            "<section class=\"appendix\"><h2>{}</h2>\n<pre>{}</pre></section>\n",
+            esc(&a.title),
+            esc(&a.text)
+        );
+    }
     let json = serde_json::to_string(reports).unwrap_or_else(|_| "[]".into());
     // "</" cannot appear inside a script element; JSON allows the escaped form.
     let json = json.replace("</", "<\\/");

@@ -26,6 +26,17 @@ pub struct Report {
     /// Where throughput peaks and latency degrades (sweeps only).
     #[serde(default)]
     pub knee: Option<Knee>,
+    /// Sections other tools add to the report, shown after the charts (`levee bench
+    /// --doctor`: the doctor's audit of the URL).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub appendix: Vec<Appendix>,
+}
+
+/// A titled block of preformatted text in the report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Appendix {
+    pub title: String,
+    pub text: String,
 }
 
 /// How the run was set up.

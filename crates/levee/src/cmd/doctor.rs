@@ -114,6 +114,33 @@ impl DoctorArgs {
 }
 
 pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    print!("{}", render(&args, colour)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text audit of `url` with the defaults, for `levee bench --doctor`'s report.
+pub fn audit_text(url: &str) -> anyhow::Result<String> {
+    let args = DoctorArgs {
+        urls: vec![url.to_string()],
+        file: None,
+        crawl: None,
+        rate: 4.0,
+        timeout: "10s".into(),
+        json: false,
+        system: false,
+        config: None,
+        backend: Vec::new(),
+        preset: Vec::new(),
+        micro_cache: None,
+        anonymous_ttl: None,
+        cache_size: None,
+    };
+    render(&args, false)
+}
+
+/// What `levee doctor` prints: the audit as text or JSON.
+fn render(args: &DoctorArgs, colour: bool) -> anyhow::Result<String> {
     let urls = args.urls()?;
     if urls.is_empty() && !args.system {
         return Err(DoctorUsage(
@@ -140,7 +167,6 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         })?;
     let serve = args.serve_args();
     let flags = serve.options();
-    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     // Without a backend, the site audited stands for it (or, for --system alone, a
     // placeholder: php-fpm's pool is then looked for only with a fastcgi backend).
     let placeholder = Url::parse("http://127.0.0.1/").map_err(DoctorUsage)?;
@@ -154,12 +180,10 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         .then(|| system::evaluate(&system::read(&settings), &settings));
     let Some(first) = urls.first().cloned() else {
         let checks = checks.unwrap_or_default();
-        if args.json {
-            println!("{}", serde_json::json!({ "system": checks }));
-        } else {
-            print!("{}", report::system_text(&checks, colour));
-        }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(match args.json {
+            true => format!("{}\n", serde_json::json!({ "system": checks })),
+            false => report::system_text(&checks, colour),
+        });
     };
     let audit = Audit {
         urls,
@@ -178,14 +202,14 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         .block_on(levee_doctor::run(&audit))
         .map_err(|e| anyhow::anyhow!("{first}: the site cannot be reached: {e}"))?;
     report.system = checks;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        let note = settings_note(&args);
-        let site = format!("http://{}", first.authority());
-        print!("{}", report::text(&report, &site, &note, colour));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(match args.json {
+        true => format!("{}\n", serde_json::to_string_pretty(&report)?),
+        false => {
+            let note = settings_note(args);
+            let site = format!("http://{}", first.authority());
+            report::text(&report, &site, &note, colour)
+        }
+    })
 }
 
 /// Which settings the verdicts follow, in the words of the command line.

@@ -343,3 +343,55 @@ async fn mediawiki_is_named_and_its_preset_does_what_doctor_says() {
     assert_ne!(main["levee"]["result"], "HIT", "{main}");
     assert_eq!(main["with_preset"]["result"], "HIT", "{main}");
 }
+
+/// `levee bench --doctor`: the audit of the URL goes into the bench's HTML report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_with_doctor_puts_the_audit_in_its_html_report() {
+    let origin = Origin::fixed(|| {
+        Reply::text("<p>a page</p>")
+            .header("content-type", "text/html")
+            .header("cache-control", "private")
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let url = format!("{}/page", origin.url());
+    let args = vec![
+        "bench".to_string(),
+        url,
+        "-n".into(),
+        "20".into(),
+        "-c".into(),
+        "2".into(),
+        "--doctor".into(),
+        "--quiet".into(),
+        "--html".into(),
+        html.display().to_string(),
+    ];
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_levee"))
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run levee bench")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    let section = page
+        .split("<section class=\"appendix\"><h2>levee doctor</h2>")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no doctor section in:\n{page}"));
+    assert!(
+        section.contains("private"),
+        "the reason is there: {section}"
+    );
+    assert!(
+        page.contains("id=\"chart-throughput\""),
+        "the bench's own charts are still there"
+    );
+}
