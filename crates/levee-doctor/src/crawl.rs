@@ -61,7 +61,7 @@ fn decode_entities(s: &str) -> String {
 }
 
 /// `href` read from `base`: absolute, scheme-relative, rooted or relative; `None` for
-/// another host or scheme (mailto:, javascript:, https:).
+/// another host or scheme (mailto:, javascript:, or https: from an http: site).
 pub fn resolve(base: &Url, href: &str) -> Option<Url> {
     let href = href.trim();
     let href = href.split('#').next().unwrap_or("");
@@ -69,9 +69,9 @@ pub fn resolve(base: &Url, href: &str) -> Option<Url> {
         return None;
     }
     if let Some(rest) = href.strip_prefix("//") {
-        return same_site(base, &format!("http://{rest}"));
+        return same_site(base, &format!("{}://{rest}", base.scheme()));
     }
-    if href.starts_with("http://") {
+    if href.starts_with("http://") || href.starts_with("https://") {
         return same_site(base, href);
     }
     if href.contains(':') && !href.starts_with('/') && !href.starts_with('?') {
@@ -96,7 +96,8 @@ pub fn resolve(base: &Url, href: &str) -> Option<Url> {
 
 fn same_site(base: &Url, absolute: &str) -> Option<Url> {
     let u = Url::parse(absolute).ok()?;
-    (u.host == base.host && u.port == base.port).then(|| base.with_path(&normalize(&u.path)))
+    (u.tls == base.tls && u.host == base.host && u.port == base.port)
+        .then(|| base.with_path(&normalize(&u.path)))
 }
 
 /// Removes `.` and `..` segments of the path (the query is kept as is).

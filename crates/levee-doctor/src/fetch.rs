@@ -3,6 +3,8 @@
 //! a bound. One connection is kept while the server keeps it, so that a server that closes
 //! every connection is seen doing so.
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
@@ -17,9 +19,11 @@ use tokio::net::TcpStream;
 pub const USER_AGENT: &str =
     "Mozilla/5.0 (compatible; levee-doctor/0.1; an audit of this site's cacheability)";
 
-/// An `http://` URL, split as the client needs it.
+/// An `http://` or `https://` URL, split as the client needs it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Url {
+    /// `https://`: the client speaks TLS (the system's roots, plus `--cacert`).
+    pub tls: bool,
     /// Lowercase host, without brackets for IPv6.
     pub host: String,
     pub port: u16,
@@ -28,26 +32,22 @@ pub struct Url {
 }
 
 impl Url {
-    /// Parses `http://host[:port]/path?query`. `https://` is refused with what to do.
+    /// Parses `http://host[:port]/path?query` or `https://...`.
     pub fn parse(s: &str) -> Result<Url, String> {
         let s = s.trim();
-        if s.starts_with("https://") {
-            return Err(format!(
-                "{s}: https is not supported by levee doctor yet; audit the site's http:// address or its backend's (levee serves https itself)"
-            ));
-        }
         let uri: http::Uri = s
             .parse()
             .map_err(|e| format!("{s}: not a URL ({e}); give it as http://host/path"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
+        let tls = match uri.scheme_str() {
+            Some(scheme) if scheme.eq_ignore_ascii_case("http") => false,
+            Some(scheme) if scheme.eq_ignore_ascii_case("https") => true,
             Some(other) => {
                 return Err(format!(
-                    "{s}: {other}:// is not audited; give an http:// URL"
+                    "{s}: {other}:// is not audited; give an http:// or https:// URL"
                 ))
             }
             None => return Err(format!("{s}: give the URL with http://, like http://{s}")),
-        }
+        };
         let host = uri
             .host()
             .ok_or_else(|| format!("{s}: no host in the URL"))?
@@ -56,8 +56,9 @@ impl Url {
             .to_ascii_lowercase();
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
         Ok(Url {
+            tls,
             host,
-            port: uri.port_u16().unwrap_or(80),
+            port: uri.port_u16().unwrap_or(if tls { 443 } else { 80 }),
             path: if path.is_empty() {
                 "/".into()
             } else {
@@ -73,10 +74,26 @@ impl Url {
         } else {
             self.host.clone()
         };
-        if self.port == 80 {
+        if self.port == self.default_port() {
             host
         } else {
             format!("{host}:{}", self.port)
+        }
+    }
+
+    fn default_port(&self) -> u16 {
+        if self.tls {
+            443
+        } else {
+            80
+        }
+    }
+
+    pub fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
         }
     }
 
@@ -91,7 +108,7 @@ impl Url {
 
 impl std::fmt::Display for Url {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "http://{}{}", self.authority(), self.path)
+        write!(f, "{}://{}{}", self.scheme(), self.authority(), self.path)
     }
 }
 
@@ -143,6 +160,9 @@ pub struct Client {
     timeout: Duration,
     max_body: usize,
     conn: Option<(String, SendRequest<Empty<Bytes>>)>,
+    /// For https: the system's roots plus the extra CA, made at the first https URL.
+    tls: Option<Arc<rustls::ClientConfig>>,
+    extra_ca: Option<PathBuf>,
 }
 
 impl Client {
@@ -155,7 +175,47 @@ impl Client {
             timeout,
             max_body,
             conn: None,
+            tls: None,
+            extra_ca: None,
         }
+    }
+
+    /// Also trusts the certificates of this PEM file for https (a private CA, a test's).
+    pub fn with_extra_ca(mut self, pem: Option<PathBuf>) -> Client {
+        self.extra_ca = pem;
+        self
+    }
+
+    /// The TLS client configuration, made once.
+    fn tls_config(&mut self) -> Result<Arc<rustls::ClientConfig>, FetchError> {
+        if let Some(c) = &self.tls {
+            return Ok(c.clone());
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        // A bad system certificate is skipped, as every TLS client does.
+        let _ = roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        if let Some(file) = &self.extra_ca {
+            use rustls::pki_types::pem::PemObject;
+            let certs = rustls::pki_types::CertificateDer::pem_file_iter(file)
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| {
+                    FetchError(format!(
+                        "--cacert {}: cannot read its certificates ({e}); give a PEM file",
+                        file.display()
+                    ))
+                })?;
+            roots.add_parsable_certificates(certs);
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| FetchError(format!("TLS: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = Arc::new(config);
+        self.tls = Some(config.clone());
+        Ok(config)
     }
 
     /// A GET (or HEAD) of `url` with the browser's fields plus `extra`.
@@ -197,7 +257,13 @@ impl Client {
         }
         let mut sender = match reuse {
             Some(s) => s,
-            None => connect(url).await?,
+            None => {
+                let tls = match url.tls {
+                    true => Some(self.tls_config()?),
+                    false => None,
+                };
+                connect(url, tls).await?
+            }
         };
         let mut req = Request::new(Empty::<Bytes>::new());
         *req.method_mut() = method;
@@ -265,7 +331,10 @@ fn value(s: &str) -> Result<HeaderValue, FetchError> {
     HeaderValue::from_str(s).map_err(|_| FetchError(format!("not a valid header value: {s:?}")))
 }
 
-async fn connect(url: &Url) -> Result<SendRequest<Empty<Bytes>>, FetchError> {
+async fn connect(
+    url: &Url,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> Result<SendRequest<Empty<Bytes>>, FetchError> {
     let addr = if url.host.contains(':') {
         format!("[{}]:{}", url.host, url.port)
     } else {
@@ -277,7 +346,29 @@ async fn connect(url: &Url) -> Result<SendRequest<Empty<Bytes>>, FetchError> {
         ))
     })?;
     let _ = tcp.set_nodelay(true);
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+    match tls {
+        None => handshake(&addr, TokioIo::new(tcp)).await,
+        Some(config) => {
+            let name = rustls::pki_types::ServerName::try_from(url.host.clone())
+                .map_err(|e| FetchError(format!("{url}: not a TLS server name: {e}")))?;
+            let stream = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await
+                .map_err(|e| {
+                    FetchError(format!(
+                        "{url}: TLS handshake failed: {e} (a private CA? give it with --cacert FILE)"
+                    ))
+                })?;
+            handshake(&addr, TokioIo::new(stream)).await
+        }
+    }
+}
+
+async fn handshake<T>(addr: &str, io: T) -> Result<SendRequest<Empty<Bytes>>, FetchError>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(|e| FetchError(format!("{addr}: HTTP handshake failed: {e}")))?;
     tokio::spawn(async move {
@@ -298,7 +389,11 @@ mod tests {
         assert_eq!(u.path, "/a?b=1");
         assert_eq!(u.to_string(), "http://example.com:8080/a?b=1");
         assert_eq!(Url::parse("http://x").unwrap().path, "/");
-        assert!(Url::parse("https://x/").unwrap_err().contains("http://"));
+        let u = Url::parse("HTTPS://x/").unwrap();
+        assert!(u.tls && u.port == 443);
+        assert_eq!(u.to_string(), "https://x/");
+        assert_eq!(Url::parse("https://x:8443/").unwrap().authority(), "x:8443");
+        assert!(Url::parse("ftp://x/").unwrap_err().contains("not audited"));
         assert!(Url::parse("example.com").is_err());
     }
 }

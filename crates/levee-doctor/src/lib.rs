@@ -43,6 +43,8 @@ pub struct Audit {
     /// The config file and flags, as `levee serve` takes them.
     pub config: Option<std::path::PathBuf>,
     pub flags: Options,
+    /// A PEM file of extra certificates to trust for https URLs (`--cacert`).
+    pub ca: Option<std::path::PathBuf>,
 }
 
 /// The site could not be reached at all (exit status 1).
@@ -88,7 +90,8 @@ pub async fn run(audit: &Audit) -> Result<Report, Box<dyn std::error::Error + Se
         return Err("no URL to audit".into());
     };
     let settings = settings(audit.config.as_deref(), &audit.flags, first)?;
-    let mut client = Client::new(audit.rate, audit.timeout, audit.max_body);
+    let mut client =
+        Client::new(audit.rate, audit.timeout, audit.max_body).with_extra_ca(audit.ca.clone());
     let budget = audit.urls.len().max(audit.crawl);
     let robots = if audit.crawl > 0 {
         let r = client

@@ -38,6 +38,9 @@ pub struct DoctorArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also trust the certificates in this PEM file for https:// URLs (a private CA).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
     /// Check this host's readiness for load (kernel limits, memory, php-fpm's pool).
     #[arg(long)]
     pub system: bool,
@@ -128,6 +131,7 @@ pub fn audit_text(url: &str) -> anyhow::Result<String> {
         rate: 4.0,
         timeout: "10s".into(),
         json: false,
+        cacert: None,
         system: false,
         config: None,
         backend: Vec::new(),
@@ -142,6 +146,13 @@ pub fn audit_text(url: &str) -> anyhow::Result<String> {
 /// What `levee doctor` prints: the audit as text or JSON.
 fn render(args: &DoctorArgs, colour: bool) -> anyhow::Result<String> {
     let urls = args.urls()?;
+    if let Some(f) = args.cacert.as_ref().filter(|f| !f.is_file()) {
+        return Err(DoctorUsage(format!(
+            "--cacert {}: no such file; give the PEM file of the CA that signed the site's certificate",
+            f.display()
+        ))
+        .into());
+    }
     if urls.is_empty() && !args.system {
         return Err(DoctorUsage(
             "give the URL of a page to audit (levee doctor http://example.com/), -f FILE, or --system"
@@ -193,6 +204,7 @@ fn render(args: &DoctorArgs, colour: bool) -> anyhow::Result<String> {
         max_body: 8 << 20,
         config: args.config.clone(),
         flags,
+        ca: args.cacert.clone(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -206,7 +218,7 @@ fn render(args: &DoctorArgs, colour: bool) -> anyhow::Result<String> {
         true => format!("{}\n", serde_json::to_string_pretty(&report)?),
         false => {
             let note = settings_note(args);
-            let site = format!("http://{}", first.authority());
+            let site = format!("{}://{}", first.scheme(), first.authority());
             report::text(&report, &site, &note, colour)
         }
     })

@@ -223,7 +223,8 @@ async fn exit_status_2_for_bad_arguments_1_for_an_unreachable_site() {
     for args in [
         vec![],
         vec!["--rate", "0", "http://127.0.0.1/"],
-        vec!["https://example.com/"],
+        vec!["ftp://example.com/"],
+        vec!["--cacert", "/nonexistent.pem", "https://127.0.0.1:1/"],
         vec!["--preset", "nosuchapp", "http://127.0.0.1/"],
         vec!["http://127.0.0.1:1/", "http://127.0.0.2:1/"],
     ] {
@@ -394,4 +395,56 @@ async fn bench_with_doctor_puts_the_audit_in_its_html_report() {
         page.contains("id=\"chart-throughput\""),
         "the bench's own charts are still there"
     );
+}
+
+/// An https site: the doctor speaks TLS (trusting the test's CA with --cacert), and its
+/// verdict is the same as over http.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_sites_are_audited() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let dir = tempfile::tempdir().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let (ca, crt, k) = (
+        dir.path().join("ca.pem"),
+        dir.path().join("site.pem"),
+        dir.path().join("site.key"),
+    );
+    std::fs::write(&ca, ca_cert.pem()).unwrap();
+    std::fs::write(&crt, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    let origin = Origin::fixed(|| {
+        Reply::text("<p>a page</p>")
+            .header("content-type", "text/html")
+            .header("cache-control", "max-age=60")
+            .header("etag", "\"v1\"")
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&[
+            "--tls-cert",
+            crt.to_str().unwrap(),
+            "--tls-key",
+            k.to_str().unwrap(),
+        ])
+        .start();
+    let url = format!("https://localhost:{}/page", levee.tls_addr().await.port());
+    let report = doctor_json(&["--cacert", ca.to_str().unwrap(), &url]).await;
+    let page = &report["urls"][0];
+    assert_eq!(page["status"], 200, "{report}");
+    assert_eq!(page["url"], url.as_str(), "{report}");
+    assert_eq!(page["storable"], true, "{report}");
+    // Without the CA: the handshake fails, and the reason says what to do.
+    let (code, _, err) = doctor(vec![url]).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--cacert"), "{err}");
 }
