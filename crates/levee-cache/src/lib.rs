@@ -7,6 +7,7 @@ pub mod after_fetch;
 pub mod cache_control;
 pub mod clock;
 pub mod conditional;
+pub mod date;
 pub mod entry;
 pub mod fill;
 pub mod key;
@@ -14,6 +15,7 @@ pub mod lookup;
 pub mod policy;
 pub mod store;
 pub mod tags;
+pub mod targeted;
 
 pub use after_fetch::{after_fetch, AfterFetch, Asked, Fetched, HitForMiss};
 pub use cache_control::CacheControl;
