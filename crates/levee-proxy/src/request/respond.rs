@@ -2,14 +2,16 @@
 //! receives goes through here: the coding it accepts (the only caller of the
 //! [`Encoder`] for client forms; fills use it for the stored form), and the headers
 //! levee adds, written from the response's [`Outcome`] by [`mark`]: `X-Cache`, `Via`,
-//! `Age` and, with `--debug-headers`, `X-Cache-Reason`.
+//! `Age` and, with `--debug-headers`, `X-Cache-Reason`; and the one it removes from
+//! backend responses, the cache directives meant for levee (`Levee-Cache-Control`,
+//! `CDN-Cache-Control`).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
-use levee_cache::{conditional, policy};
+use levee_cache::{conditional, policy, targeted};
 use levee_compress::Coding;
 
 use super::next::{Serve, Stream};
@@ -33,13 +35,18 @@ pub(crate) fn mark(
     age: Option<HeaderValue>,
     reason: Option<Reason>,
 ) -> Answer {
-    let debug = shared.conf().settings.debug_headers;
+    let conf = shared.conf();
+    let settings = &conf.settings;
+    let debug = settings.debug_headers;
     set_headers(
         resp.headers_mut(),
         result,
         age,
         reason.as_deref().filter(|_| debug),
     );
+    if result.forwarded() {
+        strip_targeted(resp.headers_mut(), settings.cache.strip_cdn_cache_control);
+    }
     Answer {
         resp,
         outcome: Outcome::new(result, reason),
@@ -69,6 +76,17 @@ fn set_headers(
     }
     if let Some(r) = reason.and_then(|r| HeaderValue::from_str(r).ok()) {
         headers.insert(X_CACHE_REASON.clone(), r);
+    }
+}
+
+/// Removes the cache directives meant for levee (RFC 9213's targeted fields) from a
+/// backend's response: `Levee-Cache-Control` always, `CDN-Cache-Control` unless the
+/// operator keeps it for a CDN in front of levee. Stored copies keep both (levee-cache
+/// `targeted.rs`); clients get `Cache-Control` as it came.
+fn strip_targeted(headers: &mut HeaderMap, cdn_too: bool) {
+    headers.remove(&targeted::LEVEE_CACHE_CONTROL);
+    if cdn_too {
+        headers.remove(&targeted::CDN_CACHE_CONTROL);
     }
 }
 
