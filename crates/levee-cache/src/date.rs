@@ -7,9 +7,12 @@
 //! the three formats with their names in one case only: a lowercase month made an
 //! `Expires` invalid, that is already expired (RFC 9111 §5.3).
 //!
-//! - Day names, month names and `GMT` are matched case-insensitively (§5.6.7: "case-
-//!   sensitive", but a recipient that can read the sender's intent loses nothing; caches
-//!   in the field, nginx and Go among them, do).
+//! - Day names, month names and `GMT` are matched case-insensitively: RFC 9110 §5.6.7
+//!   makes HTTP-date case-sensitive, and RFC 9111 §4.2 relaxes that for caches ("a cache
+//!   recipient SHOULD match the field value case-insensitively").
+//! - The layout is the grammar's: IMF-fixdate and asctime with a short day name,
+//!   RFC 850 with a long one and a two-digit year, `GMT` the only zone (RFC 9111 §4.2:
+//!   another zone is invalid for expiration).
 //! - The day name must be one, but is not checked against the date: the numbers say when,
 //!   and a wrong weekday is a sender's slip, not another instant (nginx and Go ignore it
 //!   too).
@@ -30,28 +33,30 @@ pub fn parse_http_date(s: &str) -> Option<SystemTime> {
 pub fn parse_at(s: &str, now: SystemTime) -> Option<SystemTime> {
     let mut c = Cursor(s.trim_matches([' ', '\t']).as_bytes());
     let day_name = c.alpha();
-    weekday(day_name)?;
+    let long_name = weekday(day_name)?;
     let fields = if c.eat(b',') {
         c.space()?;
-        let day = c.digits(1, 2)?;
-        let fields = if c.eat(b'-') {
-            // rfc850-date: 06-Nov-94
+        let (day, 2) = c.digits(2, 2)? else {
+            return None;
+        };
+        let fields = if long_name {
+            // rfc850-date: Sunday, 06-Nov-94
+            c.byte(b'-')?;
             let month = month(c.alpha())?;
             c.byte(b'-')?;
-            let year = match c.digits(2, 4)? {
-                (yy, 2) => full_year(yy, now),
-                (year, 4) => year,
-                _ => return None,
+            let (yy, 2) = c.digits(2, 2)? else {
+                return None;
             };
+            let year = full_year(yy, now);
             let time = time_of_day(&mut c)?;
             Fields {
                 year,
                 month,
-                day: day.0,
+                day,
                 time,
             }
         } else {
-            // IMF-fixdate: 06 Nov 1994
+            // IMF-fixdate: Sun, 06 Nov 1994
             c.space()?;
             let month = month(c.alpha())?;
             c.space()?;
@@ -62,13 +67,16 @@ pub fn parse_at(s: &str, now: SystemTime) -> Option<SystemTime> {
             Fields {
                 year,
                 month,
-                day: day.0,
+                day,
                 time,
             }
         };
         fields.with_zone(&mut c)?
     } else {
-        // asctime-date: Nov  6 08:49:37 1994
+        // asctime-date: Sun Nov  6 08:49:37 1994
+        if long_name {
+            return None;
+        }
         c.space()?;
         let month = month(c.alpha())?;
         c.space()?;
@@ -204,11 +212,18 @@ const MONTHS: [&[u8]; 12] = [
     b"jan", b"feb", b"mar", b"apr", b"may", b"jun", b"jul", b"aug", b"sep", b"oct", b"nov", b"dec",
 ];
 
-/// A day name, short (`Sun`) or long (`Sunday`), in any case.
-fn weekday(name: &[u8]) -> Option<()> {
-    DAYS.iter()
-        .any(|d| name.eq_ignore_ascii_case(d) || name.eq_ignore_ascii_case(&d[..3]))
-        .then_some(())
+/// A day name in any case: whether it is the long one (`Sunday`, RFC 850's) rather than
+/// the short one (`Sun`, IMF-fixdate's and asctime's); `None` if it is neither.
+fn weekday(name: &[u8]) -> Option<bool> {
+    DAYS.iter().find_map(|d| {
+        if name.eq_ignore_ascii_case(d) {
+            Some(true)
+        } else if name.eq_ignore_ascii_case(&d[..3]) {
+            Some(false)
+        } else {
+            None
+        }
+    })
 }
 
 /// A month's three letters, in any case: 1 to 12.
@@ -329,8 +344,13 @@ mod tests {
         assert_eq!(year("Saturday, 01-Jan-77 00:00:00 GMT"), Some(1977));
         assert_eq!(year("Thursday, 01-Jan-26 00:00:00 GMT"), Some(2026));
         assert_eq!(year("Monday, 01-Jan-00 00:00:00 GMT"), Some(2000));
-        // A four-digit year in the RFC 850 layout is taken as written.
-        assert_eq!(year("Sunday, 06-Nov-1994 08:49:37 GMT"), Some(1994));
+        // The layouts are the grammar's (cache-tests: dashes with a four-digit year are
+        // no HTTP-date).
+        assert_eq!(year("Sunday, 06-Nov-1994 08:49:37 GMT"), None);
+        assert_eq!(year("Sun, 06-Nov-94 08:49:37 GMT"), None);
+        assert_eq!(year("Thu, 18-Aug-2050 02:01:18 GMT"), None);
+        assert_eq!(year("Sunday, 06 Nov 1994 08:49:37 GMT"), None);
+        assert_eq!(year("Sunday Nov  6 08:49:37 1994"), None);
     }
 
     #[test]
