@@ -248,6 +248,8 @@ fn precondition(
     *resp.status_mut() = status;
     let headers = resp.headers_mut();
     if status == StatusCode::NOT_MODIFIED {
+        // The targeted fields too, for a CDN in front that refreshes its copy with them
+        // (`mark` removes them unless it is configured to keep them).
         for name in [
             header::CACHE_CONTROL,
             header::CONTENT_LOCATION,
@@ -255,6 +257,8 @@ fn precondition(
             header::ETAG,
             header::EXPIRES,
             header::VARY,
+            targeted::CDN_CACHE_CONTROL.clone(),
+            targeted::LEVEE_CACHE_CONTROL.clone(),
         ] {
             for v in stored.get_all(&name) {
                 headers.append(name.clone(), v.clone());

@@ -81,6 +81,7 @@ async fn cdn_cache_control_decides_for_levee_and_cache_control_for_browsers() {
 async fn cdn_cache_control_is_kept_for_a_cdn_in_front_when_configured() {
     let origin = Origin::fixed(|| {
         Reply::text("page")
+            .header("etag", "\"v1\"")
             .header("cache-control", "no-store")
             .header("cdn-cache-control", "max-age=600")
             .header("levee-cache-control", "max-age=60")
@@ -93,7 +94,13 @@ async fn cdn_cache_control_is_kept_for_a_cdn_in_front_when_configured() {
     levee.wait_stored("/").await;
     let hit = levee.get("/").await;
     assert_eq!(hit.x_cache(), "HIT", "{}", hit.summary());
-    for resp in [&r, &hit] {
+    let etag = hit.header("etag").unwrap().to_string();
+    let not_modified = Req::get("/")
+        .header("if-none-match", &etag)
+        .send(&levee)
+        .await;
+    assert_eq!(not_modified.status, 304, "{}", not_modified.summary());
+    for resp in [&r, &hit, &not_modified] {
         assert_eq!(resp.header("cdn-cache-control"), Some("max-age=600"));
         assert_eq!(resp.header("cache-control"), Some("no-store"));
         // levee's own field is levee's alone.
