@@ -95,7 +95,7 @@ pub fn not_modified_applies(
 
 pub(crate) fn date(v: Option<&HeaderValue>) -> Option<SystemTime> {
     v.and_then(|v| v.to_str().ok())
-        .and_then(|s| httpdate::parse_http_date(s.trim()).ok())
+        .and_then(crate::date::parse_http_date)
 }
 
 /// Whether the `If-Match` / `If-None-Match` list (every field line of `name`) matches

@@ -312,7 +312,8 @@ impl VaryKey {
 }
 
 /// All field lines of `name` combined with ", ", whitespace around commas removed, as
-/// RFC 9111 §4.1 allows a cache to normalise.
+/// RFC 9111 §4.1 allows a cache to normalise; `Accept-Language` further by its syntax
+/// ([`weighted_list`]).
 ///
 /// `Cookie`, `Authorization` and `Accept-Encoding` always count as absent: levee never
 /// sends them with a request whose response may be stored (it negotiates codings itself),
@@ -326,6 +327,9 @@ fn normalized(request: &HeaderMap, name: &HeaderName) -> Option<Bytes> {
     }
     let mut values = request.get_all(name).iter().peekable();
     values.peek()?;
+    if name == http::header::ACCEPT_LANGUAGE {
+        return Some(weighted_list(values));
+    }
     let mut out = Vec::new();
     for v in values {
         for part in v.as_bytes().split(|b| *b == b',') {
@@ -337,6 +341,95 @@ fn normalized(request: &HeaderMap, name: &HeaderName) -> Option<Bytes> {
         }
     }
     Some(Bytes::from(out))
+}
+
+/// A weighted list (`Accept-Language: en-US, fr;q=0.5`, RFC 9110 §12.4.2 and §12.5.4) in
+/// one spelling for every way of writing the same preferences: members lowercased
+/// (language ranges are case-insensitive), whitespace removed, `q` written in the fewest
+/// digits and left out when it is 1 (the default), duplicates dropped, members sorted.
+///
+/// Sorting reads the list as RFC 9110 defines it, a set of ranges with weights: `en, fr`
+/// and `fr, en` give both q=1. A member's weight is kept, so lists that weigh the same
+/// ranges differently (`en;q=0.5, fr` and `en, fr;q=0.5`) stay apart: they can select
+/// different representations. An unreadable weight is kept as written (lowercased): it
+/// only ever matches itself.
+fn weighted_list<'a>(values: impl Iterator<Item = &'a http::HeaderValue>) -> Bytes {
+    let mut members: Vec<Vec<u8>> = Vec::new();
+    for v in values {
+        for member in v.as_bytes().split(|b| *b == b',') {
+            let mut parts = member.split(|b| *b == b';');
+            let range = parts.next().unwrap_or_default().trim_ascii();
+            if range.is_empty() {
+                continue;
+            }
+            let mut out = range.to_ascii_lowercase();
+            for param in parts {
+                let param = param.trim_ascii();
+                match param.split_first() {
+                    Some((q, rest))
+                        if q.eq_ignore_ascii_case(&b'q') && rest.first() == Some(&b'=') =>
+                    {
+                        match qvalue(&rest[1..]) {
+                            Some(1000) => {}
+                            Some(q) => {
+                                out.extend_from_slice(b";q=");
+                                push_qvalue(&mut out, q);
+                            }
+                            None => {
+                                out.push(b';');
+                                out.extend(param.iter().map(u8::to_ascii_lowercase));
+                            }
+                        }
+                    }
+                    _ => {
+                        out.push(b';');
+                        out.extend(param.iter().map(u8::to_ascii_lowercase));
+                    }
+                }
+            }
+            members.push(out);
+        }
+    }
+    members.sort_unstable();
+    members.dedup();
+    Bytes::from(members.join(&b',')[..].to_vec())
+}
+
+/// RFC 9110 §12.4.2: `qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )`, in
+/// thousandths.
+fn qvalue(v: &[u8]) -> Option<u16> {
+    let (int, frac) = match v.iter().position(|b| *b == b'.') {
+        Some(i) => (&v[..i], &v[i + 1..]),
+        None => (v, &b""[..]),
+    };
+    if frac.len() > 3 || !frac.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut thousandths = 0u16;
+    for i in 0..3 {
+        thousandths = thousandths * 10 + frac.get(i).map_or(0, |d| u16::from(d - b'0'));
+    }
+    match int {
+        b"0" => Some(thousandths),
+        b"1" if thousandths == 0 => Some(1000),
+        _ => None,
+    }
+}
+
+/// `0`, `0.5`, `0.25`, `0.125`: a weight below 1 in the fewest digits.
+fn push_qvalue(out: &mut Vec<u8>, q: u16) {
+    out.push(b'0');
+    if q == 0 {
+        return;
+    }
+    out.push(b'.');
+    let digits = [q / 100, q / 10 % 10, q % 10];
+    let len = 3 - digits.iter().rev().take_while(|d| **d == 0).count();
+    out.extend(
+        digits[..len]
+            .iter()
+            .map(|d| b'0' + u8::try_from(*d).unwrap_or(0)),
+    );
 }
 
 #[cfg(test)]
@@ -496,6 +589,67 @@ mod tests {
         other.remove("x-theme");
         other.insert("accept-language", HeaderValue::from_static("en"));
         assert!(!key.matches(&other));
+    }
+
+    fn language_key(values: &[&'static str]) -> VaryKey {
+        let mut resp = HeaderMap::new();
+        resp.insert(VARY, HeaderValue::from_static("Accept-Language"));
+        let mut req = HeaderMap::new();
+        for v in values {
+            req.append("accept-language", HeaderValue::from_static(v));
+        }
+        VaryKey::new(&resp, &req)
+    }
+
+    #[test]
+    fn accept_language_in_another_order_case_or_spacing_is_the_same_variant() {
+        let key = language_key(&["en, fr"]);
+        for same in [
+            &["fr, en"][..],
+            &["FR,EN"],
+            &["en,fr,en"],
+            &[" fr ,  en "],
+            &["en;q=1, fr;q=1.000"],
+            &["fr", "en"],
+        ] {
+            assert_eq!(key, language_key(same), "{same:?}");
+        }
+        let key = language_key(&["en-US, fr;q=0.50"]);
+        assert_eq!(key, language_key(&["FR; Q=0.5,en-us"]));
+    }
+
+    #[test]
+    fn accept_language_weighted_differently_is_another_variant() {
+        // RFC 9110 §12.5.4: weights choose; a different weight may choose another
+        // representation.
+        let a = language_key(&["en;q=0.5, fr"]);
+        let b = language_key(&["en, fr;q=0.5"]);
+        assert_ne!(a, b);
+        assert_ne!(language_key(&["en"]), language_key(&["en;q=0"]));
+        assert_ne!(language_key(&["en"]), language_key(&["en, fr"]));
+        assert_ne!(language_key(&["en"]), language_key(&["en-gb"]));
+        assert_ne!(language_key(&["en;q=0.5"]), language_key(&["en;q=0.501"]));
+        // An unreadable weight matches only itself.
+        assert_ne!(language_key(&["en;q=2"]), language_key(&["en"]));
+        assert_eq!(language_key(&["en;q=2"]), language_key(&["EN;Q=2"]));
+    }
+
+    #[test]
+    fn qvalues_in_the_fewest_digits() {
+        let q = |s: &str| {
+            let mut out = Vec::new();
+            push_qvalue(&mut out, qvalue(s.as_bytes()).unwrap());
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(q("0"), "0");
+        assert_eq!(q("0.000"), "0");
+        assert_eq!(q("0.5"), "0.5");
+        assert_eq!(q("0.50"), "0.5");
+        assert_eq!(q("0.125"), "0.125");
+        assert_eq!(q("0.05"), "0.05");
+        for bad in ["1.001", "2", "0.1234", "", ".5", "0.x", "-0"] {
+            assert_eq!(qvalue(bad.as_bytes()), None, "{bad}");
+        }
     }
 
     #[test]

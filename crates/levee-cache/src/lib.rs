@@ -8,6 +8,7 @@ pub mod after_fetch;
 pub mod cache_control;
 pub mod clock;
 pub mod conditional;
+pub mod date;
 pub mod entry;
 pub mod fill;
 pub mod key;
@@ -16,6 +17,7 @@ pub mod policy;
 pub mod range;
 pub mod store;
 pub mod tags;
+pub mod targeted;
 
 pub use after_fetch::{after_fetch, AfterFetch, Asked, Fetched, HitForMiss};
 pub use cache_control::CacheControl;

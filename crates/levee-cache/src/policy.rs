@@ -165,7 +165,7 @@ fn header_date(headers: &HeaderMap, name: http::header::HeaderName) -> Option<Sy
     headers
         .get(name)
         .and_then(|v| v.to_str().ok())
-        .and_then(|s| httpdate::parse_http_date(s).ok())
+        .and_then(crate::date::parse_http_date)
 }
 
 /// The inputs of a storage decision about one response.
@@ -198,8 +198,20 @@ pub fn decide(
     config: &PolicyConfig,
     is_session_cookie: &dyn Fn(&str) -> bool,
 ) -> Result<Storable, NotStored> {
-    let rfc = decide_rfc(c, config, is_session_cookie);
-    let Some(ttl) = config.anonymous_ttl.filter(|_| c.anonymous) else {
+    // RFC 9213 §2.2: a targeted field, valid and non-empty, is levee's policy for this
+    // response; Cache-Control and Expires are then ignored.
+    let targeted = crate::targeted::targeted(c.headers);
+    let directives = match &targeted {
+        Some(cc) => Directives::Targeted(cc),
+        None => Directives::CacheControl(CacheControl::from_headers(c.headers)),
+    };
+    let rfc = decide_rfc(c, &directives, config, is_session_cookie);
+    // A targeted field is the application speaking to levee itself: the anonymous TTL,
+    // which overrides what applications say to every cache, does not override it.
+    let Some(ttl) = config
+        .anonymous_ttl
+        .filter(|_| c.anonymous && targeted.is_none())
+    else {
         return rfc;
     };
     match &rfc {
@@ -281,9 +293,18 @@ fn is_html(headers: &HeaderMap) -> bool {
         .is_some_and(|s| s.trim_start().to_ascii_lowercase().starts_with("text/html"))
 }
 
+/// Where a response's directives come from.
+enum Directives<'a> {
+    /// `Cache-Control`, with `Expires`.
+    CacheControl(CacheControl),
+    /// A targeted field (RFC 9213): `Expires` does not count.
+    Targeted(&'a CacheControl),
+}
+
 /// RFC 9111 §3 and §4.2.1, with session-cookie stripping and micro-caching.
 fn decide_rfc(
     c: &Candidate<'_>,
+    directives: &Directives<'_>,
     config: &PolicyConfig,
     is_session_cookie: &dyn Fn(&str) -> bool,
 ) -> Result<Storable, NotStored> {
@@ -299,7 +320,10 @@ fn decide_rfc(
     if c.request_cc.no_store {
         return Err(NotStored::RequestNoStore);
     }
-    let cc = CacheControl::from_headers(c.headers);
+    let (cc, use_expires) = match directives {
+        Directives::CacheControl(cc) => (cc, true),
+        Directives::Targeted(cc) => (*cc, false),
+    };
     // §3 and §5.2.2.3: with must-understand, only a status code levee understands may be
     // stored, and then no-store (which such responses carry for older caches) is ignored.
     if cc.must_understand && !understood(code) {
@@ -360,7 +384,7 @@ fn decide_rfc(
         Some(Duration::from_secs(s))
     } else if let Some(m) = cc.max_age {
         Some(Duration::from_secs(m))
-    } else if micro.is_some() && expired_marker {
+    } else if !use_expires || (micro.is_some() && expired_marker) {
         None
     } else {
         expires_lifetime(c.headers, date)
@@ -446,7 +470,7 @@ fn expires_lifetime(headers: &HeaderMap, date: SystemTime) -> Option<Duration> {
         first
             .to_str()
             .ok()
-            .and_then(|s| httpdate::parse_http_date(s).ok())
+            .and_then(crate::date::parse_http_date)
             .and_then(|e| e.duration_since(date).ok())
             .unwrap_or(Duration::ZERO),
     )

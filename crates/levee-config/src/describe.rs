@@ -122,6 +122,10 @@ impl Settings {
         global("debug_headers", self.debug_headers.to_string());
         global("cache.size", size(self.cache.size));
         global("cache.hit_for_miss", secs(self.cache.hit_for_miss));
+        global(
+            "cache.strip_cdn_cache_control",
+            self.cache.strip_cdn_cache_control.to_string(),
+        );
         let l = &self.limits;
         global("limits.max_connections", l.max_connections.to_string());
         global("limits.max_header_bytes", size(l.max_header_bytes as u64));

@@ -38,6 +38,7 @@ anonymous_ttl = "off"
 grace = "1h"
 hit_for_miss = "10s"
 keep = "1h"
+strip_cdn_cache_control = true
 
 [anonymous]
 extra_session_cookies = []
@@ -273,6 +274,8 @@ options_table! {
         pub grace: Option<String>,
         pub hit_for_miss: Option<String>,
         pub keep: Option<String>,
+        /// Remove `CDN-Cache-Control` from responses to clients (RFC 9213).
+        pub strip_cdn_cache_control: Option<bool>,
     }
 }
 

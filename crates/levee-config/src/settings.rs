@@ -24,6 +24,9 @@ pub struct CacheSettings {
     pub size: u64,
     /// How long a key whose response was not cacheable goes straight to the backend.
     pub hit_for_miss: Duration,
+    /// Remove `CDN-Cache-Control` from responses before clients get them (levee obeys it,
+    /// RFC 9213); `Levee-Cache-Control` is levee's own and always removed.
+    pub strip_cdn_cache_control: bool,
 }
 
 /// Limits and timeouts that keep one client or a slow backend from taking levee down.
@@ -474,6 +477,10 @@ impl CacheSettings {
         Ok(CacheSettings {
             size: size("cache.size", c.size)?,
             hit_for_miss: duration("cache.hit_for_miss", c.hit_for_miss)?,
+            strip_cdn_cache_control: need(
+                c.strip_cdn_cache_control,
+                "cache.strip_cdn_cache_control",
+            )?,
         })
     }
 }

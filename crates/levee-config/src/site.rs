@@ -179,6 +179,10 @@ impl Site {
         for (option, set) in [
             ("cache.size", s.cache.size.is_some()),
             ("cache.hit_for_miss", s.cache.hit_for_miss.is_some()),
+            (
+                "cache.strip_cdn_cache_control",
+                s.cache.strip_cdn_cache_control.is_some(),
+            ),
         ] {
             if set {
                 return Err(ConfigError::invalid(

@@ -491,3 +491,17 @@ fn acme_settings_are_checked() {
         .to_string();
     assert!(no_https.contains("listen-tls"), "{no_https}");
 }
+
+#[test]
+fn cdn_cache_control_is_stripped_unless_kept_for_every_site_at_once() {
+    let s = resolve("", with_backend()).unwrap();
+    assert!(s.cache.strip_cdn_cache_control);
+    let s = resolve("[cache]\nstrip_cdn_cache_control = false", with_backend()).unwrap();
+    assert!(!s.cache.strip_cdn_cache_control);
+    let site = "[[site]]\nhosts = [\"a.example\"]\n[site.cache]\nstrip_cdn_cache_control = false";
+    let e = resolve(site, with_backend()).unwrap_err();
+    assert!(
+        e.to_string().contains("cache.strip_cdn_cache_control"),
+        "{e}"
+    );
+}

@@ -532,3 +532,82 @@ fn anonymous_ttl_keeps_explicit_freshness() {
     let s = decide_with(&short, true, &anonymous_ttl(60)).unwrap();
     assert_eq!(s.freshness.lifetime, Duration::from_secs(5));
 }
+
+#[test]
+fn a_targeted_field_replaces_cache_control_and_expires() {
+    // RFC 9213 §2.2 and §3.1's examples.
+    let c = PolicyConfig::default();
+    let h = headers(&[
+        ("cache-control", "no-store"),
+        ("cdn-cache-control", "max-age=600"),
+    ]);
+    let s = decide_with(&h, true, &c).unwrap();
+    assert_eq!(s.freshness.lifetime, Duration::from_secs(600));
+    let h = headers(&[
+        ("cache-control", "max-age=600"),
+        ("cdn-cache-control", "no-store"),
+    ]);
+    assert_eq!(decide_with(&h, true, &c), Err(NotStored::NoStore));
+    // Expires is ignored too: no explicit freshness, and no validator.
+    let now = SystemTime::now();
+    let h = headers(&[
+        ("date", &httpdate::fmt_http_date(now)),
+        (
+            "expires",
+            &httpdate::fmt_http_date(now + Duration::from_secs(100)),
+        ),
+        ("cdn-cache-control", "public"),
+        ("content-type", "image/png"),
+    ]);
+    assert_eq!(decide_with(&h, true, &c), Err(NotStored::NoFreshness));
+    // Levee-Cache-Control comes before CDN-Cache-Control.
+    let h = headers(&[
+        ("cdn-cache-control", "max-age=600"),
+        ("levee-cache-control", "max-age=5"),
+    ]);
+    let s = decide_with(&h, true, &c).unwrap();
+    assert_eq!(s.freshness.lifetime, Duration::from_secs(5));
+}
+
+#[test]
+fn an_invalid_targeted_field_leaves_cache_control_in_charge() {
+    let c = PolicyConfig::default();
+    let h = headers(&[
+        ("cache-control", "max-age=60"),
+        ("cdn-cache-control", "Max-Age=600"),
+    ]);
+    let s = decide_with(&h, true, &c).unwrap();
+    assert_eq!(s.freshness.lifetime, Duration::from_secs(60));
+}
+
+#[test]
+fn the_anonymous_ttl_never_overrides_a_targeted_field() {
+    let h = headers(&[
+        ("content-type", "text/html"),
+        ("cache-control", "no-store"),
+        ("cdn-cache-control", "no-store"),
+    ]);
+    assert_eq!(
+        decide_with(&h, true, &anonymous_ttl(60)),
+        Err(NotStored::NoStore)
+    );
+    let h = headers(&[("content-type", "text/html"), ("cache-control", "no-store")]);
+    assert!(decide_with(&h, true, &anonymous_ttl(60)).is_ok());
+}
+
+#[test]
+fn expires_in_the_obsolete_formats_and_in_any_case_is_read() {
+    // RFC 9110 §5.6.7: a recipient parses all three formats. A date 2 hours after
+    // 2026-11-25 00:00:00 GMT, the response's Date.
+    let date = "Wed, 25 Nov 2026 00:00:00 GMT";
+    for expires in [
+        "Wed, 25 Nov 2026 02:00:00 GMT",
+        "wed, 25 nov 2026 02:00:00 gmt",
+        "Wednesday, 25-Nov-26 02:00:00 GMT",
+        "Wed Nov 25 02:00:00 2026",
+    ] {
+        let h = headers(&[("date", date), ("expires", expires)]);
+        let s = decide_with(&h, true, &PolicyConfig::default()).unwrap();
+        assert_eq!(s.freshness.lifetime, Duration::from_secs(7200), "{expires}");
+    }
+}

@@ -2,14 +2,16 @@
 //! receives goes through here: the coding it accepts (the only caller of the
 //! [`Encoder`] for client forms; fills use it for the stored form), and the headers
 //! levee adds, written from the response's [`Outcome`] by [`mark`]: `X-Cache`, `Via`,
-//! `Age` and, with `--debug-headers`, `X-Cache-Reason`.
+//! `Age` and, with `--debug-headers`, `X-Cache-Reason`; and the one it removes from
+//! backend responses, the cache directives meant for levee (`Levee-Cache-Control`,
+//! `CDN-Cache-Control`).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
-use levee_cache::{conditional, policy};
+use levee_cache::{conditional, policy, targeted};
 use levee_compress::Coding;
 
 use super::next::{Serve, Stream};
@@ -34,13 +36,18 @@ pub(crate) fn mark(
     age: Option<HeaderValue>,
     reason: Option<Reason>,
 ) -> Answer {
-    let debug = shared.conf().settings.debug_headers;
+    let conf = shared.conf();
+    let settings = &conf.settings;
+    let debug = settings.debug_headers;
     set_headers(
         resp.headers_mut(),
         result,
         age,
         reason.as_deref().filter(|_| debug),
     );
+    if result.forwarded() {
+        strip_targeted(resp.headers_mut(), settings.cache.strip_cdn_cache_control);
+    }
     Answer {
         resp,
         outcome: Outcome::new(result, reason),
@@ -70,6 +77,17 @@ fn set_headers(
     }
     if let Some(r) = reason.and_then(|r| HeaderValue::from_str(r).ok()) {
         headers.insert(X_CACHE_REASON.clone(), r);
+    }
+}
+
+/// Removes the cache directives meant for levee (RFC 9213's targeted fields) from a
+/// backend's response: `Levee-Cache-Control` always, `CDN-Cache-Control` unless the
+/// operator keeps it for a CDN in front of levee. Stored copies keep both (levee-cache
+/// `targeted.rs`); clients get `Cache-Control` as it came.
+fn strip_targeted(headers: &mut HeaderMap, cdn_too: bool) {
+    headers.remove(&targeted::LEVEE_CACHE_CONTROL);
+    if cdn_too {
+        headers.remove(&targeted::CDN_CACHE_CONTROL);
     }
 }
 
@@ -253,6 +271,8 @@ fn precondition(
     *resp.status_mut() = status;
     let headers = resp.headers_mut();
     if status == StatusCode::NOT_MODIFIED {
+        // The targeted fields too, for a CDN in front that refreshes its copy with them
+        // (`mark` removes them unless it is configured to keep them).
         for name in [
             header::CACHE_CONTROL,
             header::CONTENT_LOCATION,
@@ -260,6 +280,8 @@ fn precondition(
             header::ETAG,
             header::EXPIRES,
             header::VARY,
+            targeted::CDN_CACHE_CONTROL.clone(),
+            targeted::LEVEE_CACHE_CONTROL.clone(),
         ] {
             for v in stored.get_all(&name) {
                 headers.append(name.clone(), v.clone());

@@ -401,12 +401,13 @@ async fn expires_is_parsed_strictly_and_relative_to_date() {
             false,
             "§5.3: not an HTTP-date (periods)",
         ),
-        // RFC 9110 §5.6.7: "HTTP-date is case sensitive"; levee does not accept other
-        // cases (cache-tests only says an optimal cache *could*).
+        // RFC 9110 §5.6.7 makes HTTP-date case-sensitive; RFC 9111 §4.2 relaxes it for
+        // caches, which SHOULD match it case-insensitively (cache-tests: an optimal cache
+        // does).
         case(
             &[("date", "@0"), ("expires", "THU, 18 Aug 2050 02:01:18 GMT")],
-            false,
-            "RFC 9110 §5.6.7: HTTP-date is case-sensitive",
+            true,
+            "RFC 9111 §4.2: a cache matches HTTP-date case-insensitively",
         ),
         case(
             &[("date", "foo"), ("expires", "@+3600")],

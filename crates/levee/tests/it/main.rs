@@ -11,6 +11,7 @@ mod anonymous;
 mod anonymous_ttl;
 mod app_pool;
 mod apps;
+mod caching_fields;
 mod coalescing;
 mod compression;
 mod conformance_freshness;
