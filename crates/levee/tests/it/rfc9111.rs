@@ -121,12 +121,15 @@ async fn no_store_private_and_authorization_are_never_stored() {
 
 #[tokio::test]
 async fn heuristic_freshness_needs_last_modified() {
-    let origin = Origin::start(|r| {
+    // One Last-Modified for the origin's life: computed per request, it would move when
+    // two requests straddle a second, and the 304 to levee's validator would not come.
+    let modified = http_date(SystemTime::now() - Duration::from_secs(10_000));
+    let origin = Origin::start(move |r| {
         let now = SystemTime::now();
         let reply = Reply::text(format!("{} #{}", r.path, r.n)).header("date", &http_date(now));
         match r.path.as_str() {
             "/old" => {
-                let lm = http_date(now - Duration::from_secs(10_000));
+                let lm = modified.clone();
                 if r.header("if-modified-since") == Some(lm.as_str()) {
                     Reply::status(304).header("date", &http_date(now))
                 } else {
