@@ -16,8 +16,11 @@ cargo build --release --locked -p levee
 out="$target/release/packaging"
 mkdir -p "$out"
 levee="$target/release/levee"
-"$levee" manpage >"$out/levee.1"
+# Compressed here: cargo-deb compresses only the man pages it did not find in target/.
+"$levee" manpage | gzip -9n >"$out/levee.1.gz"
 "$levee" completions bash >"$out/levee.bash"
 "$levee" completions zsh >"$out/_levee"
 "$levee" completions fish >"$out/levee.fish"
-cargo deb --no-build --locked -p levee "$@"
+# --strip: the release profile keeps line tables (debug = 1) for backtraces; Debian
+# binaries ship stripped.
+cargo deb --no-build --strip --locked -p levee "$@"
