@@ -69,7 +69,7 @@ pub fn is_journal_stream(stream: impl std::os::fd::AsFd) -> bool {
     else {
         return false;
     };
-    rustix::fs::fstat(stream).is_ok_and(|st| (u64::from(st.st_dev), u64::from(st.st_ino)) == want)
+    rustix::fs::fstat(stream).is_ok_and(|st| (st.st_dev, st.st_ino) == want)
 }
 
 /// `JOURNAL_STREAM`'s `DEVICE:INODE`.

@@ -40,7 +40,7 @@ impl Notify {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(i) = self.seen.iter().position(|m| m.lines().any(|l| l == line)) {
-                return self.seen.drain(..=i).last().unwrap();
+                return self.seen.drain(..=i).next_back().unwrap();
             }
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(
@@ -182,8 +182,12 @@ fn a_restart_with_systemds_socket_refuses_no_connection() {
     // systemd's socket: bound and listening before levee, kept across its restarts.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let cmd = || levee_cmd(&origin, &addr.to_string(), &notify);
-    let mut first = spawn_activated(cmd(), &listener, Stdio::null());
+    let listen = addr.to_string();
+    let mut first = spawn_activated(
+        levee_cmd(&origin, &listen, &notify),
+        &listener,
+        Stdio::null(),
+    );
     notify.expect("READY=1");
     let miss = get(addr, "/page");
     assert!(miss.starts_with("HTTP/1.1 200"), "{miss}");
@@ -194,7 +198,11 @@ fn a_restart_with_systemds_socket_refuses_no_connection() {
     wait_exit(&mut first);
     // No levee runs now: the connection waits in the socket's queue, not refused.
     let waiting = TcpStream::connect(addr).expect("connection refused between two levees");
-    let mut second = spawn_activated(cmd(), &listener, Stdio::null());
+    let mut second = spawn_activated(
+        levee_cmd(&origin, &listen, &notify),
+        &listener,
+        Stdio::null(),
+    );
     notify.expect("READY=1");
     let answer = get_on(waiting, "/page");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
