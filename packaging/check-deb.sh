@@ -46,26 +46,31 @@ dpkg-query -W -f='${Conffiles}\n' levee | grep -q '^ /etc/levee/levee.toml ' \
   || fail "/etc/levee/levee.toml is not a conffile"
 for f in /usr/share/man/man1/levee.1.gz /usr/share/bash-completion/completions/levee \
   /usr/share/zsh/vendor-completions/_levee /usr/share/fish/vendor_completions.d/levee.fish \
-  /usr/lib/systemd/system/levee.service /usr/lib/systemd/system/levee.socket; do
+  /usr/lib/systemd/system/levee.service /lib/systemd/system/levee.socket; do
   test -s "$f" || fail "$f is missing"
 done
 for d in /var/lib/levee /var/cache/levee /var/log/levee; do
   [ "$(stat -c %U "$d")" = levee ] || fail "$d is not levee's"
 done
 levee --version
+# levee.service is enabled, levee.socket is not (socket activation is the admin's choice).
+test -L /etc/systemd/system/multi-user.target.wants/levee.service || fail "levee.service is not enabled"
+test ! -e /etc/systemd/system/sockets.target.wants/levee.socket || fail "levee.socket was enabled"
 step "installed"
 
 # The units as systemd would read them (the binary they name is installed now).
-systemd-analyze verify /usr/lib/systemd/system/levee.service /usr/lib/systemd/system/levee.socket
+systemd-analyze verify /usr/lib/systemd/system/levee.service /lib/systemd/system/levee.socket
 step "systemd-analyze verify: clean"
 
-# The unit's ExecStartPre=, then its ExecStart= as its user.
+# The unit's ExecStartPre=, then its ExecStart=, as its user (setpriv execs levee, as
+# systemd does; runuser would stay in between).
 runuser -u levee -- /usr/bin/levee serve --check --config /etc/levee/levee.toml >/dev/null
 # The packaged config's backend, http://127.0.0.1:8081: a cacheable origin.
-runuser -u nobody -- /usr/bin/levee origin --listen 127.0.0.1:8081 --delay 5ms \
+as() { setpriv --reuid="$1" --regid="$2" --init-groups --inh-caps=-all -- "${@:3}"; }
+as nobody nogroup /usr/bin/levee origin --listen 127.0.0.1:8081 --delay 5ms \
   --cache-control "max-age=60" --no-session &
 pids+=($!)
-runuser -u levee -- /usr/bin/levee serve --config /etc/levee/levee.toml &
+as levee levee /usr/bin/levee serve --config /etc/levee/levee.toml &
 pids+=($!)
 for _ in $(seq 1 100); do
   curl -s -o /dev/null http://127.0.0.1:8080/ && break
@@ -76,9 +81,9 @@ second="$(curl -sS -D - -o /dev/null http://127.0.0.1:8080/check-deb)"
 grep -qi '^x-cache: MISS' <<<"$first" || fail "first request not a MISS: $first"
 grep -qi '^x-cache: HIT' <<<"$second" || fail "second request not a HIT: $second"
 step "the installed levee, as user levee, served a cached page"
-cleanup_pids="${pids[*]}"
-kill -TERM $cleanup_pids
-wait $cleanup_pids || true
+# SIGTERM, as systemctl stop sends: both drain and exit 0.
+for pid in "${pids[@]}"; do kill -TERM "$pid"; done
+for pid in "${pids[@]}"; do wait "$pid" || fail "a process exited $? after SIGTERM"; done
 pids=()
 
 dpkg -r levee
