@@ -66,11 +66,11 @@ step "systemd-analyze verify: clean"
 # systemd does; runuser would stay in between).
 runuser -u levee -- /usr/bin/levee serve --check --config /etc/levee/levee.toml >/dev/null
 # The packaged config's backend, http://127.0.0.1:8081: a cacheable origin.
-as() { setpriv --reuid="$1" --regid="$2" --init-groups --inh-caps=-all -- "${@:3}"; }
-as nobody nogroup /usr/bin/levee origin --listen 127.0.0.1:8081 --delay 5ms \
+drop_to() { echo setpriv --reuid="$1" --regid="$2" --init-groups --inh-caps=-all --; }
+$(drop_to nobody nogroup) /usr/bin/levee origin --listen 127.0.0.1:8081 --delay 5ms \
   --cache-control "max-age=60" --no-session &
 pids+=($!)
-as levee levee /usr/bin/levee serve --config /etc/levee/levee.toml &
+$(drop_to levee levee) /usr/bin/levee serve --config /etc/levee/levee.toml &
 pids+=($!)
 for _ in $(seq 1 100); do
   curl -s -o /dev/null http://127.0.0.1:8080/ && break
@@ -80,6 +80,7 @@ first="$(curl -sS -D - -o /dev/null http://127.0.0.1:8080/check-deb)"
 second="$(curl -sS -D - -o /dev/null http://127.0.0.1:8080/check-deb)"
 grep -qi '^x-cache: MISS' <<<"$first" || fail "first request not a MISS: $first"
 grep -qi '^x-cache: HIT' <<<"$second" || fail "second request not a HIT: $second"
+[ "$(ps -o user= -p "${pids[1]}")" = levee ] || fail "levee serve does not run as levee"
 step "the installed levee, as user levee, served a cached page"
 # SIGTERM, as systemctl stop sends: both drain and exit 0.
 for pid in "${pids[@]}"; do kill -TERM "$pid"; done
