@@ -99,7 +99,12 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             || e.is::<levee_tls::Error>()
             || matches!(
                 e.downcast_ref::<levee_proxy::ServeError>(),
-                Some(levee_proxy::ServeError::Tls(_) | levee_proxy::ServeError::Acme(_))
+                Some(
+                    levee_proxy::ServeError::Tls(_)
+                        | levee_proxy::ServeError::Acme(_)
+                        // levee.socket and levee.toml disagree.
+                        | levee_proxy::ServeError::Activation(_)
+                )
             )
     });
     if usage {
