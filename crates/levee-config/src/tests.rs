@@ -273,6 +273,34 @@ fn example_config_parses() {
     resolve(text, Options::default()).unwrap();
 }
 
+/// The Debian package's `/etc/levee/levee.toml` (packaging/levee.toml) loads as
+/// `levee serve --config` reads it and keeps the safe defaults: loopback only, no admin
+/// listener, the ACME directory inside the unit's StateDirectory (/var/lib/levee), the
+/// same as the built-in default.
+#[test]
+fn packaged_config_loads_with_safe_defaults() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/levee.toml");
+    let s = Settings::load(Some(&path), Options::default()).unwrap();
+    assert!(!s.listen.is_empty());
+    assert!(
+        s.listen.iter().all(|a| a.ip().is_loopback()),
+        "{:?}",
+        s.listen
+    );
+    assert!(s.listen_tls.is_empty());
+    assert!(s.admin.listen.is_none());
+    assert!(s.access_log.is_none());
+    assert_eq!(s.sites.len(), 1);
+    let file: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let defaults: toml::Table = toml::from_str(DEFAULTS).unwrap();
+    let acme_dir = |t: &toml::Table| t["tls"]["acme_dir"].clone();
+    assert_eq!(acme_dir(&file), acme_dir(&defaults));
+    assert!(acme_dir(&file)
+        .as_str()
+        .unwrap()
+        .starts_with("/var/lib/levee/"));
+}
+
 /// `levee.example.toml` documents every option with its default: each key of the
 /// defaults table is written there with the same value (the example's `backend` has no
 /// default, `workers = 0` means "auto").

@@ -2,7 +2,9 @@
 //! by a thread of its own so that a slow disk never holds a request. The serving threads
 //! hand over a [`Record`] through a bounded channel and never wait: when the writer
 //! cannot keep up, lines are dropped and counted (`levee_access_log_dropped_total`).
-//! SIGUSR1 reopens the file, after logrotate moved it.
+//! SIGUSR1 reopens the file, after logrotate moved it. Under systemd, when the log goes
+//! to standard output and that is the journal, each record is a `levee::access` event
+//! with fields instead (STATUS, CACHE, SITE, ...: `journalctl -u levee CACHE=MISS`).
 
 use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};
@@ -59,9 +61,10 @@ impl AccessLogger {
         let (tx, rx) = mpsc::sync_channel(QUEUE);
         let format = config.format;
         let file = config.file.clone();
+        let journal = file.is_none() && crate::systemd::is_journal_stream(io::stdout());
         std::thread::Builder::new()
             .name("levee-access-log".into())
-            .spawn(move || write_lines(rx, out, format, file))?;
+            .spawn(move || write_lines(rx, out, format, file, journal))?;
         Ok(AccessLogger {
             tx,
             dropped: Counter::default(),
@@ -96,6 +99,7 @@ fn write_lines(
     out: Box<dyn Write + Send>,
     format: AccessLogFormat,
     file: Option<PathBuf>,
+    journal: bool,
 ) {
     let mut out = BufWriter::with_capacity(64 * 1024, out);
     let mut line = String::with_capacity(512);
@@ -115,7 +119,11 @@ fn write_lines(
                         AccessLogFormat::Combined => combined(&r, &mut line),
                         AccessLogFormat::Json => json(&r, &mut line),
                     }
-                    let _ = out.write_all(line.as_bytes());
+                    if journal {
+                        to_journal(&r, line.trim_end());
+                    } else {
+                        let _ = out.write_all(line.as_bytes());
+                    }
                 }
                 Msg::Reopen => {
                     let _ = out.flush();
@@ -134,6 +142,24 @@ fn write_lines(
         let _ = out.flush();
     }
     let _ = out.flush();
+}
+
+/// One record as an event with fields, for the journal (main.rs routes the
+/// `levee::access` target there whatever `LEVEE_LOG` says).
+fn to_journal(r: &Record, line: &str) {
+    tracing::info!(
+        target: "levee::access",
+        status = r.status,
+        cache = r.cache.as_str(),
+        site = r.site.as_deref().unwrap_or("-"),
+        method = r.method.as_str(),
+        uri = %target(r),
+        client = %r.peer,
+        bytes = r.bytes,
+        backend_seconds = r.backend.map(|b| b.as_secs_f64()),
+        total_seconds = r.total.as_secs_f64(),
+        "{line}"
+    );
 }
 
 /// `[10/Oct/2000:13:55:36 +0000]`, in UTC.

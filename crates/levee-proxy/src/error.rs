@@ -27,6 +27,9 @@ pub enum ServeError {
     /// ACME cannot start: its directory, its CA file.
     #[error(transparent)]
     Acme(#[from] levee_acme::Error),
+    /// The sockets systemd passed (socket activation) cannot be used.
+    #[error("socket activation: {0}")]
+    Activation(String),
     #[error("the configuration has no site: give a backend (--backend URL) or an app (--app)")]
     NoSite,
     #[error("cannot open the access log {file}: {source}; check that its directory exists and levee may write there ([log] access_file)")]

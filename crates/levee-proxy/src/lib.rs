@@ -17,6 +17,7 @@ mod purge;
 mod request;
 mod server;
 mod stats;
+mod systemd;
 mod upstream;
 mod worker;
 mod zerocopy;
@@ -24,6 +25,7 @@ mod zerocopy;
 pub use error::{BindError, ServeError};
 pub use request::{cert_pairs, verdict};
 pub use server::{serve_workers, Bound, Reloader, Server};
+pub use systemd::is_journal_stream;
 
 /// Entry points for the fuzz targets in `fuzz/` (not an API).
 #[doc(hidden)]

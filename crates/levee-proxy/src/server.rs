@@ -303,6 +303,8 @@ pub fn serve_workers(
     reloader: Option<Reloader>,
 ) -> Result<(), ServeError> {
     let workers = workers.max(1);
+    // Before any thread: the sockets systemd passed, if it did (socket activation).
+    let mut activated = crate::systemd::Activated::from_env()?;
     // Cleartext listeners, then the HTTPS ones.
     let all: Vec<SocketAddr> = settings
         .listen
@@ -311,7 +313,7 @@ pub fn serve_workers(
         .copied()
         .collect();
     let plain = settings.listen.len();
-    let listeners = bind_std(&all)?;
+    let listeners = take_or_bind(&all, &mut activated)?;
     let mut addrs = listeners
         .iter()
         .zip(&all)
@@ -324,9 +326,10 @@ pub fn serve_workers(
         })
         .collect::<Result<Vec<SocketAddr>, _>>()?;
     let admin = match settings.admin.listen {
-        Some(addr) => Some((bind_std(&[addr])?.remove(0), addr)),
+        Some(addr) => Some((take_or_bind(&[addr], &mut activated)?.remove(0), addr)),
         None => None,
     };
+    activated.finish()?;
     let limits = settings.limits.clone();
     let shared = Arc::new(Shared::new(settings)?);
     if let Some(r) = reloader {
@@ -512,7 +515,21 @@ pub fn serve_workers(
                 Err(e) => tracing::warn!(error = %e, "no SIGUSR1 handler: the access log cannot be reopened"),
             }
         }
+        // systemd's watchdog (WatchdogSec=): pings from this thread while it runs.
+        if let Some(every) = crate::systemd::watchdog_interval() {
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    crate::systemd::watchdog();
+                }
+            });
+        }
+        // READY=1 once `shutdown` has been polled, so that its signal handlers are in
+        // place (spawned tasks run after the first poll of the task blocked on).
+        tokio::spawn(async { crate::systemd::ready() });
         shutdown.await;
+        crate::systemd::stopping();
         stop_and_drain(&stop_tx, accepting, &conns, &limits).await;
         Ok::<(), ServeError>(())
     })?;
@@ -528,6 +545,21 @@ pub fn serve_workers(
         }
     }
     Ok(())
+}
+
+/// The socket systemd passed for each address, else one bound here.
+fn take_or_bind(
+    addrs: &[SocketAddr],
+    activated: &mut crate::systemd::Activated,
+) -> Result<Vec<std::net::TcpListener>, BindError> {
+    let mut listeners = Vec::with_capacity(addrs.len());
+    for addr in addrs {
+        match activated.take(*addr) {
+            Some(l) => listeners.push(l),
+            None => listeners.extend(bind_std(std::slice::from_ref(addr))?),
+        }
+    }
+    Ok(listeners)
 }
 
 /// One non-blocking listening socket per address (backlog 1024, like tokio's).

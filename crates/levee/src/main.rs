@@ -2,6 +2,7 @@
 //! Exit codes: 0 success, 1 the work failed, 2 bad usage or configuration.
 
 mod cmd;
+mod logging;
 
 /// jemalloc instead of glibc's malloc. Measured on the FastCGI path (a request allocates
 /// and frees headers, CGI parameters and buffers on two threads): 100 -> 78 us of CPU per
@@ -14,8 +15,18 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// `levee --version`: the version, the git commit it was built from (`unknown` from a
+/// tarball) and the build date (SOURCE_DATE_EPOCH's when set), see build.rs.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("LEVEE_GIT_COMMIT"),
+    " ",
+    env!("LEVEE_BUILD_DATE"),
+    ")"
+);
 
 /// levee: a caching reverse proxy and load tester for slow dynamic sites.
 ///
@@ -24,7 +35,7 @@ use tracing_subscriber::EnvFilter;
 /// session on every request, while logged-in users always reach the application. Static
 /// files, compression and overload protection come with it.
 #[derive(Debug, Parser)]
-#[command(name = "levee", version, about, long_about)]
+#[command(name = "levee", version = VERSION, about, long_about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -46,6 +57,11 @@ enum Command {
     Reload(cmd::reload::ReloadArgs),
     /// Audit a site: what a cache can store, what levee will do, what to change.
     Doctor(Box<cmd::doctor::DoctorArgs>),
+    /// Print the completion script of a shell (bash, zsh, fish).
+    Completions(cmd::completions::CompletionsArgs),
+    /// Print levee(1), the manual page, in roff (for packaging).
+    #[command(hide = true)]
+    Manpage,
 }
 
 /// `levee bench`, with the doctor's audit of the URL in its report when `--doctor`.
@@ -66,12 +82,7 @@ fn bench(mut cmd: levee_bench::BenchCommand) -> anyhow::Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("LEVEE_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init();
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::run(*args),
         Command::Demo(args) => cmd::demo::run(args),
@@ -80,6 +91,8 @@ fn main() -> ExitCode {
         Command::Purge(args) => cmd::purge::run(args),
         Command::Reload(args) => cmd::reload::run(args),
         Command::Doctor(args) => cmd::doctor::run(*args),
+        Command::Completions(args) => cmd::completions::run(args, Cli::command()),
+        Command::Manpage => cmd::manpage::run(Cli::command()),
     };
     match result {
         Ok(code) => code,
@@ -102,7 +115,12 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             || e.is::<levee_tls::Error>()
             || matches!(
                 e.downcast_ref::<levee_proxy::ServeError>(),
-                Some(levee_proxy::ServeError::Tls(_) | levee_proxy::ServeError::Acme(_))
+                Some(
+                    levee_proxy::ServeError::Tls(_)
+                        | levee_proxy::ServeError::Acme(_)
+                        // levee.socket and levee.toml disagree.
+                        | levee_proxy::ServeError::Activation(_)
+                )
             )
     });
     if usage {
@@ -115,6 +133,33 @@ fn exit_code(err: &anyhow::Error) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_names_the_commit_and_the_build_date() {
+        // "0.1.0 (abcdef1234 2026-11-26)", or "(unknown ...)" built without git.
+        let (version, rest) = VERSION.split_once(" (").unwrap();
+        assert_eq!(version, env!("CARGO_PKG_VERSION"));
+        let (commit, date) = rest.trim_end_matches(')').split_once(' ').unwrap();
+        assert!(
+            commit == "unknown" || commit.chars().all(|c| c.is_ascii_hexdigit()),
+            "{commit}"
+        );
+        let parts: Vec<&str> = date.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [4, 2, 2],
+            "{date}"
+        );
+        assert!(
+            date.chars().all(|c| c.is_ascii_digit() || c == '-'),
+            "{date}"
+        );
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
 
     #[test]
     fn configuration_errors_exit_2_failures_1() {

@@ -294,7 +294,9 @@ impl Shared {
     /// Reloads and says how it went on standard error (the operator's terminal or
     /// journal): SIGHUP and `POST /reload` alike.
     pub fn reload_and_report(&self) -> Result<Vec<&'static str>, String> {
+        crate::systemd::reloading();
         let r = self.reload();
+        crate::systemd::reloaded();
         match &r {
             Ok(kept) if kept.is_empty() => eprintln!("levee: configuration reloaded"),
             Ok(kept) => eprintln!(

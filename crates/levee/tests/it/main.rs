@@ -39,4 +39,5 @@ mod stale;
 mod static_files;
 mod storage;
 mod structure;
+mod systemd;
 mod tls;
