@@ -200,7 +200,8 @@ async fn overloaded_backend_serves_a_stale_copy_instead_of_503() {
                 .header("cache-control", "no-store")
                 .delay(Duration::from_secs(3))
         } else {
-            Reply::text(format!("stored {} #{}", r.path, r.n)).header("cache-control", "max-age=1")
+            // A minute of freshness: a second could pass before wait_stored looks.
+            Reply::text(format!("stored {} #{}", r.path, r.n)).header("cache-control", "max-age=60")
         }
     });
     let levee = levee!()
@@ -216,11 +217,11 @@ async fn overloaded_backend_serves_a_stale_copy_instead_of_503() {
         eventually(Duration::from_secs(3), || origin.in_flight() == 1).await,
         "the slot-holding request did not reach the backend"
     );
-    // Past max-age=1 on levee's clock (within the default grace); the origin is not
+    // Past max-age=60 on levee's clock (within the default grace); the origin is not
     // asked again, so its Date needs no advance.
-    levee.advance_clock(Duration::from_millis(1500)).await;
+    levee.advance_clock(Duration::from_secs(61)).await;
 
-    // /page is stale (max-age=1) and the backend is busy: the stale copy, not a 503.
+    // /page is stale (max-age=60) and the backend is busy: the stale copy, not a 503.
     let r = levee.get("/page").await;
     assert_eq!(r.status, 200, "{}", r.summary());
     assert_eq!(r.x_cache(), "STALE", "{}", r.summary());
