@@ -254,22 +254,67 @@ impl Settings {
         })
     }
 
-    /// The site for requests to `host` (lowercase, without port): the one that names
-    /// it exactly, else by a `*.` pattern (the longest), else the default site; `None`:
-    /// no site answers it (421 over TLS, else 404).
+    /// The site for requests to `host` (lowercase, without port): see [`SiteIndex`].
     pub fn site_for(&self, host: &str) -> Option<&Site> {
-        self.sites
-            .iter()
-            .find(|s| s.hosts.iter().any(|h| h == host))
+        self.sites.get(SiteIndex::new(&self.sites).site_for(host)?)
+    }
+}
+
+/// Which site answers which host: the one that names it exactly, else the longest `*.`
+/// pattern that matches, else the default site; `None`: no site answers it (421 over
+/// TLS, else 404). Built once by `levee serve`; the one rule, for serve and doctor alike.
+#[derive(Debug, Clone)]
+pub struct SiteIndex {
+    exact: std::collections::HashMap<String, usize>,
+    /// `*.example.com` patterns, longest first.
+    wildcards: Vec<(String, usize)>,
+    default: Option<usize>,
+    /// One site for every host (a configuration without `[[site]]`): no lookup.
+    pub only: Option<usize>,
+}
+
+impl SiteIndex {
+    pub fn new(sites: &[Site]) -> SiteIndex {
+        let mut exact = std::collections::HashMap::new();
+        let mut wildcards = Vec::new();
+        for (i, s) in sites.iter().enumerate() {
+            for h in &s.hosts {
+                match h.starts_with('*') {
+                    true => wildcards.push((h.clone(), i)),
+                    false => {
+                        exact.insert(h.clone(), i);
+                    }
+                }
+            }
+        }
+        wildcards.sort_by_key(|w| std::cmp::Reverse(w.0.len()));
+        let only = match sites {
+            [one] if one.default && one.hosts.is_empty() => Some(0),
+            _ => None,
+        };
+        SiteIndex {
+            exact,
+            wildcards,
+            default: sites.iter().position(|s| s.default),
+            only,
+        }
+    }
+
+    /// The index of the site for `host` (lowercase, without port or trailing dot).
+    pub fn site_for(&self, host: &str) -> Option<usize> {
+        if self.only.is_some() {
+            return self.only;
+        }
+        self.exact
+            .get(host)
+            .copied()
             .or_else(|| {
-                self.sites
+                self.wildcards
                     .iter()
-                    .flat_map(|s| s.hosts.iter().map(move |h| (h, s)))
-                    .filter(|(h, _)| h.starts_with('*') && crate::site::host_matches(h, host))
-                    .max_by_key(|(h, _)| h.len())
-                    .map(|(_, s)| s)
+                    .find(|(pattern, _)| crate::site::host_matches(pattern, host))
+                    .map(|(_, i)| *i)
             })
-            .or_else(|| self.sites.iter().find(|s| s.default))
+            .or(self.default)
     }
 }
 

@@ -43,7 +43,7 @@ pub(crate) struct Shared {
     /// Never empty; a request goes to the site that names its host, else the default.
     pub sites: Vec<Site>,
     /// Which site answers which host.
-    hosts: Hosts,
+    hosts: levee_config::SiteIndex,
     pub store: Store,
     pub fills: Arc<Coalescer<FillHead>>,
     /// Keys whose last response was not cacheable, and until when (levee's clock):
@@ -110,6 +110,7 @@ impl Shared {
     /// cannot be opened.
     pub fn new(mut settings: Settings) -> Result<Shared, ServeError> {
         let pairs = cert_pairs(&settings, &settings.sites);
+        let hosts = levee_config::SiteIndex::new(&settings.sites);
         let site_settings = std::mem::take(&mut settings.sites);
         let sites = site_settings
             .into_iter()
@@ -119,7 +120,6 @@ impl Shared {
         if sites.is_empty() {
             return Err(ServeError::NoSite);
         }
-        let hosts = Hosts::new(&sites);
         let access_log = match &settings.access_log {
             Some(config) => Some(AccessLogger::start(config).map_err(|source| {
                 ServeError::AccessLog {
@@ -330,10 +330,7 @@ pub(crate) fn warn_expiring(certs: &levee_tls::CertStore) {
 
 impl crate::purge::Sites for Shared {
     fn site_of_host(&self, host: &str) -> Option<usize> {
-        match self.hosts.only {
-            Some(only) => Some(only),
-            None => self.hosts.site_for(host.trim_end_matches('.')),
-        }
+        self.hosts.site_for(host.trim_end_matches('.'))
     }
 
     fn site_named(&self, name: &str) -> Option<usize> {
@@ -341,59 +338,6 @@ impl crate::purge::Sites for Shared {
             .iter()
             .find(|s| &*s.name == name)
             .map(|s| s.index)
-    }
-}
-
-/// Which site answers which host: the one that names it, else the longest `*.`
-/// pattern that matches, else the default site (as `levee_config::Settings::site_for`).
-struct Hosts {
-    exact: std::collections::HashMap<String, usize>,
-    /// `*.example.com` patterns, longest first.
-    wildcards: Vec<(String, usize)>,
-    default: Option<usize>,
-    /// One site for every host (the configuration without `[[site]]`): no lookup.
-    only: Option<usize>,
-}
-
-impl Hosts {
-    fn new(sites: &[Site]) -> Hosts {
-        let mut exact = std::collections::HashMap::new();
-        let mut wildcards = Vec::new();
-        for s in sites {
-            for h in s.hosts() {
-                match h.starts_with('*') {
-                    true => wildcards.push((h.clone(), s.index)),
-                    false => {
-                        exact.insert(h.clone(), s.index);
-                    }
-                }
-            }
-        }
-        wildcards.sort_by_key(|w| std::cmp::Reverse(w.0.len()));
-        let default = sites.iter().find(|s| s.default).map(|s| s.index);
-        let only = match sites {
-            [one] if one.default && one.hosts().is_empty() => Some(one.index),
-            _ => None,
-        };
-        Hosts {
-            exact,
-            wildcards,
-            default,
-            only,
-        }
-    }
-
-    fn site_for(&self, host: &str) -> Option<usize> {
-        self.exact
-            .get(host)
-            .copied()
-            .or_else(|| {
-                self.wildcards
-                    .iter()
-                    .find(|(pattern, _)| levee_config::host_matches(pattern, host))
-                    .map(|(_, i)| *i)
-            })
-            .or(self.default)
     }
 }
 

@@ -26,8 +26,6 @@ pub(crate) struct Site {
     pub name: Arc<str>,
     /// The hosts it names; a change needs a restart.
     hosts: Vec<String>,
-    /// It answers every host no site names.
-    pub default: bool,
     pub upstream: Upstream,
     /// Files of the document root, when there is one.
     pub files: Option<StaticFiles>,
@@ -100,7 +98,6 @@ impl Site {
             index,
             name: site.name.as_str().into(),
             hosts: site.hosts.clone(),
-            default: site.default,
             upstream: Upstream::new(global, &site, &site.backend, site.health.as_deref())
                 .map_err(ServeError::Backend)?,
             routes,
