@@ -276,11 +276,12 @@ function done(summary, latency, requests)
 end
 EOF
 
-# run_wrk URL SECONDS CONNS : one wrk run (-t 1), prints "rps p99_ms p50_ms requests errors".
-# errors = socket errors + HTTP status >= 400 + non-2xx/3xx responses.
+# run_wrk URL SECONDS CONNS [SCRIPT] : one wrk run (-t 1), prints "rps p99_ms p50_ms
+# requests errors". errors = socket errors + HTTP status >= 400 + non-2xx/3xx responses.
+# SCRIPT (default report.lua) must print report.lua's RESULT line from its done().
 run_wrk() {
-    local url=$1 secs=$2 conns=$3 out line non2xx
-    out=$(wrk -t 1 -c "$conns" -d "${secs}s" --timeout 10s -s "$WORK/report.lua" "$url" 2>&1) || true
+    local url=$1 secs=$2 conns=$3 script=${4:-$WORK/report.lua} out line non2xx
+    out=$(wrk -t 1 -c "$conns" -d "${secs}s" --timeout 10s -s "$script" "$url" 2>&1) || true
     line=$(grep '^RESULT' <<<"$out" || true)
     [ -n "$line" ] || { echo "$out" >&2; die "wrk produced no result for $url"; }
     non2xx=$(sed -n 's/.*Non-2xx or 3xx responses: *\([0-9]*\).*/\1/p' <<<"$out")

@@ -59,7 +59,8 @@ impl Scheme {
 /// host a request names.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct CacheKey {
-    url: String,
+    /// Exactly sized (no spare capacity): a million keys are kept in the store's index.
+    url: Box<str>,
     site: u16,
 }
 
@@ -85,7 +86,10 @@ impl CacheKey {
         k.push_str("://");
         k.push_str(host);
         k.push_str(path_and_query);
-        CacheKey { url: k, site: 0 }
+        CacheKey {
+            url: k.into_boxed_str(),
+            site: 0,
+        }
     }
 
     /// The same URL for the site at `index` (the first site's is 0, what every
@@ -129,7 +133,7 @@ impl CacheKey {
         k.push_str(host);
         k.push_str(pq);
         Some(CacheKey {
-            url: k,
+            url: k.into_boxed_str(),
             site: self.site,
         })
     }
@@ -139,13 +143,13 @@ impl CacheKey {
         let rest = self
             .url
             .split_once("://")
-            .map_or(self.url.as_str(), |(_, r)| r);
+            .map_or(&*self.url, |(_, r)| r);
         let mut k = String::with_capacity(scheme.as_str().len() + 3 + rest.len());
         k.push_str(scheme.as_str());
         k.push_str("://");
         k.push_str(rest);
         CacheKey {
-            url: k,
+            url: k.into_boxed_str(),
             site: self.site,
         }
     }

@@ -11,6 +11,7 @@ pub mod conditional;
 pub mod date;
 pub mod entry;
 pub mod fill;
+pub mod headers;
 pub mod key;
 pub mod lookup;
 pub mod policy;
