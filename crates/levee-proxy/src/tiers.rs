@@ -94,6 +94,11 @@ impl Tiers {
                 .map_err(|e| ServeError::Tier(format!("the Redis tier: {e}")))?;
             (Some(redis), Some(runtime))
         };
+        tracing::info!(
+            disk = %cache.disk.as_ref().map_or("off".into(), |d| format!("{} ({} bytes)", d.path.display(), d.size)),
+            redis = %if cache.redis.is_empty() { "off".into() } else { cache.redis.join(", ") },
+            "cache tiers below memory"
+        );
         Ok(Some(Tiers {
             disk,
             redis,
@@ -222,10 +227,16 @@ fn promote(
         .iter()
         .find(|e| e.vary.matches(req_headers))
         .cloned();
-    // Kept in memory even when stale: it still serves as a validator and within grace.
-    store.insert_variants(found.key, found.variants);
-    let entry = entry?;
-    (levee_cache::lookup(req_cc, Some(&entry), now) == Lookup::Hit).then_some(entry)
+    let usable = entry
+        .as_ref()
+        .filter(|e| levee_cache::lookup(req_cc, Some(e), now) == Lookup::Hit)
+        .cloned();
+    // A stale copy replaces nothing memory has (its own may be newer), but where memory
+    // has none it still serves as a validator and within grace.
+    if usable.is_some() || store.variants(&found.key).is_empty() {
+        store.insert_variants(found.key, found.variants);
+    }
+    usable
 }
 
 /// A purge another node made, received through Redis: applied to this node's memory

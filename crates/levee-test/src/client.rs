@@ -189,7 +189,10 @@ impl Req {
                 body,
             })
         };
-        tokio::time::timeout(REQUEST_TIMEOUT, fut).await.ok().flatten()
+        tokio::time::timeout(REQUEST_TIMEOUT, fut)
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Sends the request on a new connection; returns as soon as the response head is in.

@@ -10,9 +10,9 @@ use levee_test::{levee, Levee, Origin, Recorded, Reply, Req, Resp};
 /// The body the origin sends for `path`: a pattern of the path, 1 KiB to 200 KiB by a
 /// hash of it, so a torn or mixed copy cannot match by chance.
 fn body_for(path: &str) -> Vec<u8> {
-    let h = path
-        .bytes()
-        .fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3));
+    let h = path.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    });
     let len = 1024 + (h % (200 * 1024)) as usize;
     let line = format!("{path}:{h:016x}\n");
     line.as_bytes().iter().copied().cycle().take(len).collect()
@@ -21,7 +21,12 @@ fn body_for(path: &str) -> Vec<u8> {
 /// Cacheable pages of `body_for(path)`, tagged `t-<first segment>`.
 fn origin() -> Origin {
     Origin::start(|r: &Recorded| {
-        let tag = r.path.trim_start_matches('/').split('/').next().unwrap_or("");
+        let tag = r
+            .path
+            .trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or("");
         Reply::ok()
             .header("content-type", "application/octet-stream")
             .header("cache-control", "public, max-age=3600")
@@ -51,7 +56,12 @@ fn temp_dir(name: &str) -> tempfile::TempDir {
 fn with_disk(origin: &Origin, dir: &std::path::Path) -> Levee {
     levee!()
         .backend(&origin.url())
-        .args(&["--cache-disk", dir.to_str().unwrap(), "--cache-disk-size", "256MiB"])
+        .args(&[
+            "--cache-disk",
+            dir.to_str().unwrap(),
+            "--cache-disk-size",
+            "256MiB",
+        ])
         .start()
 }
 
@@ -85,7 +95,11 @@ async fn disk_objects_survive_a_restart() {
         assert_page(&r, p);
         assert_eq!(r.x_cache(), "HIT", "{p} after the restart");
     }
-    assert_eq!(origin.requests(), asked, "the restart sent requests to the backend");
+    assert_eq!(
+        origin.requests(),
+        asked,
+        "the restart sent requests to the backend"
+    );
     assert!(levee.metric("levee_disk_hits_total").await >= paths.len() as f64);
 }
 
@@ -186,7 +200,11 @@ fn node(origin: &Origin, redis: &levee_test::Redis) -> Levee {
 async fn a_miss_on_one_node_is_a_hit_on_the_others() {
     let redis = levee_test::Redis::start();
     let origin = origin();
-    let (a, b, c) = (node(&origin, &redis), node(&origin, &redis), node(&origin, &redis));
+    let (a, b, c) = (
+        node(&origin, &redis),
+        node(&origin, &redis),
+        node(&origin, &redis),
+    );
     for n in [&a, &b, &c] {
         n.wait_metric("levee_redis_up", |v| v == 1.0).await;
     }
@@ -194,7 +212,8 @@ async fn a_miss_on_one_node_is_a_hit_on_the_others() {
     assert_page(&r, "/shared");
     assert_eq!(r.x_cache(), "MISS");
     a.wait_fills_done().await;
-    a.wait_metric("levee_redis_writes_total", |n| n >= 1.0).await;
+    a.wait_metric("levee_redis_writes_total", |n| n >= 1.0)
+        .await;
     for n in [&b, &c] {
         let r = get(n, "/shared").await;
         assert_page(&r, "/shared");
@@ -216,7 +235,11 @@ async fn a_hundred_concurrent_misses_over_three_nodes_make_one_backend_request()
             // Long enough that every request arrives while the first is being fetched.
             .delay(Duration::from_millis(500))
     });
-    let nodes = [node(&origin, &redis), node(&origin, &redis), node(&origin, &redis)];
+    let nodes = [
+        node(&origin, &redis),
+        node(&origin, &redis),
+        node(&origin, &redis),
+    ];
     for n in &nodes {
         n.wait_metric("levee_redis_up", |v| v == 1.0).await;
     }
@@ -225,7 +248,10 @@ async fn a_hundred_concurrent_misses_over_three_nodes_make_one_backend_request()
     for i in 0..100 {
         let addr = addrs[i % 3];
         tasks.push(tokio::spawn(async move {
-            Req::get("/hot").header("host", "site.test").send_to(addr).await
+            Req::get("/hot")
+                .header("host", "site.test")
+                .send_to(addr)
+                .await
         }));
     }
     for t in tasks {
@@ -247,7 +273,11 @@ async fn a_hundred_concurrent_misses_over_three_nodes_make_one_backend_request()
 async fn a_purge_on_one_node_is_seen_on_the_others_within_100_ms() {
     let redis = levee_test::Redis::start();
     let origin = origin();
-    let (a, b, c) = (node(&origin, &redis), node(&origin, &redis), node(&origin, &redis));
+    let (a, b, c) = (
+        node(&origin, &redis),
+        node(&origin, &redis),
+        node(&origin, &redis),
+    );
     for n in [&a, &b, &c] {
         n.wait_metric("levee_redis_up", |v| v == 1.0).await;
         assert_page(&get(n, "/news").await, "/news");
@@ -286,7 +316,11 @@ async fn a_purge_on_one_node_is_seen_on_the_others_within_100_ms() {
 async fn with_redis_stopped_mid_load_no_request_for_a_local_object_fails() {
     let mut redis = levee_test::Redis::start();
     let origin = origin();
-    let nodes = [node(&origin, &redis), node(&origin, &redis), node(&origin, &redis)];
+    let nodes = [
+        node(&origin, &redis),
+        node(&origin, &redis),
+        node(&origin, &redis),
+    ];
     let paths: Vec<String> = (0..30).map(|i| format!("/local/{i}")).collect();
     for n in &nodes {
         n.wait_metric("levee_redis_up", |v| v == 1.0).await;
@@ -316,7 +350,10 @@ async fn with_redis_stopped_mid_load_no_request_for_a_local_object_fails() {
     let first = load(20);
     redis.stop();
     let second = load(20);
-    assert_eq!(first.await.unwrap() + second.await.unwrap(), 2 * 20 * paths.len());
+    assert_eq!(
+        first.await.unwrap() + second.await.unwrap(),
+        2 * 20 * paths.len()
+    );
     for n in &nodes {
         n.wait_metric("levee_redis_up", |v| v == 0.0).await;
     }
