@@ -276,6 +276,8 @@ impl Shared {
         keep!("limits", limits);
         keep!("cache.size", cache.size);
         keep!("cache.hit_for_miss", cache.hit_for_miss);
+        keep!("cache.disk_path", cache.disk);
+        keep!("cache.redis", cache.redis);
         keep!("admin.listen", admin.listen);
         keep!("log", access_log);
         let sites = std::mem::take(&mut new.sites);
