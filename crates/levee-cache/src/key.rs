@@ -100,6 +100,16 @@ impl CacheKey {
         self
     }
 
+    /// A key read back from a lower tier's record (levee-cache's codec): the URL as it
+    /// was stored, in the site at `index`.
+    pub fn stored(url: &str, index: usize) -> CacheKey {
+        CacheKey {
+            url: url.to_owned(),
+            site: 0,
+        }
+        .in_site(index)
+    }
+
     /// The site's place, as given to [`CacheKey::in_site`].
     pub fn site(&self) -> usize {
         usize::from(self.site)
@@ -312,6 +322,16 @@ impl VaryKey {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The header names and normalized values it holds (to write it down).
+    pub fn fields(&self) -> &[(HeaderName, Option<Bytes>)] {
+        &self.0
+    }
+
+    /// A key read back from its [`VaryKey::fields`].
+    pub fn from_fields(fields: Vec<(HeaderName, Option<Bytes>)>) -> VaryKey {
+        VaryKey(fields.into_boxed_slice())
     }
 }
 

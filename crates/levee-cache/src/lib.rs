@@ -5,8 +5,10 @@
 //! Nothing here knows about sockets: `levee-proxy` drives it.
 
 pub mod after_fetch;
+pub mod ban;
 pub mod cache_control;
 pub mod clock;
+pub mod codec;
 pub mod conditional;
 pub mod date;
 pub mod entry;
