@@ -182,7 +182,7 @@ memory_section() {
     done
     stop_pid "$origin_pid"
 
-    report "## Memory and hits with $OBJECTS objects of 1 KiB" "" \
+    report "**Memory and hits with $OBJECTS objects of 1 KiB**" "" \
         "- method: one server at a time in front of \`levee origin --body-size 1024\` (bodies of" \
         "  1,023 to about 1,030 bytes, \`Cache-Control: public, max-age=3600\`); 3 s of hits on one URL," \
         "  RSS (VmRSS summed over the server's processes); /o/1../o/$OBJECTS once (wrk -t 1 -c $CONNS," \
@@ -248,7 +248,7 @@ large_section() {
     stop_pid "$NGINX_PID"
     stop_pid "$levee_pid"
     stop_pid "$origin_pid"
-    report "## 100 KiB hits: levee vs nginx" "" \
+    report "**100 KiB hits: levee vs nginx**" "" \
         "- wrk -t 1 -c $CONNS -d ${DURATION}s, $ROUNDS runs per server, alternated; medians. levee" \
         "  \`--cache-size 1GiB\` (defaults); nginx proxy_cache as hits.sh (on disk, 2 workers, sendfile)." ""
     report "| server | req/s (median) | p99 ms (median) | req/s of each run | errors |" "|---|---:|---:|---|---:|"
@@ -305,7 +305,7 @@ EOF
 nodes_section() {
     if ! "$LEVEE" serve --help 2>/dev/null | grep -q -- --cache-redis; then
         log "nodes: this levee has no --cache-redis; section skipped"
-        report "## Nodes sharing Redis" "" "- skipped: the levee binary under test has no \`--cache-redis\` yet." ""
+        report "**Nodes sharing Redis**" "" "- skipped: the levee binary under test has no \`--cache-redis\` yet." ""
         return 0
     fi
     python3 - "$URLS" "$REQUESTS" "$ZIPF_S" >"$WORK/zipf.txt" <<'EOF'
@@ -322,7 +322,7 @@ for _ in range(requests):
 EOF
     local distinct
     distinct=$(sort -u "$WORK/zipf.txt" | wc -l)
-    report "## Nodes sharing Redis vs independent nodes" "" \
+    report "**Nodes sharing Redis vs independent nodes**" "" \
         "- $REQUESTS requests over $URLS URLs, Zipf exponent $ZIPF_S (seed 23; $distinct distinct URLs requested)," \
         "  request i sent to node i mod n, one wrk -t 1 -c $((CONNS / 3 > 0 ? CONNS / 3 : 1)) per node, all at once, from" \
         "  cold caches; \`levee origin --body-size 1024\` (\`public, max-age=3600\`) behind all nodes." \

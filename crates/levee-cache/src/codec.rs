@@ -468,7 +468,7 @@ mod tests {
             assert_eq!(got.freshness, want.freshness);
             assert_eq!(got.initial_age, want.initial_age);
             assert_eq!(got.tags, want.tags);
-            assert_eq!(got.etag(), Some(&HeaderValue::from_static("\"e1\"")));
+            assert_eq!(got.etag(), Some(HeaderValue::from_static("\"e1\"")));
             assert_eq!(got.headers.get(ETAG), None);
             // Milliseconds survive; the age is the same within that.
             let now = crate::clock::now();

@@ -104,7 +104,7 @@ impl CacheKey {
     /// was stored, in the site at `index`.
     pub fn stored(url: &str, index: usize) -> CacheKey {
         CacheKey {
-            url: url.to_owned(),
+            url: url.into(),
             site: 0,
         }
         .in_site(index)

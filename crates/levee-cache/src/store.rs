@@ -210,25 +210,6 @@ impl Store {
         self.insert_variants(key, list);
     }
 
-    /// Every stored variant of `key`, newest first (what the lower tiers write).
-    pub fn variants(&self, key: &CacheKey) -> Vec<Arc<Entry>> {
-        self.entries
-            .get(key)
-            .map(|v| v.0.clone())
-            .unwrap_or_default()
-    }
-
-    /// Replaces every variant of `key` with `list` (newest first), as a lower tier had
-    /// them; an empty list removes the key.
-    pub fn insert_variants(&self, key: CacheKey, mut list: Vec<Arc<Entry>>) {
-        if list.is_empty() {
-            self.entries.invalidate(&key);
-            return;
-        }
-        list.truncate(MAX_VARIANTS);
-        self.entries.insert(key, Arc::new(Variants(list)));
-    }
-
     /// Removes every variant of `key` (RFC 9111 §4.4 invalidation).
     pub fn invalidate(&self, key: &CacheKey) {
         self.entries.remove(key);
@@ -397,7 +378,7 @@ mod tests {
                 retain: Duration::ZERO,
             },
             initial_age: Duration::ZERO,
-            response_time: Instant::now(),
+            response_time: crate::clock::now(),
             soft_purged: Default::default(),
             derived: Default::default(),
             tags: Default::default(),
@@ -433,7 +414,7 @@ mod tests {
             |p: &str| CacheKey::for_request(Scheme::Http, &p.parse().unwrap(), &HeaderMap::new());
         store.insert(k("/a"), entry(1, "en"));
         store.insert(k("/b"), entry(2, "en"));
-        let now = Instant::now();
+        let now = crate::clock::now();
         assert!(store
             .get(&k("/a"), &lang("en"))
             .unwrap()
