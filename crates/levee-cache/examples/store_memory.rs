@@ -29,7 +29,10 @@ fn rss_bytes() -> u64 {
 
 fn key(i: usize) -> CacheKey {
     let mut h = HeaderMap::new();
-    h.insert(http::header::HOST, HeaderValue::from_static("127.0.0.1:41234"));
+    h.insert(
+        http::header::HOST,
+        HeaderValue::from_static("127.0.0.1:41234"),
+    );
     let uri: http::Uri = format!("/o/{i}").parse().unwrap_or_default();
     CacheKey::for_request(Scheme::Http, &uri, &h)
 }
@@ -41,10 +44,19 @@ fn entry(i: usize, body_size: usize) -> Arc<Entry> {
     b.resize(len, b'x');
     let body: Bytes = b.freeze();
     let mut h = HeaderMap::new();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=UTF-8"));
-    h.insert(CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=UTF-8"),
+    );
+    h.insert(
+        CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=3600"),
+    );
     h.insert(CONTENT_LENGTH, HeaderValue::from(len));
-    h.insert(DATE, HeaderValue::from_static("Thu, 26 Nov 2026 02:20:00 GMT"));
+    h.insert(
+        DATE,
+        HeaderValue::from_static("Thu, 26 Nov 2026 02:20:00 GMT"),
+    );
     let (headers, body) = stored(&h, body);
     Arc::new(Entry {
         id: Entry::next_id(),
@@ -107,7 +119,10 @@ fn get_rate(store: &Store, keys: &[CacheKey], secs: f64) -> f64 {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let n: usize = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
     let body: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1024);
     println!(
         "size_of Entry {} StoredHeaders {} CacheKey {}",

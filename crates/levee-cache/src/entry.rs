@@ -13,6 +13,7 @@ use levee_compress::Coding;
 pub use crate::headers::{AsHeaderName, StoredHeaders};
 use crate::key::VaryKey;
 use crate::policy::Freshness;
+use crate::tags::Tags;
 
 /// What levee changed when it compressed a response for storage, to undo it for a client
 /// that does not accept the coding.
@@ -36,8 +37,9 @@ pub struct Entry {
     /// The body, in `coding` (as `Content-Encoding` in `headers` says).
     pub body: Bytes,
     pub coding: Coding,
-    /// Set when levee, not the backend, applied `coding`.
-    pub levee_coded: Option<LeveeCoded>,
+    /// Set when levee, not the backend, applied `coding` (boxed: 8 bytes in every
+    /// entry instead of 40, for what only levee-compressed entries have).
+    pub levee_coded: Option<Box<LeveeCoded>>,
     pub vary: VaryKey,
     pub freshness: Freshness,
     /// `corrected_initial_age` of RFC 9111 §4.2.3.
@@ -52,7 +54,7 @@ pub struct Entry {
     /// [`Entry::mark_stale_serving`]; 0 when stored.
     pub soft_purged: AtomicU8,
     /// Surrogate keys the backend gave it (tags.rs), for purges by tag.
-    pub tags: Box<[Box<str>]>,
+    pub tags: Tags,
     /// Its body in other codings, made when a client asks for one (levee-proxy's
     /// encoding.rs). Shared with the entry a 304 refresh makes of it (same body), and
     /// gone with the last of them: a refreshed, evicted or purged page leaves nothing
@@ -61,9 +63,10 @@ pub struct Entry {
 }
 
 /// An entry's [`DerivedForms`], allocated on first use: most entries are only ever sent
-/// as stored, and an empty slot costs 16 bytes where the forms cost several hundred.
+/// as stored, and an empty slot costs 8 bytes (one atomic pointer) where the forms cost
+/// several hundred.
 #[derive(Debug, Default)]
-pub struct Derived(std::sync::OnceLock<Arc<DerivedForms>>);
+pub struct Derived(once_cell::race::OnceBox<Arc<DerivedForms>>);
 
 impl Derived {
     pub fn forms(&self) -> &DerivedForms {
@@ -74,7 +77,7 @@ impl Derived {
     pub fn share(&self) -> Derived {
         let d = Derived::default();
         if let Some(f) = self.0.get() {
-            let _ = d.0.set(f.clone());
+            let _ = d.0.set(Box::new(f.clone()));
         }
         d
     }

@@ -13,6 +13,8 @@
 use bytes::{BufMut, Bytes};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+use crate::thin::ThinSlice;
+
 /// Bodies up to this size share one allocation with their headers: the allocator's
 /// size classes (jemalloc: 1,024, 1,280, 1,536, ... bytes) leave room after most bodies
 /// that the headers fill for free. Larger bodies are kept as they came.
@@ -125,7 +127,7 @@ pub struct StoredHeaders {
     buf: Bytes,
     /// The names that are not standard, in the order their fields come (none: no
     /// allocation).
-    custom: Option<Box<[HeaderName]>>,
+    custom: ThinSlice<HeaderName>,
 }
 
 impl PartialEq for StoredHeaders {
@@ -142,7 +144,7 @@ fn packed_len(headers: &HeaderMap) -> usize {
 }
 
 /// Appends `headers` to `out` as packed fields; returns the custom names.
-fn pack(headers: &HeaderMap, out: &mut Vec<u8>) -> Option<Box<[HeaderName]>> {
+fn pack(headers: &HeaderMap, out: &mut Vec<u8>) -> ThinSlice<HeaderName> {
     let mut custom = Vec::new();
     for (name, value) in headers {
         let code = standard_index(name).unwrap_or_else(|| {
@@ -158,7 +160,7 @@ fn pack(headers: &HeaderMap, out: &mut Vec<u8>) -> Option<Box<[HeaderName]>> {
         out.put_u32_le(len);
         out.extend_from_slice(value.as_bytes());
     }
-    (!custom.is_empty()).then(|| custom.into_boxed_slice())
+    custom.into()
 }
 
 impl StoredHeaders {
@@ -235,9 +237,9 @@ impl StoredHeaders {
 
     /// Bytes the packed fields take (their values, 6 bytes per field, the custom names).
     pub fn size(&self) -> usize {
-        let custom = self.custom.as_deref().unwrap_or_default();
         self.buf.len()
-            + custom
+            + self
+                .custom
                 .iter()
                 .map(|n| n.as_str().len() + std::mem::size_of::<HeaderName>())
                 .sum::<usize>()
@@ -247,7 +249,7 @@ impl StoredHeaders {
         Fields {
             buf: &self.buf,
             at: 0,
-            custom: self.custom.as_deref().unwrap_or_default().iter(),
+            custom: self.custom.iter(),
         }
     }
 }

@@ -18,6 +18,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, VARY};
 use http::Uri;
 
+use crate::thin::ThinSlice;
+
 /// The scheme clients used to reach levee; part of the key so that an `https` page
 /// (links, redirects) is never served to an `http` client or the other way round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,10 +152,7 @@ impl CacheKey {
 
     /// The same host, path and query under `scheme` (a purge names a page over both).
     pub fn with_scheme(&self, scheme: Scheme) -> CacheKey {
-        let rest = self
-            .url
-            .split_once("://")
-            .map_or(&*self.url, |(_, r)| r);
+        let rest = self.url.split_once("://").map_or(&*self.url, |(_, r)| r);
         let mut k = String::with_capacity(scheme.as_str().len() + 3 + rest.len());
         k.push_str(scheme.as_str());
         k.push_str("://");
@@ -289,7 +288,7 @@ pub fn normalize_host(raw: &str, scheme: Scheme) -> Option<String> {
 /// order `Vary` lists them. Two requests select the same stored response only if these
 /// match (RFC 9111 §4.1).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VaryKey(Box<[(HeaderName, Option<Bytes>)]>);
+pub struct VaryKey(ThinSlice<(HeaderName, Option<Bytes>)>);
 
 impl VaryKey {
     /// Builds the key from the response's `Vary` and the request that produced it.
@@ -303,14 +302,17 @@ impl VaryKey {
                     continue;
                 }
                 if let Ok(h) = HeaderName::from_bytes(name.as_bytes()) {
-                    if !fields.iter().any(|(n, _)| *n == h) {
+                    // A field that always counts as absent matches every request: kept,
+                    // it would only cost memory in every compressed entry (`Vary:
+                    // Accept-Encoding`).
+                    if !always_absent(&h) && !fields.iter().any(|(n, _)| *n == h) {
                         let value = normalized(request, &h);
                         fields.push((h, value));
                     }
                 }
             }
         }
-        VaryKey(fields.into_boxed_slice())
+        VaryKey(fields.into())
     }
 
     /// Does `request` select a response stored under this key?
@@ -331,7 +333,7 @@ impl VaryKey {
 
     /// A key read back from its [`VaryKey::fields`].
     pub fn from_fields(fields: Vec<(HeaderName, Option<Bytes>)>) -> VaryKey {
-        VaryKey(fields.into_boxed_slice())
+        VaryKey(fields.into())
     }
 }
 
@@ -343,10 +345,7 @@ impl VaryKey {
 /// sends them with a request whose response may be stored (it negotiates codings itself),
 /// so they cannot tell variants apart.
 fn normalized(request: &HeaderMap, name: &HeaderName) -> Option<Bytes> {
-    if name == http::header::COOKIE
-        || name == http::header::AUTHORIZATION
-        || name == http::header::ACCEPT_ENCODING
-    {
+    if always_absent(name) {
         return None;
     }
     let mut values = request.get_all(name).iter().peekable();
@@ -365,6 +364,13 @@ fn normalized(request: &HeaderMap, name: &HeaderName) -> Option<Bytes> {
         }
     }
     Some(Bytes::from(out))
+}
+
+/// The fields [`normalized`] always reads as absent.
+fn always_absent(name: &HeaderName) -> bool {
+    name == http::header::COOKIE
+        || name == http::header::AUTHORIZATION
+        || name == http::header::ACCEPT_ENCODING
 }
 
 /// A weighted list (`Accept-Language: en-US, fr;q=0.5`, RFC 9110 §12.4.2 and §12.5.4) in
@@ -613,6 +619,21 @@ mod tests {
         other.remove("x-theme");
         other.insert("accept-language", HeaderValue::from_static("en"));
         assert!(!key.matches(&other));
+    }
+
+    #[test]
+    fn vary_on_fields_levee_never_forwards_keeps_nothing() {
+        let mut resp = HeaderMap::new();
+        resp.insert(
+            VARY,
+            HeaderValue::from_static("Accept-Encoding, Cookie, Authorization"),
+        );
+        let key = VaryKey::new(&resp, &HeaderMap::new());
+        assert!(key.is_empty());
+        assert!(key.fields().is_empty());
+        let mut other = HeaderMap::new();
+        other.insert("accept-encoding", HeaderValue::from_static("br"));
+        assert!(key.matches(&other));
     }
 
     fn language_key(values: &[&'static str]) -> VaryKey {

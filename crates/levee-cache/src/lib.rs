@@ -21,6 +21,7 @@ pub mod range;
 pub mod store;
 pub mod tags;
 pub mod targeted;
+pub mod thin;
 
 pub use after_fetch::{after_fetch, AfterFetch, Asked, Fetched, HitForMiss};
 pub use cache_control::CacheControl;

@@ -130,7 +130,9 @@ impl Store {
         let shards = (capacity / MIN_SHARD_BYTES).clamp(1, 4 * parallel as u64) as usize;
         // Ghost entries (recently evicted keys, which a second request admits as hot)
         // are bounded by this estimate; 2 KiB is a small page.
-        let items = usize::try_from(capacity / 2048).unwrap_or(usize::MAX).max(64);
+        let items = usize::try_from(capacity / 2048)
+            .unwrap_or(usize::MAX)
+            .max(64);
         let options = OptionsBuilder::new()
             .shards(shards.next_power_of_two())
             .estimated_items_capacity(items)

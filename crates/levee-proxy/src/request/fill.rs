@@ -354,7 +354,7 @@ async fn run_fill(
         headers: stored,
         body,
         coding,
-        levee_coded,
+        levee_coded: levee_coded.map(Box::new),
         vary,
         freshness: st.freshness,
         initial_age: full.initial_age,
