@@ -6,7 +6,8 @@
 //!
 //! `cargo run --release -p levee-cache --example store_memory -- [N] [BODY]`
 //! (defaults 1000000 and 1024). benchmarks/scale.sh measures the whole server; this
-//! measures the store alone, to compare layouts quickly.
+//! measures the store alone, to compare layouts quickly (ARCHITECTURE.md, "The memory
+//! tier", has the figures of each layout tried).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,7 +58,8 @@ fn entry(i: usize, body_size: usize) -> Arc<Entry> {
         DATE,
         HeaderValue::from_static("Thu, 26 Nov 2026 02:20:00 GMT"),
     );
-    let (headers, body) = stored(&h, body);
+    // As a fill stores it: headers and a small body in one allocation.
+    let (headers, body) = StoredHeaders::with_body(&h, body);
     Arc::new(Entry {
         id: Entry::next_id(),
         status: http::StatusCode::OK,
@@ -81,16 +83,6 @@ fn entry(i: usize, body_size: usize) -> Arc<Entry> {
         tags: Default::default(),
         derived: Default::default(),
     })
-}
-
-#[cfg(not(feature = "old-layout"))]
-fn stored(h: &HeaderMap, body: Bytes) -> (StoredHeaders, Bytes) {
-    StoredHeaders::with_body(h, body)
-}
-
-#[cfg(feature = "old-layout")]
-fn stored(h: &HeaderMap, body: Bytes) -> (StoredHeaders, Bytes) {
-    (StoredHeaders::new(h), body)
 }
 
 /// Gets per second over `keys`, picked by a xorshift sequence, for `secs`.

@@ -1,5 +1,5 @@
 //! levee's shared HTTP cache (RFC 9111): the storage policy, cache keys and Vary,
-//! bounded storage with TinyLFU eviction, request coalescing, and the ranges a stored
+//! bounded storage (the memory tier, store.rs), request coalescing, and the ranges a stored
 //! response answers (RFC 9110 §14).
 //!
 //! Nothing here knows about sockets: `levee-proxy` drives it.
