@@ -1,0 +1,1 @@
+//! Unit tests of the whole tier that need its insides (a paused writer).
