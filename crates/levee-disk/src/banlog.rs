@@ -300,7 +300,10 @@ mod tests {
             log.append(b, || read.add(b.clone())).unwrap();
         }
         let un = log.unsettled();
-        assert_eq!((un.count, un.urls, un.needs_sweep), (2, vec![u.clone()], true));
+        assert_eq!(
+            (un.count, un.urls, un.needs_sweep),
+            (2, vec![u.clone()], true)
+        );
         log.settle(&u);
         log.compact(&read, 1000).unwrap();
         assert_eq!(BanLog::lines(dir.path()), vec![t.to_line()]);

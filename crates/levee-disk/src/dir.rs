@@ -102,14 +102,21 @@ impl Dir {
         match fs::metadata(root) {
             Ok(m) if !m.is_dir() => return Err(DiskError::NotADirectory { path: root_buf }),
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(root)
-                .map_err(|source| DiskError::Create {
-                    path: root_buf.clone(),
-                    source,
-                })?,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(root)
+                    .map_err(|source| DiskError::Create {
+                        path: root_buf.clone(),
+                        source,
+                    })?
+            }
             Err(source) => {
                 return Err(DiskError::Io {
                     path: root_buf,
@@ -307,7 +314,12 @@ mod tests {
         assert_eq!(id.hex(), "ab0000000000000000000000000000cd");
         assert_eq!(id.bucket(), 0xab);
         assert_eq!(Id::parse(&id.hex()), Some(id));
-        for bad in ["ab", "AB0000000000000000000000000000cd", "x", &format!("{}.tmp", id.hex())] {
+        for bad in [
+            "ab",
+            "AB0000000000000000000000000000cd",
+            "x",
+            &format!("{}.tmp", id.hex()),
+        ] {
             assert_eq!(Id::parse(bad), None, "{bad}");
         }
         let d = Dir { root: "/c".into() };

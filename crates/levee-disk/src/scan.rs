@@ -28,8 +28,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use levee_cache::ban::BanTarget;
-use levee_cache::codec::{self, unix_ms, Decoded};
 use levee_cache::clock;
+use levee_cache::codec::{self, unix_ms, Decoded};
 
 use crate::banlog::now_ms;
 use crate::dir::{self, charged, sync_dir, FileBytes, Id};
@@ -390,9 +390,7 @@ impl Shared {
 
     /// Deletes the records past their keep-until.
     fn expire(&self) {
-        let gone = self
-            .index()
-            .take_expired(unix_ms(clock::system_now()));
+        let gone = self.index().take_expired(unix_ms(clock::system_now()));
         self.unlink_all(&gone);
         add(&self.counters.expired, gone.len());
     }

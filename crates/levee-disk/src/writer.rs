@@ -185,11 +185,7 @@ impl Shared {
         let path = self.dir.record(id);
         let mut index = self.index();
         if self.bans_made() != bans_seen
-            && self
-                .bans
-                .since(since)
-                .iter()
-                .any(|b| b.may_match_key(key))
+            && self.bans.since(since).iter().any(|b| b.may_match_key(key))
         {
             // A purge came while it was written: the next put writes it anew.
             drop(index);
