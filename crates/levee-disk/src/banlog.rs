@@ -145,6 +145,11 @@ impl BanLog {
         out
     }
 
+    /// How many bans wait to be settled.
+    pub fn unsettled_count(&self) -> usize {
+        self.lock().pending.iter().filter(|p| !p.settled).count()
+    }
+
     /// `ban` has been applied to its one file, durably.
     pub fn settle(&self, ban: &Ban) {
         let mut st = self.lock();

@@ -136,6 +136,7 @@ impl Dir {
                 return Err(DiskError::Format {
                     path: root_buf,
                     found: found.trim_end().chars().take(40).collect(),
+                    ours: FORMAT,
                 })
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {

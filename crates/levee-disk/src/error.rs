@@ -3,8 +3,6 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::dir::{FORMAT, MARKER};
-
 /// Why [`Disk::open`](crate::Disk::open) refused. Reading and writing objects never
 /// fails to the caller: those errors are counted in [`DiskStats`](crate::DiskStats) and
 /// logged.
@@ -28,16 +26,20 @@ pub enum DiskError {
     )]
     NotWritable { path: PathBuf, source: io::Error },
     #[error(
-        "{path} is not empty and is not a levee disk cache (it has no {MARKER} file): give \
+        "{path} is not empty and is not a levee disk cache (it has no LEVEE-DISK file): give \
          an empty or a new directory (levee deletes files in its disk cache, so it never \
          takes over a directory it did not make)"
     )]
     NotOurs { path: PathBuf },
     #[error(
         "{path} holds a disk cache of another format ({found:?}, this levee writes \
-         {FORMAT:?}): empty the directory, or give another one"
+         {ours:?}): empty the directory, or give another one"
     )]
-    Format { path: PathBuf, found: String },
+    Format {
+        path: PathBuf,
+        found: String,
+        ours: &'static str,
+    },
     #[error(
         "the disk cache {path} is in use by another levee process (it holds the lock on \
          {lock}): stop that process, or give this one another disk cache directory"

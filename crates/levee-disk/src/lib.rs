@@ -33,19 +33,20 @@ mod banlog;
 mod dir;
 mod error;
 mod index;
+mod queue;
 mod scan;
+mod shared;
 mod stats;
 mod writer;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use levee_cache::ban::{Ban, BanMode, BanTarget, Bans};
-use levee_cache::codec::{self, CodecError, Decoded};
-use levee_cache::{clock, CacheKey, Entry};
+use levee_cache::codec::Decoded;
+use levee_cache::{CacheKey, Entry};
 use tokio::sync::watch;
 
 pub use error::DiskError;
@@ -54,8 +55,9 @@ pub use stats::DiskStats;
 use banlog::BanLog;
 use dir::{Dir, Id};
 use index::Index;
+use queue::Queue;
+use shared::Shared;
 use stats::{bump, get, warn_once, Counters, Kind, Warned};
-use writer::Queue;
 
 /// Where the disk tier keeps its files, and how many bytes it may use there.
 #[derive(Debug, Clone)]
@@ -81,43 +83,11 @@ struct Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        self.shared.shut_down();
+        self.shared.queue.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
-}
-
-/// What the callers and the writer thread share.
-struct Shared {
-    dir: Dir,
-    capacity: u64,
-    /// Records and eviction order. Records are renamed into place and files deleted
-    /// (other than by the writer thread) under this lock.
-    index: Mutex<Index>,
-    /// The bans reads apply (what the log holds, and settled bans not yet forgotten).
-    bans: Bans,
-    log: BanLog,
-    queue: Mutex<Queue>,
-    wake: Condvar,
-    /// The last write done (queue sequence numbers), for `flush`.
-    done: watch::Sender<u64>,
-    /// The opening scan is over.
-    scanned: watch::Sender<bool>,
-    /// Bans made so far: the writer sees a ban that came while it wrote a record.
-    bans_made: AtomicU64,
-    /// The previous process shut down cleanly (the scan need not read records whole).
-    was_clean: bool,
-    counters: Counters,
-    warned: Warned,
-}
-
-/// Why a record file is deleted.
-enum Gone {
-    Torn(CodecError),
-    Misplaced,
-    Expired,
-    Purged,
 }
 
 impl Disk {
@@ -156,11 +126,9 @@ impl Disk {
             index: Mutex::new(Index::default()),
             bans,
             log,
-            queue: Mutex::new(Queue::default()),
-            wake: Condvar::new(),
+            queue: Queue::default(),
             done: watch::channel(0).0,
             scanned: watch::channel(false).0,
-            bans_made: AtomicU64::new(0),
             was_clean,
             counters: Counters::default(),
             warned: Warned::default(),
@@ -202,10 +170,11 @@ impl Disk {
         self.0.shared.enqueue(key.clone(), variants.to_vec());
     }
 
-    /// A purge. Logged and synced before it returns (one `fdatasync`: a few
-    /// milliseconds at most; purges are rare), so it holds across a crash; applied at
-    /// once to reads and to writes still queued; a URL purge that removes deletes the
-    /// file at once.
+    /// A purge. Logged and synced before it returns, so it holds across a crash:
+    /// this blocks for one `fdatasync` of a small file (under a millisecond on an SSD,
+    /// tens on a spinning disk; purges are rare). Applied at once to reads and to the
+    /// writes still queued; a URL purge that removes deletes the file at once. A
+    /// record written in the ban's millisecond counts as written before it.
     pub fn ban(&self, ban: Ban) {
         let s = &self.0.shared;
         if let Err(e) = s.log.append(&ban, || s.bans.add(ban.clone())) {
@@ -218,7 +187,7 @@ impl Disk {
                  not after"
             );
         }
-        s.ban_queued(&ban);
+        s.queue.ban(&ban);
         if let (BanTarget::Url(key), BanMode::Remove) = (&ban.target, ban.mode) {
             let id = Id::of(key);
             let mut index = s.index();
@@ -231,7 +200,6 @@ impl Disk {
                 Err(e) => s.warn_remove(&s.dir.record(id), &e),
             }
         }
-        s.wake.notify_all();
     }
 
     pub fn stats(&self) -> DiskStats {
@@ -254,7 +222,7 @@ impl Disk {
             evictions: get(&c.evictions),
             expired: get(&c.expired),
             purged: get(&c.purged),
-            bans: s.log.unsettled().count as u64,
+            bans: s.log.unsettled_count() as u64,
             scan_done: *s.scanned.borrow(),
         }
     }
@@ -263,7 +231,7 @@ impl Disk {
     /// given up on and counted).
     pub async fn flush(&self) {
         let s = &self.0.shared;
-        let target = s.queue().last_seq;
+        let target = s.queue.last_seq();
         let mut rx = s.done.subscribe();
         let _ = rx.wait_for(|&done| done >= target).await;
     }
@@ -282,115 +250,6 @@ impl Disk {
     #[cfg(test)]
     fn shared(&self) -> &Shared {
         &self.0.shared
-    }
-}
-
-impl Shared {
-    fn index(&self) -> MutexGuard<'_, Index> {
-        self.index.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn read(&self, key: &CacheKey) -> Option<Decoded> {
-        let found = self.lookup(key);
-        let c = &self.counters;
-        bump(if found.is_some() { &c.hits } else { &c.misses });
-        found
-    }
-
-    fn lookup(&self, key: &CacheKey) -> Option<Decoded> {
-        let id = Id::of(key);
-        let path = self.dir.record(id);
-        let file = match dir::read(&path, self.capacity) {
-            Ok(Some(f)) => f,
-            Ok(None) => return None,
-            Err(e) => {
-                self.warn_read(&path, &e);
-                return None;
-            }
-        };
-        let ino = file.ino;
-        let mut record = match codec::decode(file.bytes) {
-            Ok(r) => r,
-            Err(e) => {
-                self.discard(id, &path, ino, Gone::Torn(e));
-                return None;
-            }
-        };
-        if record.key != *key {
-            if Id::of(&record.key) != id {
-                self.discard(id, &path, ino, Gone::Misplaced);
-            }
-            // Else two keys share a hash: the other key's record stays.
-            return None;
-        }
-        if record.keep_until <= clock::system_now() {
-            self.discard(id, &path, ino, Gone::Expired);
-            return None;
-        }
-        if !self.bans.apply(&mut record) {
-            self.discard(id, &path, ino, Gone::Purged);
-            return None;
-        }
-        self.index().touch(id);
-        Some(record)
-    }
-
-    /// Deletes the record file `ino` at `path` (not a newer one renamed there since it
-    /// was read), forgets it and counts why.
-    fn discard(&self, id: Id, path: &Path, ino: u64, why: Gone) {
-        let c = &self.counters;
-        let mut index = self.index();
-        match dir::remove_if_same(path, ino) {
-            Ok(true) => {
-                index.remove(id);
-                drop(index);
-                match why {
-                    Gone::Torn(e) => {
-                        bump(&c.torn);
-                        warn_once!(
-                            self,
-                            Kind::Torn,
-                            path = %path.display(),
-                            error = %e,
-                            "deleted a disk cache record that failed its check (torn by a \
-                             crash, cut short or altered); it was not served"
-                        );
-                    }
-                    Gone::Misplaced => {
-                        bump(&c.torn);
-                        warn_once!(
-                            self,
-                            Kind::Torn,
-                            path = %path.display(),
-                            "deleted a disk cache record stored under another key's name"
-                        );
-                    }
-                    Gone::Expired => bump(&c.expired),
-                    Gone::Purged => bump(&c.purged),
-                }
-            }
-            Ok(false) => {}
-            Err(e) => self.warn_remove(path, &e),
-        }
-    }
-
-    fn warn_remove(&self, path: &Path, e: &std::io::Error) {
-        warn_once!(
-            self,
-            Kind::Remove,
-            path = %path.display(),
-            error = %e,
-            "cannot delete a disk cache file"
-        );
-    }
-
-    fn shut_down(&self) {
-        self.queue().shutdown = true;
-        self.wake.notify_all();
-    }
-
-    fn bans_made(&self) -> u64 {
-        self.bans_made.load(Ordering::SeqCst)
     }
 }
 

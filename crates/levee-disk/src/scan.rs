@@ -33,8 +33,8 @@ use levee_cache::codec::{self, unix_ms, Decoded};
 
 use crate::banlog::now_ms;
 use crate::dir::{self, charged, sync_dir, FileBytes, Id};
+use crate::shared::{Gone, Shared};
 use crate::stats::{add, bump, warn_once, Kind};
-use crate::{Gone, Shared};
 
 /// Bytes read of a record to learn its key and times (enough for any URL levee keeps).
 const HEAD: u64 = 16 << 10;
@@ -71,6 +71,9 @@ enum Checked {
 
 pub struct Background<'a> {
     s: &'a Shared,
+    /// The first pass ended (it stops early when levee stops): the index holds every
+    /// record, so writes keep the bound.
+    pub measured: bool,
     sweep: Option<Sweep>,
     last_sweep_end: Instant,
     next_check: Instant,
@@ -95,6 +98,7 @@ impl<'a> Background<'a> {
         });
         Background {
             s,
+            measured: sweep.is_some(),
             sweep,
             last_sweep_end: now,
             next_check: now,
@@ -139,8 +143,9 @@ impl<'a> Background<'a> {
                     || waiting.count >= SWEEP_AT_ONCE)
             {
                 self.s.log.sweep_started();
+                let ids = self.s.index().ids();
                 self.sweep = Some(Sweep {
-                    ids: self.s.index().ids(),
+                    ids,
                     next: 0,
                     start_ms: now_ms(),
                     verify: false,
@@ -174,10 +179,15 @@ impl<'a> Background<'a> {
         s.compact_log();
         if sweep.opening {
             s.scanned.send_replace(true);
+            // One guard: a second `index()` in the same statement would deadlock.
+            let (objects, bytes) = {
+                let index = s.index();
+                (index.len(), index.bytes())
+            };
             tracing::info!(
                 path = %s.dir.root.display(),
-                objects = s.index().len(),
-                bytes = s.index().bytes(),
+                objects,
+                bytes,
                 torn = s.counters.torn.load(Ordering::Relaxed),
                 "disk cache scanned"
             );
@@ -232,7 +242,9 @@ impl Shared {
     fn measure(&self) -> Option<Vec<Id>> {
         let mut found = Vec::new();
         for b in 0..256 {
-            if self.queue().shutdown {
+            // Levee stopping: the writes still queued are done first (after the whole
+            // first pass, for the bound); with none, there is nothing to finish.
+            if self.queue.stopping_idle() {
                 return None;
             }
             let path = self.dir.bucket_path(b);
@@ -268,6 +280,14 @@ impl Shared {
                     self.discard(id, &path, meta.ino(), Gone::Torn(codec::CodecError::Magic));
                     continue;
                 }
+                if charged(meta.len()) > self.capacity {
+                    // Written under a larger bound: it no longer fits at all.
+                    match dir::remove(&path) {
+                        Ok(()) => bump(&self.counters.evictions),
+                        Err(e) => self.warn_remove(&path, &e),
+                    }
+                    continue;
+                }
                 found.push((meta.mtime(), meta.mtime_nsec(), id, charged(meta.len())));
             }
         }
@@ -289,8 +309,18 @@ impl Shared {
     fn check(&self, id: Id, verify: bool) -> Checked {
         let path = self.dir.record(id);
         let limit = if verify { self.capacity } else { HEAD };
-        let Some(file) = self.read_file(id, &path, limit) else {
-            return Checked::Clean;
+        let file = match dir::read(&path, limit) {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                // Deleted since it was listed (by a read that found it purged, say):
+                // the deletion is synced with the sweep's.
+                self.index().remove(id);
+                return Checked::Dirty;
+            }
+            Err(e) => {
+                self.warn_read(&path, &e);
+                return Checked::Failed;
+            }
         };
         let whole = file.bytes.len() as u64 >= file.len;
         let head = if whole {
@@ -419,16 +449,6 @@ impl Shared {
             error = %e,
             "cannot sync the disk cache's purges: they stay in its ban log, to be applied \
              again"
-        );
-    }
-
-    pub(crate) fn warn_read(&self, path: &Path, e: &std::io::Error) {
-        warn_once!(
-            self,
-            Kind::Read,
-            path = %path.display(),
-            error = %e,
-            "cannot read in the disk cache"
         );
     }
 }

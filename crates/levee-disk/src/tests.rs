@@ -13,7 +13,7 @@ use levee_cache::entry::PURGED_SERVE_STALE;
 use levee_cache::{CacheKey, Entry, Freshness, StoredHeaders, VaryKey};
 use levee_compress::Coding;
 
-use crate::writer::{MAX_JOBS, MAX_QUEUED_BYTES};
+use crate::queue::{MAX_JOBS, MAX_QUEUED_BYTES};
 use crate::{Disk, DiskConfig};
 
 fn entry(body: Vec<u8>, tags: &[&str]) -> Arc<Entry> {
@@ -65,8 +65,7 @@ fn after(ms: u64) {
 }
 
 fn pause(disk: &Disk, on: bool) {
-    disk.shared().queue().paused = on;
-    disk.shared().wake.notify_all();
+    disk.shared().queue.pause(on);
 }
 
 #[tokio::test]

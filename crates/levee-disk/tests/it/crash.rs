@@ -3,7 +3,8 @@
 //!
 //! The test runs this test binary again as the writer (`crash_writer`, which does
 //! nothing unless LEVEE_DISK_CRASH_DIR is set) and kills it with SIGKILL once it has
-//! written thousands of records, rewriting the same keys over and over.
+//! written thousands of records, rewriting the same keys over and over; three times
+//! over the same directory, each check after a reopen.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -15,6 +16,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::{entry, key, Cache, DAY};
 
 const ENV: &str = "LEVEE_DISK_CRASH_DIR";
+const ROUND: &str = "LEVEE_DISK_CRASH_ROUND";
 const KEYS: u32 = 600;
 const KILL_AFTER: u64 = 3000;
 
@@ -86,6 +88,7 @@ async fn crash_writer() {
     let Ok(dir) = std::env::var(ENV) else {
         return;
     };
+    let round: u32 = std::env::var(ROUND).unwrap().parse().unwrap();
     let disk = levee_disk::Disk::open(levee_disk::DiskConfig {
         path: dir.into(),
         size: 1 << 30,
@@ -93,19 +96,23 @@ async fn crash_writer() {
     .unwrap();
     for n in 0u32..1_000_000 {
         let k = n % KEYS;
-        disk.put(&key(&format!("/k/{k}")), &variants(k, n / KEYS));
+        disk.put(
+            &key(&format!("/k/{k}")),
+            &variants(k, round * 10_000 + n / KEYS),
+        );
         if n % 64 == 63 {
-            // Let the queue drain a little, so that most puts are written.
-            disk.flush().await;
             println!("writes {}", disk.stats().writes);
+        }
+        if n % 512 == 511 {
+            // Keeps the queue under its bound: no put is dropped.
+            disk.flush().await;
         }
     }
 }
 
-#[test]
-fn kill_9_in_the_middle_of_writes_leaves_no_torn_or_mixed_record() {
-    let cache = Cache::new(1 << 30);
-    std::fs::create_dir_all(&cache.root).unwrap();
+/// Runs the writer on `cache` until it has written `KILL_AFTER` records, and kills it
+/// with SIGKILL (writes queued, one likely half-written). Returns the temp files left.
+fn write_and_kill(cache: &Cache, round: u32) -> usize {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "crash::crash_writer",
@@ -114,6 +121,7 @@ fn kill_9_in_the_middle_of_writes_leaves_no_torn_or_mixed_record() {
             "--test-threads=1",
         ])
         .env(ENV, &cache.root)
+        .env(ROUND, round.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -138,26 +146,34 @@ fn kill_9_in_the_middle_of_writes_leaves_no_torn_or_mixed_record() {
         written >= KILL_AFTER,
         "the writer stopped early: {written} writes"
     );
-    child.kill().unwrap(); // SIGKILL, with writes queued and a record half-written
+    child.kill().unwrap();
     child.wait().unwrap();
+    crate::files(&cache.root)
+        .iter()
+        .filter(|(p, _)| p.extension().is_some())
+        .count()
+}
 
+#[test]
+fn kill_9_in_the_middle_of_writes_leaves_no_torn_or_mixed_record() {
+    let cache = Cache::new(1 << 30);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let disk = cache.open();
-        disk.scanned().await;
-        let mut found = 0;
-        for k in 0..KEYS {
-            if let Some(d) = disk.get(&key(&format!("/k/{k}"))).await {
-                check(k, &d);
-                found += 1;
+    for round in 0..3 {
+        let temps = write_and_kill(&cache, round);
+        eprintln!("round {round}: killed with {temps} temp files left");
+        rt.block_on(async {
+            let disk = cache.open();
+            disk.scanned().await;
+            for k in 0..KEYS {
+                let d = disk.get(&key(&format!("/k/{k}"))).await;
+                check(k, &d.expect("every key was written before the kill"));
             }
-        }
-        let st = disk.stats();
-        assert_eq!(found, KEYS, "every key had been written before the kill");
-        assert_eq!(st.torn, 0, "a kill tears no renamed record");
-        assert_eq!(st.objects, u64::from(KEYS));
-        assert!(crate::files(&cache.root)
-            .iter()
-            .all(|(p, _)| p.extension().is_none()));
-    });
+            let st = disk.stats();
+            assert_eq!(st.torn, 0, "a kill tears no renamed record");
+            assert_eq!(st.objects, u64::from(KEYS));
+            assert!(crate::files(&cache.root)
+                .iter()
+                .all(|(p, _)| p.extension().is_none()));
+        });
+    }
 }

@@ -89,6 +89,11 @@ pub struct Cache {
 
 impl Cache {
     pub fn new(size: u64) -> Cache {
+        // Every log line formatted: a field that locks what its caller holds would hang.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("levee_disk=debug")
+            .with_test_writer()
+            .try_init();
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("disk");
         Cache {
