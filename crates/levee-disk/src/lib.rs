@@ -41,6 +41,7 @@ mod writer;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -130,6 +131,7 @@ impl Disk {
             done: watch::channel(0).0,
             scanned: watch::channel(false).0,
             was_clean,
+            sweep_every_ms: AtomicU64::new(scan::SWEEP_EVERY.as_millis() as u64),
             counters: Counters::default(),
             warned: Warned::default(),
         });

@@ -88,7 +88,8 @@ impl Queue {
     }
 
     /// Applies a new ban to the writes still queued (what it removes is not written,
-    /// what it marks is written marked), then counts it. The writer reads the count
+    /// what it marks is written marked: the entries are the memory tier's, which the
+    /// same purge marks), then counts it. The writer reads the count
     /// when it takes jobs, under the same lock: a job taken before the ban is one it
     /// must check again before the rename.
     pub fn ban(&self, ban: &Ban) {

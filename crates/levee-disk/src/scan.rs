@@ -38,7 +38,7 @@ use crate::stats::{add, bump, warn_once, Kind};
 
 /// Bytes read of a record to learn its key and times (enough for any URL levee keeps).
 const HEAD: u64 = 16 << 10;
-const SWEEP_EVERY: Duration = Duration::from_secs(300);
+pub const SWEEP_EVERY: Duration = Duration::from_secs(300);
 const SWEEP_AT_ONCE: usize = 1000;
 const EXPIRE_EVERY: Duration = Duration::from_secs(60);
 /// A sweep step ends after this many records or this long, whichever comes first, so
@@ -139,7 +139,8 @@ impl<'a> Background<'a> {
             self.next_check = now + Duration::from_secs(1);
             let waiting = self.s.log.unsettled();
             if waiting.needs_sweep
-                && (now.duration_since(self.last_sweep_end) >= SWEEP_EVERY
+                && (now.duration_since(self.last_sweep_end)
+                    >= Duration::from_millis(self.s.sweep_every_ms.load(Ordering::Relaxed))
                     || waiting.count >= SWEEP_AT_ONCE)
             {
                 self.s.log.sweep_started();

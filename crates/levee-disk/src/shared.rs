@@ -12,6 +12,7 @@
 //! deleted by anyone else, under the index's lock.
 
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -43,6 +44,8 @@ pub struct Shared {
     pub scanned: watch::Sender<bool>,
     /// The previous process shut down cleanly (the scan need not read records whole).
     pub was_clean: bool,
+    /// Milliseconds between two sweeps for bans (`scan::SWEEP_EVERY`; tests set 0).
+    pub sweep_every_ms: AtomicU64,
     pub counters: Counters,
     pub warned: Warned,
 }

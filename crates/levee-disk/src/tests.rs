@@ -168,3 +168,29 @@ async fn a_record_being_written_when_a_purge_comes_is_not_renamed_into_place() {
     ));
     assert_eq!(&disk.get(&k).await.unwrap().variants[0].body[..], b"after");
 }
+
+#[tokio::test]
+async fn a_sweep_applies_a_prefix_purge_to_the_files_and_empties_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = open(&dir);
+    disk.scanned().await;
+    for p in ["/blog/1", "/blog/2", "/shop/1"] {
+        disk.put(&key(p), &[entry(p.as_bytes().to_vec(), &[])]);
+    }
+    disk.flush().await;
+    let s = disk.shared();
+    s.sweep_every_ms.store(0, Ordering::Relaxed);
+    disk.ban(Ban::now(BanMode::Remove, BanTarget::Prefix(key("/blog/"))));
+    // No read: the sweep finds the files, deletes them, syncs, settles the ban.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while disk.stats().bans > 0 {
+        assert!(Instant::now() < deadline, "no sweep");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let st = disk.stats();
+    assert_eq!((st.purged, st.objects), (2, 1));
+    assert!(!s.dir.record(crate::Id::of(&key("/blog/1"))).exists());
+    assert!(crate::banlog::BanLog::lines(&s.dir.root).is_empty());
+    assert_eq!(s.bans.len(), 0, "the read filter forgot it too");
+    assert!(disk.get(&key("/shop/1")).await.is_some());
+}

@@ -72,10 +72,19 @@ async fn a_smaller_bound_at_open_evicts_the_oldest_before_any_write() {
     let disk = cache.open();
     for n in 0..8 {
         disk.put(&key(&format!("/{n}")), &[page(&body(n))]);
-        // One at a time: the files' mtimes give the order back at open.
-        disk.flush().await;
     }
+    disk.flush().await;
     drop(disk);
+    // The files' mtimes give the order back at open (set here: they are coarser than
+    // the time these writes take).
+    for n in 0..8u64 {
+        let f = std::fs::File::options()
+            .write(true)
+            .open(cache.record(&key(&format!("/{n}"))))
+            .unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000 + n))
+            .unwrap();
+    }
     cache.size = 3 * 8192;
     let disk = cache.open();
     disk.scanned().await;
