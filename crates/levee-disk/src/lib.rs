@@ -9,12 +9,13 @@
 //! (deleted at the next open) or, after a power loss, a renamed file whose blocks never
 //! reached the disk (its checksum fails: deleted, never served).
 //!
-//! Writes are queued and done by one thread of the disk tier's own (writer.rs): `put`
-//! never blocks, and drops a write when the queue is full. The same thread keeps the
-//! byte bound (CLOCK eviction, index.rs), scans what is on disk at open (scan.rs) and
-//! applies purges: every ban is logged and synced before `ban` returns (banlog.rs), the
-//! reads apply the bans in memory, and the log is replayed over the records at the next
-//! open.
+//! Writes are queued (queue.rs: `put` never blocks, and drops a write when the queue
+//! is full) and done by one thread of the disk tier's own (writer.rs; the record
+//! operations both sides use are in shared.rs). The same thread keeps the byte bound
+//! (CLOCK eviction, index.rs), scans what is on disk at open and applies purges to the
+//! files (scan.rs): every ban is logged and synced before `ban` returns (banlog.rs),
+//! reads and queued writes apply it at once, and the log is replayed over the records
+//! at the next open.
 //!
 //! ```no_run
 //! # async fn demo(key: levee_cache::CacheKey, variants: Vec<std::sync::Arc<levee_cache::Entry>>)
@@ -70,8 +71,8 @@ pub struct DiskConfig {
     pub size: u64,
 }
 
-/// The disk tier. Clones share it; the last one dropped stops its thread (after the
-/// writes still queued) and releases the directory's lock.
+/// The disk tier. Clones share it; dropping the last one waits for its thread to do the
+/// writes still queued and stop, then releases the directory's lock.
 #[derive(Clone)]
 pub struct Disk(Arc<Handle>);
 
