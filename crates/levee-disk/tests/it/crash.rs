@@ -18,7 +18,7 @@ use crate::{entry, key, Cache, DAY};
 const ENV: &str = "LEVEE_DISK_CRASH_DIR";
 const ROUND: &str = "LEVEE_DISK_CRASH_ROUND";
 const KEYS: u32 = 600;
-const KILL_AFTER: u64 = 3000;
+const KILL_AFTER: u64 = 2000;
 
 /// The body of variant `v` of key `k` at its `gen`-th write: its own identity in the
 /// first 9 bytes, then bytes only that identity gives, 0 to 40 KB.
@@ -127,7 +127,8 @@ fn write_and_kill(cache: &Cache, round: u32) -> usize {
         .spawn()
         .unwrap();
     let out = BufReader::new(child.stdout.take().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(120);
+    // Generous: the machine may be busy; the writer normally gets there in seconds.
+    let deadline = Instant::now() + Duration::from_secs(300);
     let mut written = 0;
     for line in out.lines() {
         let line = line.unwrap();
