@@ -126,7 +126,10 @@ pub(crate) async fn wait_for(inner: &Arc<Inner>, key: &CacheKey, limit: Duration
         let new = !fingerprint.is_empty() && refused.as_ref() != Some(&fingerprint);
         if new {
             if let Some(d) = super::record::get(inner, key).await {
-                if since.is_none_or(|t| unix_ms(d.written) >= t) {
+                // Strictly later: a record of the very millisecond the lock was
+                // taken may be the one the fill replaces (a wrong guess costs one
+                // fetch, the other way a stale page).
+                if since.is_none_or(|t| unix_ms(d.written) > t) {
                     inner.stats.wait_served();
                     return Some(d);
                 }

@@ -20,20 +20,39 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::tools::Tool;
+use crate::tools::SKIP_MISSING;
 
 /// How long redis-server may take to answer PING.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// redis-server, from Debian's package.
-pub const REDIS_SERVER: Tool = Tool {
-    name: "redis-server",
-    find: || {
-        let p = PathBuf::from("/usr/bin/redis-server");
-        p.is_file().then_some(p)
-    },
-    install: "apt-get install -y redis-server",
-};
+/// Where Debian's package puts it.
+const BINARY: &str = "/usr/bin/redis-server";
+
+/// At the top of a test, as [`tools::require`](crate::tools::require) for the other
+/// tools: redis-server's path; `None` (the test should return) when it is missing and
+/// `LEVEE_TEST_SKIP_MISSING` names `redis-server` (or `all`); a panic saying how to
+/// install it when it is missing otherwise.
+pub fn require() -> Option<PathBuf> {
+    let p = PathBuf::from(BINARY);
+    if p.is_file() {
+        return Some(p);
+    }
+    let skipped = std::env::var(SKIP_MISSING).is_ok_and(|v| {
+        v.split(',')
+            .map(str::trim)
+            .any(|t| t.eq_ignore_ascii_case("redis-server") || t.eq_ignore_ascii_case("all"))
+    });
+    if skipped {
+        eprintln!(
+            "skipped: redis-server is not installed and {SKIP_MISSING} names it; this test did not run"
+        );
+        return None;
+    }
+    panic!(
+        "redis-server is not installed: run `apt-get install -y redis-server` \
+         (or set {SKIP_MISSING}=redis-server to skip the tests that need it)"
+    );
+}
 
 /// A running redis-server; see the module's documentation.
 pub struct Redis {
@@ -135,8 +154,7 @@ impl Redis {
     }
 
     fn launch(&self) -> Result<(), String> {
-        let bin = crate::tools::require(&REDIS_SERVER)
-            .ok_or("redis-server is not installed (and its tests were not skipped)")?;
+        let bin = require().ok_or("redis-server is not installed (and its tests were not skipped)")?;
         let log = self.dir.path().join("redis.log");
         let mut cmd = Command::new("setpriv");
         cmd.args(["--pdeathsig", "KILL", "--"])
