@@ -223,7 +223,9 @@ mod tests {
             "redis://0.0.0.0:6379",
             "",
         ] {
-            let e = client(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            let e = client(bad)
+                .err()
+                .unwrap_or_else(|| panic!("{bad} accepted"));
             assert!(e.to_string().contains("redis://host:port/db"), "{e}");
         }
         let e = client("http://u:hunter2@h:1").err().unwrap().to_string();

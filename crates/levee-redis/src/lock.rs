@@ -106,7 +106,11 @@ pub(crate) async fn lock(inner: &Arc<Inner>, key: &CacheKey) -> Lock {
 /// How often a waiter looks for the record.
 const POLL: Duration = Duration::from_millis(15);
 
-pub(crate) async fn wait_for(inner: &Arc<Inner>, key: &CacheKey, limit: Duration) -> Option<Decoded> {
+pub(crate) async fn wait_for(
+    inner: &Arc<Inner>,
+    key: &CacheKey,
+    limit: Duration,
+) -> Option<Decoded> {
     let deadline = tokio::time::Instant::now() + limit;
     let (record, lock) = (inner.keys.record(key), inner.keys.lock(key));
     // Records written before the lock was taken are what the fill replaces.
@@ -117,7 +121,12 @@ pub(crate) async fn wait_for(inner: &Arc<Inner>, key: &CacheKey, limit: Duration
     loop {
         let mut conn = inner.conn()?;
         let mut pipe = redis::pipe();
-        pipe.cmd("GET").arg(&lock).cmd("GETRANGE").arg(&record).arg(4).arg(11);
+        pipe.cmd("GET")
+            .arg(&lock)
+            .cmd("GETRANGE")
+            .arg(&record)
+            .arg(4)
+            .arg(11);
         let (holder, fingerprint): (Option<Vec<u8>>, Vec<u8>) =
             inner.run(pipe.query_async(&mut conn)).await?;
         if since.is_none() {

@@ -47,7 +47,11 @@ pub(crate) fn publish(inner: &Arc<Inner>, ban: Ban) {
 /// False if Redis failed (the rest stay queued).
 pub(crate) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> bool {
     loop {
-        let next = inner.sync.lock().ok().and_then(|s| s.pending.front().cloned());
+        let next = inner
+            .sync
+            .lock()
+            .ok()
+            .and_then(|s| s.pending.front().cloned());
         let Some(ban) = next else {
             return true;
         };

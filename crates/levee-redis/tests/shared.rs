@@ -2,6 +2,8 @@
 //! clients in one process stand for several levee nodes. Tests wait on state, never on
 //! fixed sleeps.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -131,7 +133,7 @@ async fn a_record_stored_by_one_node_is_read_by_another() {
     let (a, b) = (Node::up(&server).await, Node::up(&server).await);
     let k = key("/page?x=1");
     let e = entry("hello from A", Duration::from_secs(60), &["t1"]);
-    a.redis.put_now(&k, &[e.clone()]).await;
+    a.redis.put_now(&k, std::slice::from_ref(&e)).await;
     let got = b.redis.get(&k).await.expect("B reads A's record");
     assert_eq!(got.key, k);
     assert_eq!(got.variants.len(), 1);
@@ -143,7 +145,8 @@ async fn a_record_stored_by_one_node_is_read_by_another() {
 
     // The background put gets there too.
     let k2 = key("/later");
-    a.redis.put(&k2, &[entry("later", Duration::from_secs(60), &[])]);
+    a.redis
+        .put(&k2, &[entry("later", Duration::from_secs(60), &[])]);
     let mut found = false;
     for _ in 0..200 {
         if b.redis.get(&k2).await.is_some() {
@@ -218,8 +221,14 @@ async fn records_expire_when_they_are_no_longer_worth_keeping() {
     let keep = e.time_to_keep(levee_cache::clock::now());
     a.redis.put_now(&k, &[e]).await;
     let pttl = int(&server, &format!("PTTL {}", record_name(&k)));
-    assert!(pttl > 0 && pttl as u128 <= keep.as_millis(), "{pttl} vs {keep:?}");
-    assert!(pttl as u128 > keep.as_millis() - 5_000, "{pttl} vs {keep:?}");
+    assert!(
+        pttl > 0 && pttl as u128 <= keep.as_millis(),
+        "{pttl} vs {keep:?}"
+    );
+    assert!(
+        pttl as u128 > keep.as_millis() - 5_000,
+        "{pttl} vs {keep:?}"
+    );
 
     // Nothing left to keep: not written.
     let k2 = key("/gone");
@@ -312,7 +321,10 @@ async fn a_waiting_node_gets_the_record_the_lock_holder_stores() {
         let (redis, k2) = (b.redis.clone(), k2.clone());
         tokio::spawn(async move {
             let t = Instant::now();
-            (redis.wait_for(&k2, Duration::from_secs(5)).await, t.elapsed())
+            (
+                redis.wait_for(&k2, Duration::from_secs(5)).await,
+                t.elapsed(),
+            )
         })
     };
     drop(guard);
@@ -389,11 +401,16 @@ async fn a_url_ban_removes_the_record_for_everyone() {
         .await;
     assert!(a.redis.get(&k).await.is_some());
     assert!(keys(&server, &format!("{}*", record_name(&k))).len() > 1);
-    a.redis.publish(Ban::now(BanMode::Remove, BanTarget::Url(k.clone())));
+    a.redis
+        .publish(Ban::now(BanMode::Remove, BanTarget::Url(k.clone())));
     // Gone at once for A (its own ban applies before Redis is even told).
     assert!(a.redis.get(&k).await.is_none());
     let pattern = format!("{}*", record_name(&k));
-    assert!(eventually(Duration::from_secs(2), || keys(&server, &pattern).is_empty()).await);
+    assert!(
+        eventually(Duration::from_secs(2), || keys(&server, &pattern)
+            .is_empty())
+        .await
+    );
     assert!(b.redis.get(&k).await.is_none());
     assert!(eventually(Duration::from_secs(2), || !b.bans().is_empty()).await);
 }
@@ -407,10 +424,16 @@ async fn a_tag_ban_applies_to_records_read_afterwards() {
     let (a, b) = (Node::up(&server).await, Node::up(&server).await);
     let (tagged, other, soft) = (key("/tagged"), key("/other"), key("/soft"));
     a.redis
-        .put_now(&tagged, &[entry("t", Duration::from_secs(60), &["product-7"])])
+        .put_now(
+            &tagged,
+            &[entry("t", Duration::from_secs(60), &["product-7"])],
+        )
         .await;
     a.redis
-        .put_now(&other, &[entry("o", Duration::from_secs(60), &["product-8"])])
+        .put_now(
+            &other,
+            &[entry("o", Duration::from_secs(60), &["product-8"])],
+        )
         .await;
     a.redis
         .put_now(&soft, &[entry("s", Duration::from_secs(60), &["news"])])
@@ -432,7 +455,10 @@ async fn a_tag_ban_applies_to_records_read_afterwards() {
     }
     // Written after the ban: served again.
     b.redis
-        .put_now(&tagged, &[entry("t2", Duration::from_secs(60), &["product-7"])])
+        .put_now(
+            &tagged,
+            &[entry("t2", Duration::from_secs(60), &["product-7"])],
+        )
         .await;
     assert_eq!(a.redis.get(&tagged).await.unwrap().variants[0].body, "t2");
     // A node that starts later applies the bans it finds in Redis.
@@ -458,8 +484,15 @@ async fn while_redis_is_down_nothing_waits_for_it_and_it_comes_back() {
     assert!(a.redis.get(&k).await.is_none());
     assert!(matches!(a.redis.lock(&k).await, Lock::Unavailable));
     let took = t.elapsed();
-    assert!(took < OP_TIMEOUT * 2 + Duration::from_millis(100), "{took:?}");
-    assert!(eventually(Duration::from_secs(5), || !a.redis.is_up() && !b.redis.is_up()).await);
+    assert!(
+        took < OP_TIMEOUT * 2 + Duration::from_millis(100),
+        "{took:?}"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || !a.redis.is_up()
+            && !b.redis.is_up())
+        .await
+    );
     // Once they know: at once.
     let t = Instant::now();
     for _ in 0..100 {
@@ -529,13 +562,21 @@ async fn whatever_is_written_to_redis_by_hand_never_makes_a_node_panic() {
     for (i, g) in garbage.iter().enumerate() {
         server.set_raw(&name, g);
         assert!(a.redis.get(&k).await.is_none(), "garbage {i} was served");
-        assert!(a.redis.wait_for(&k, Duration::from_millis(50)).await.is_none());
+        assert!(a
+            .redis
+            .wait_for(&k, Duration::from_millis(50))
+            .await
+            .is_none());
     }
     assert!(a.redis.stats().errors >= garbage.len() as u64 - 1);
     // A lock value that is not a token; bans that are not bans.
     server.set_raw(&format!("levee:l:{}", key_hex(&k)), &[0xff, 0x00, b':']);
     assert!(matches!(a.redis.lock(&k).await, Lock::Busy));
-    assert!(a.redis.wait_for(&k, Duration::from_millis(50)).await.is_none());
+    assert!(a
+        .redis
+        .wait_for(&k, Duration::from_millis(50))
+        .await
+        .is_none());
     server.command("PUBLISH levee:purge garbage");
     server.command("PUBLISH levee:purge \"other-node 12 remove url x\"");
     server.command("ZADD levee:bans 1 nonsense");
@@ -570,7 +611,10 @@ async fn bad_urls_are_refused_and_a_redis_down_at_start_is_not() {
     let node = Node::start(&format!("redis://127.0.0.1:{port}/0"));
     let t = Instant::now();
     assert!(node.redis.get(&key("/x")).await.is_none());
-    assert!(matches!(node.redis.lock(&key("/x")).await, Lock::Unavailable));
+    assert!(matches!(
+        node.redis.lock(&key("/x")).await,
+        Lock::Unavailable
+    ));
     assert!(t.elapsed() < Duration::from_millis(50));
     assert!(!node.redis.is_up());
 }
@@ -597,4 +641,37 @@ async fn dropping_the_last_clone_closes_its_connections() {
     assert_eq!(clients(), before + 2, "a clone still holds them");
     drop(clone);
     assert!(eventually(Duration::from_secs(5), || clients() == before).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_redis_costs_a_request_at_most_op_timeout_then_nothing() {
+    let Some(_) = levee_test::redis::require() else {
+        return;
+    };
+    let server = levee_test::Redis::start();
+    let a = Node::up(&server).await;
+    let k = key("/slow");
+    a.redis
+        .put_now(&k, &[entry("x", Duration::from_secs(60), &[])])
+        .await;
+    // SIGSTOP: the connection stays open and nothing answers.
+    server.pause();
+    let t = Instant::now();
+    assert!(a.redis.get(&k).await.is_none());
+    let took = t.elapsed();
+    assert!(
+        took >= OP_TIMEOUT && took < OP_TIMEOUT + Duration::from_millis(150),
+        "{took:?}"
+    );
+    let t = Instant::now();
+    assert!(matches!(a.redis.lock(&k).await, Lock::Unavailable));
+    assert!(t.elapsed() < OP_TIMEOUT + Duration::from_millis(150));
+    // Unanswered PINGs: taken for down, and then nothing waits at all.
+    assert!(eventually(Duration::from_secs(10), || !a.redis.is_up()).await);
+    let t = Instant::now();
+    assert!(a.redis.get(&k).await.is_none());
+    assert!(t.elapsed() < Duration::from_millis(10));
+    server.resume();
+    assert!(eventually(Duration::from_secs(40), || a.redis.is_up()).await);
+    assert_eq!(a.redis.get(&k).await.unwrap().variants[0].body, "x");
 }

@@ -10,6 +10,7 @@
 //! let url = redis.url(); // redis://127.0.0.1:PORT/0
 //! redis.stop();          // as if the server crashed
 //! redis.restart();       // back on the same port, empty
+//! redis.pause();         // SIGSTOP: hung, connections open; resume() with SIGCONT
 //! ```
 
 use std::io::{Read, Write};
@@ -114,6 +115,33 @@ impl Redis {
         }
     }
 
+    /// Stops the server with SIGSTOP: connections stay open and nothing answers (a hung
+    /// or overloaded Redis). [`Redis::resume`] lets it go on.
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT after [`Redis::pause`].
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self
+            .child
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|c| c.id())
+            .expect("redis-server is not running");
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {pid} failed");
+    }
+
     /// Whether the server process is running (it may still be starting).
     pub fn is_running(&self) -> bool {
         matches!(
@@ -154,7 +182,8 @@ impl Redis {
     }
 
     fn launch(&self) -> Result<(), String> {
-        let bin = require().ok_or("redis-server is not installed (and its tests were not skipped)")?;
+        let bin =
+            require().ok_or("redis-server is not installed (and its tests were not skipped)")?;
         let log = self.dir.path().join("redis.log");
         let mut cmd = Command::new("setpriv");
         cmd.args(["--pdeathsig", "KILL", "--"])
@@ -197,6 +226,7 @@ impl Redis {
 
 impl Drop for Redis {
     fn drop(&mut self) {
+        // A paused server still dies of SIGKILL.
         self.stop();
     }
 }
