@@ -34,9 +34,11 @@ impl Keys {
         }
     }
 
-    /// The record (or a large record's head).
+    /// The record (or a large record's head). The hash in braces is the key's Redis
+    /// Cluster hash tag: a record's head and chunks share one slot, so that one MGET
+    /// reads them all there too.
     pub(crate) fn record(&self, key: &CacheKey) -> String {
-        format!("{}o:{}", self.prefix, key_hex(key))
+        format!("{}o:{{{}}}", self.prefix, key_hex(key))
     }
 
     /// Chunk `i` of generation `generation` of the record named `record`.
@@ -46,7 +48,7 @@ impl Keys {
 
     /// The fill lock.
     pub(crate) fn lock(&self, key: &CacheKey) -> String {
-        format!("{}l:{}", self.prefix, key_hex(key))
+        format!("{}l:{{{}}}", self.prefix, key_hex(key))
     }
 
     /// The sorted set of recent bans.
@@ -177,6 +179,27 @@ pub(crate) fn shown(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_put_the_hash_in_a_hash_tag() {
+        let mut h = http::HeaderMap::new();
+        h.insert("host", http::HeaderValue::from_static("a.test"));
+        let key =
+            CacheKey::for_request(levee_cache::Scheme::Http, &http::Uri::from_static("/x"), &h);
+        let hex = key_hex(&key);
+        let keys = Keys::new("levee:");
+        let record = keys.record(&key);
+        assert_eq!(record, format!("levee:o:{{{hex}}}"));
+        assert_eq!(
+            Keys::chunk(&record, 0xab, 2),
+            format!("levee:o:{{{hex}}}:00000000000000ab:2")
+        );
+        assert_eq!(keys.lock(&key), format!("levee:l:{{{hex}}}"));
+        assert_eq!(
+            (keys.bans(), keys.channel()),
+            ("levee:bans".into(), "levee:purge".into())
+        );
+    }
 
     #[test]
     fn heads_read_back_and_refuse_what_does_not_add_up() {

@@ -21,11 +21,14 @@
 //!
 //! | key | what |
 //! | --- | --- |
-//! | `P o:H` | the record, or for one over 512 KiB a head naming its chunks |
-//! | `P o:H:G:I` | chunk `I` of generation `G` of a large record |
-//! | `P l:H` | the fill lock: a node's token, `NX PX lock_ttl` |
+//! | `P o:{H}` | the record, or for one over 512 KiB a head naming its chunks |
+//! | `P o:{H}:G:I` | chunk `I` of generation `G` of a large record |
+//! | `P l:{H}` | the fill lock: a node's token, `NX PX lock_ttl` |
 //! | `P bans` | recent bans: a sorted set by time, trimmed to a day |
 //! | `P purge` | the pub/sub channel bans are published on |
+//!
+//! (`{H}`: the hash is the key's Redis Cluster hash tag, so a record's head and chunks
+//! would share a slot; the prefix should hold no braces.)
 
 mod keys;
 mod link;
@@ -151,6 +154,13 @@ impl Redis {
             several => return Err(RedisError::Cluster(several.len())),
         };
         let client = keys::client(&url)?;
+        if url.starts_with("rediss:") || url.starts_with("valkeys:") {
+            // redis-rs builds its TLS configuration on rustls's process-wide provider;
+            // levee's other TLS code names ring explicitly and installs none.
+            if rustls::crypto::CryptoProvider::get_default().is_none() {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+            }
+        }
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RedisError::NoRuntime)?;
         let (stop_tx, stop_rx) = watch::channel(());
         let inner = Arc::new(Inner {

@@ -1,4 +1,4 @@
-//! One fill per key across all nodes: `SET P l:H token NX PX lock_ttl`. The node that
+//! One fill per key across all nodes: `SET P l:{H} token NX PX lock_ttl`. The node that
 //! takes the lock fetches and stores the record; the others poll for it. The token
 //! carries when the lock was taken (the holder's clock, which also dates the record it
 //! writes), so a waiter takes only a record written since, never the stale one the

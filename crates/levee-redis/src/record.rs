@@ -1,8 +1,8 @@
 //! Records in Redis: read (reassembled from chunks, checked, expired and banned ones
 //! refused), written (chunks first, then the head, all with the record's TTL), deleted.
 //!
-//! A record up to [`CHUNK`] bytes is the value of `P o:H` itself. A larger one is cut
-//! into chunks `P o:H:G:I` of one random generation `G`, written first, and `P o:H`
+//! A record up to [`CHUNK`] bytes is the value of `P o:{H}` itself. A larger one is cut
+//! into chunks `P o:{H}:G:I` of one random generation `G`, written first, and `P o:{H}`
 //! becomes a small [`Head`] naming them: a reader never sees a head whose chunks are
 //! not all there (unless they expired or were deleted: then the read is a miss), and a
 //! writer replacing a record deletes the chunks of the one it replaced. The record's

@@ -99,7 +99,11 @@ impl Node {
 }
 
 fn record_name(k: &CacheKey) -> String {
-    format!("levee:o:{}", key_hex(k))
+    format!("levee:o:{{{}}}", key_hex(k))
+}
+
+fn lock_name(k: &CacheKey) -> String {
+    format!("levee:l:{{{}}}", key_hex(k))
 }
 
 /// The keys matching `pattern`, sorted.
@@ -268,12 +272,12 @@ async fn one_node_of_many_takes_the_fill_lock() {
         .collect();
     let busy = results.iter().filter(|l| matches!(l, Lock::Busy)).count();
     assert_eq!((acquired.len(), busy), (1, 11), "{results:?}");
-    let pttl = int(&server, &format!("PTTL levee:l:{}", key_hex(&k)));
+    let pttl = int(&server, &format!("PTTL {}", lock_name(&k)));
     assert!(pttl > 0 && pttl <= 10_000, "{pttl}");
 
     // Dropping the guard releases it: the next one can take it.
     drop(results);
-    let lock = format!("EXISTS levee:l:{}", key_hex(&k));
+    let lock = format!("EXISTS {}", lock_name(&k));
     assert!(eventually(Duration::from_secs(2), || int(&server, &lock) == 0).await);
     assert!(matches!(nodes[1].redis.lock(&k).await, Lock::Acquired(_)));
     let total: u64 = nodes.iter().map(|n| n.redis.stats().locks_acquired).sum();
@@ -570,7 +574,7 @@ async fn whatever_is_written_to_redis_by_hand_never_makes_a_node_panic() {
     }
     assert!(a.redis.stats().errors >= garbage.len() as u64 - 1);
     // A lock value that is not a token; bans that are not bans.
-    server.set_raw(&format!("levee:l:{}", key_hex(&k)), &[0xff, 0x00, b':']);
+    server.set_raw(&lock_name(&k), &[0xff, 0x00, b':']);
     assert!(matches!(a.redis.lock(&k).await, Lock::Busy));
     assert!(a
         .redis
