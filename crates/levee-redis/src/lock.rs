@@ -99,7 +99,16 @@ pub(crate) async fn lock(inner: &Arc<Inner>, key: &CacheKey) -> Lock {
             inner.stats.lock_busy();
             Lock::Busy
         }
-        None => Lock::Unavailable,
+        None => {
+            // No answer in time, but the SET may have been carried out: release it (if
+            // it is ours), or the other nodes would wait for a fill nobody does.
+            drop(LockGuard {
+                inner: inner.clone(),
+                name,
+                token,
+            });
+            Lock::Unavailable
+        }
     }
 }
 

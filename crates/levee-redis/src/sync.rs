@@ -126,6 +126,11 @@ fn accept(inner: &Inner, member: &str) {
     };
     match inner.sync.lock() {
         Ok(mut sync) => {
+            if sync.seen.len() >= 2 * MAX_BANS {
+                // A flood (anyone who can reach Redis can publish): forgetting costs at
+                // most one more call of on_ban for a ban read again, which is harmless.
+                sync.seen.clear();
+            }
             if sync.seen.insert(member.to_string(), ban.at_ms).is_some() {
                 return;
             }
