@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use levee_cache::codec::key_hex;
 use levee_cache::CacheKey;
 
-use crate::RedisError;
+use crate::config::RedisError;
 
 /// Records larger than this are stored in chunks of this size, so that no Redis value
 /// is huge (Redis serves one command at a time: a 50 MiB value would hold up

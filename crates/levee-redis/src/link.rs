@@ -14,7 +14,8 @@ use futures_util::StreamExt;
 use redis::aio::{MultiplexedConnection, PubSubStream};
 use tokio::sync::watch;
 
-use crate::{sync, Inner};
+use crate::inner::Inner;
+use crate::sync;
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);

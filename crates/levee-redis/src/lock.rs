@@ -11,8 +11,8 @@ use levee_cache::clock::system_now;
 use levee_cache::codec::{unix_ms, Decoded};
 use levee_cache::CacheKey;
 
+use crate::inner::Inner;
 use crate::keys::{lock_token, token_time};
-use crate::Inner;
 
 /// What [`Redis::lock`](crate::Redis::lock) found.
 #[derive(Debug)]
@@ -143,7 +143,7 @@ pub(crate) async fn wait_for(
         }
         let new = !fingerprint.is_empty() && refused.as_ref() != Some(&fingerprint);
         if new {
-            if let Some(d) = super::record::get(inner, key).await {
+            if let Some(d) = crate::record::get(inner, key).await {
                 // Strictly later: a record of the very millisecond the lock was
                 // taken may be the one the fill replaces (a wrong guess costs one
                 // fetch, the other way a stale page).

@@ -18,8 +18,8 @@ use levee_cache::codec::{self, Decoded};
 use levee_cache::{CacheKey, Entry};
 use redis::aio::MultiplexedConnection;
 
+use crate::inner::Inner;
 use crate::keys::{self, Head, Keys, CHUNK, HEAD_MAGIC};
-use crate::Inner;
 
 /// Sets the head (or small record) and returns the head it replaced if that one named
 /// chunks, in one step, so that the replaced chunks can be deleted.

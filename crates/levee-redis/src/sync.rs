@@ -7,7 +7,6 @@
 //! calls `on_ban` for each ban it had not seen; bans made while Redis was down wait in
 //! a bounded queue and are sent when it is back.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use levee_cache::ban::{Ban, BanMode, BanTarget, DEFAULT_HORIZON};
@@ -15,19 +14,10 @@ use levee_cache::clock::system_now;
 use levee_cache::codec::unix_ms;
 use redis::aio::MultiplexedConnection;
 
-use crate::Inner;
+use crate::inner::Inner;
 
 /// Bans kept: in the queue while Redis is down, in Redis, read back on connection.
 const MAX_BANS: usize = 10_000;
-
-#[derive(Debug, Default)]
-pub(crate) struct BanSync {
-    /// Other nodes' bans already applied (`node line` -> time), so that one heard on
-    /// the channel and read again from the set is applied once.
-    seen: HashMap<String, u64>,
-    /// This node's bans not yet in Redis, oldest first.
-    pending: VecDeque<Ban>,
-}
 
 pub(crate) fn publish(inner: &Arc<Inner>, ban: Ban) {
     inner.bans.add(ban.clone());
