@@ -122,7 +122,10 @@ impl Store {
 
     /// Every stored variant of `key`, newest first (what the lower tiers write).
     pub fn variants(&self, key: &CacheKey) -> Vec<Arc<Entry>> {
-        self.entries.get(key).map(|v| v.0.clone()).unwrap_or_default()
+        self.entries
+            .get(key)
+            .map(|v| v.0.clone())
+            .unwrap_or_default()
     }
 
     /// Replaces every variant of `key` with `list` (newest first), as a lower tier had

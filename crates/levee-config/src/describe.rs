@@ -123,6 +123,28 @@ impl Settings {
         global("cache.size", size(self.cache.size));
         global("cache.hit_for_miss", secs(self.cache.hit_for_miss));
         global(
+            "cache.disk_path",
+            self.cache
+                .disk
+                .as_ref()
+                .map_or("off".into(), |d| d.path.display().to_string()),
+        );
+        global(
+            "cache.disk_size",
+            self.cache
+                .disk
+                .as_ref()
+                .map_or("off".into(), |d| size(d.size)),
+        );
+        global(
+            "cache.redis",
+            if self.cache.redis.is_empty() {
+                "off".into()
+            } else {
+                self.cache.redis.join(", ")
+            },
+        );
+        global(
             "cache.strip_cdn_cache_control",
             self.cache.strip_cdn_cache_control.to_string(),
         );

@@ -33,7 +33,8 @@ pub use options::{
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
 pub use settings::{
     AccessLog, AccessLogFormat, AcmeChallenge, AcmeSettings, AdminSettings, BackendLimit,
-    CacheSettings, CompressionSettings, Limits, PurgeSettings, Settings, SiteIndex, TlsSettings,
+    CacheSettings, CompressionSettings, DiskSettings, Limits, PurgeSettings, Settings, SiteIndex,
+    TlsSettings,
 };
 pub use site::{
     host_matches, AnonymousSettings, CacheRules, EditInvalidation, FastCgiSettings, Route,

@@ -39,6 +39,7 @@ grace = "1h"
 hit_for_miss = "10s"
 keep = "1h"
 strip_cdn_cache_control = true
+disk_size = "1GiB"
 
 [anonymous]
 extra_session_cookies = []
@@ -276,6 +277,11 @@ options_table! {
         pub keep: Option<String>,
         /// Remove `CDN-Cache-Control` from responses to clients (RFC 9213).
         pub strip_cdn_cache_control: Option<bool>,
+        /// A directory for the disk tier (off when unset).
+        pub disk_path: Option<String>,
+        pub disk_size: Option<String>,
+        /// `redis://host:port` of the shared tier (off when unset); several: a cluster.
+        pub redis: Option<OneOrMany>,
     }
 }
 

@@ -109,6 +109,7 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                         .map(|t| t.certs.expiry())
                         .unwrap_or_default(),
                     acme: shared.acme.as_ref(),
+                    tiers: shared.tiers.as_ref(),
                 },
             ),
         ),
@@ -118,7 +119,13 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                 let shared2 = shared.clone();
                 let soft = purge.soft;
                 // A prefix or a tag walks the whole store.
-                let run = move || purge.run(&shared2.store, &*shared2);
+                let run = move || {
+                    let (n, bans) = purge.run(&shared2.store, &*shared2)?;
+                    if let Some(tiers) = &shared2.tiers {
+                        bans.into_iter().for_each(|b| tiers.ban(b));
+                    }
+                    Ok::<_, String>(n)
+                };
                 match tokio::task::spawn_blocking(run).await {
                     Ok(Err(e)) => (StatusCode::NOT_FOUND, TEXT, format!("{e}\n")),
                     Ok(Ok(n)) => {

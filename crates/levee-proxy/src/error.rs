@@ -32,6 +32,9 @@ pub enum ServeError {
     Activation(String),
     #[error("the configuration has no site: give a backend (--backend URL) or an app (--app)")]
     NoSite,
+    /// A cache tier below memory cannot start (its directory, its Redis URL).
+    #[error("{0}")]
+    Tier(String),
     #[error("cannot open the access log {file}: {source}; check that its directory exists and levee may write there ([log] access_file)")]
     AccessLog {
         file: String,

@@ -18,6 +18,7 @@ mod request;
 mod server;
 mod stats;
 mod systemd;
+mod tiers;
 mod upstream;
 mod worker;
 mod zerocopy;

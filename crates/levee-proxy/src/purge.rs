@@ -7,6 +7,7 @@
 use std::net::IpAddr;
 
 use http::request;
+use levee_cache::ban::{Ban, BanMode, BanTarget};
 use levee_cache::{CacheKey, Scheme, Store};
 
 /// What a purge removes.
@@ -67,10 +68,23 @@ impl Purge {
         Ok(Purge { target, soft, site })
     }
 
-    /// Carries it out; how many stored responses it removed or marked. Walks the whole
-    /// store for a prefix or a tag: run it off the serving threads. A URL whose host no
-    /// site answers, or a site name no site has, purges nothing: the error says which.
-    pub fn run(&self, store: &Store, sites: &dyn Sites) -> Result<usize, String> {
+    /// Carries it out in memory; how many stored responses it removed or marked, and
+    /// the bans for the tiers below. Walks the whole store for a prefix or a tag: run it
+    /// off the serving threads. A URL whose host no site answers, or a site name no site
+    /// has, purges nothing: the error says which.
+    pub fn run(&self, store: &Store, sites: &dyn Sites) -> Result<(usize, Vec<Ban>), String> {
+        let bans = self.bans(sites)?;
+        let n = bans
+            .iter()
+            .map(|b| crate::tiers::apply_to_memory(store, b))
+            .sum();
+        Ok((n, bans))
+    }
+
+    /// The purge as bans (levee-cache's ban.rs), its sites resolved: what memory applies
+    /// now and the tiers below it keep. A URL is banned under both schemes (an edit is
+    /// seen over http and https alike).
+    pub fn bans(&self, sites: &dyn Sites) -> Result<Vec<Ban>, String> {
         let named = match &self.site {
             Some(name) => Some(
                 sites
@@ -99,24 +113,33 @@ impl Purge {
                 _ => Ok(site),
             }
         };
+        let mode = if self.soft {
+            BanMode::Stale
+        } else {
+            BanMode::Remove
+        };
         Ok(match &self.target {
-            // The page under both schemes: an edit is seen over http and https alike.
             Target::Url(key) => {
                 let key = key.clone().in_site(site_of(key)?);
                 both_schemes(&key)
-                    .iter()
-                    .map(|k| store.purge_key(k, self.soft))
-                    .sum()
+                    .into_iter()
+                    .map(|k| Ban::now(mode, BanTarget::Url(k)))
+                    .collect()
             }
             Target::Prefix(prefix) => {
                 let site = site_of(prefix)?;
-                store.purge(self.soft, |k, _| {
-                    k.site() == site && k.as_str().starts_with(prefix.as_str())
-                })
+                vec![Ban::now(
+                    mode,
+                    BanTarget::Prefix(prefix.clone().in_site(site)),
+                )]
             }
-            Target::Tag(tag) => store.purge(self.soft, |k, e| {
-                named.is_none_or(|n| k.site() == n) && e.tags.iter().any(|t| **t == **tag)
-            }),
+            Target::Tag(tag) => vec![Ban::now(
+                mode,
+                BanTarget::Tag {
+                    tag: tag.clone(),
+                    site: named,
+                },
+            )],
         })
     }
 }

@@ -71,6 +71,7 @@ impl Server {
         }
         shutdown.await;
         stop_and_drain(&stop_tx, tasks, &conns, &limits).await;
+        flush_tiers(&self.shared).await;
     }
 }
 
@@ -531,6 +532,7 @@ pub fn serve_workers(
         shutdown.await;
         crate::systemd::stopping();
         stop_and_drain(&stop_tx, accepting, &conns, &limits).await;
+        flush_tiers(&shared).await;
         Ok::<(), ServeError>(())
     })?;
     let _ = exit_tx.send(true);
@@ -545,6 +547,19 @@ pub fn serve_workers(
         }
     }
     Ok(())
+}
+
+/// After the drain: what the disk tier has queued is written, so that a restart finds
+/// everything this process stored (bounded: a failing disk does not hold the exit).
+async fn flush_tiers(shared: &Shared) {
+    if let Some(disk) = shared.tiers.as_ref().and_then(|t| t.disk.as_ref()) {
+        if tokio::time::timeout(Duration::from_secs(10), disk.flush())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the disk tier did not finish its writes within 10 s; exiting anyway");
+        }
+    }
 }
 
 /// The socket systemd passed for each address, else one bound here.

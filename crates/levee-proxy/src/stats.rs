@@ -313,6 +313,8 @@ pub(crate) struct Scrape<'a> {
     pub acme: Option<&'a levee_acme::Manager>,
     /// Per site, when there are several (the totals above cover them all).
     pub sites: Vec<SiteScrape>,
+    /// Disk and Redis below memory, when configured.
+    pub tiers: Option<&'a crate::tiers::Tiers>,
 }
 
 /// One site's share, read at scrape time.
@@ -420,6 +422,7 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
         certificates,
         acme,
         sites,
+        tiers,
     } = scrape;
     store.run_pending_tasks();
     s.cache_objects
@@ -575,6 +578,9 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
         register_app(&mut r, pool);
     }
     register_sites(&mut r, &sites);
+    if let Some(t) = tiers {
+        register_tiers(&mut r, t);
+    }
     if !certificates.is_empty() {
         // One per certificate file (ACME's included): alert on `levee_tls_certificate_expiry_seconds - time()`.
         let expiry = Family::<Vec<(&'static str, String)>, Gauge>::default();
@@ -627,4 +633,142 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
     }
     out.push_str(&tail);
     out
+}
+
+/// The disk and Redis tiers' numbers, as their crates count them.
+fn register_tiers(r: &mut Registry, t: &crate::tiers::Tiers) {
+    let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let gauge = |r: &mut Registry, name: &'static str, help: &'static str, v: i64| {
+        let g = Gauge::<i64>::default();
+        g.set(v);
+        r.register(name, help, g);
+    };
+    let counter = |r: &mut Registry, name: &'static str, help: &'static str, v: u64| {
+        let c = Counter::<u64>::default();
+        c.inc_by(v);
+        r.register(name, help, c);
+    };
+    if let Some(disk) = &t.disk {
+        let d = disk.stats();
+        gauge(
+            r,
+            "disk_objects",
+            "URLs kept by the disk tier",
+            i(d.objects),
+        );
+        gauge(
+            r,
+            "disk_bytes",
+            "Bytes of the disk tier's files",
+            i(d.bytes),
+        );
+        gauge(
+            r,
+            "disk_capacity_bytes",
+            "The disk tier's bound (cache.disk_size)",
+            i(d.capacity),
+        );
+        gauge(
+            r,
+            "disk_scan_done",
+            "1 once the disk tier has indexed what it found at start",
+            i64::from(d.scan_done),
+        );
+        counter(r, "disk_hits", "Misses in memory found on disk", d.hits);
+        counter(
+            r,
+            "disk_misses",
+            "Misses in memory not found on disk",
+            d.misses,
+        );
+        counter(r, "disk_writes", "Records written to disk", d.writes);
+        counter(
+            r,
+            "disk_write_dropped",
+            "Writes dropped because the disk could not keep up",
+            d.write_dropped,
+        );
+        counter(
+            r,
+            "disk_write_errors",
+            "Writes that failed (full or failing disk)",
+            d.write_errors,
+        );
+        counter(
+            r,
+            "disk_torn",
+            "Records refused on read for a bad checksum (a crash tore them) and deleted",
+            d.torn,
+        );
+        counter(
+            r,
+            "disk_evictions",
+            "Records evicted to keep the disk tier within its size",
+            d.evictions,
+        );
+    }
+    if let Some(redis) = &t.redis {
+        let s = redis.stats();
+        gauge(
+            r,
+            "redis_up",
+            "1 while the shared Redis tier answers; 0: serving from local tiers, reconnecting",
+            i64::from(s.up),
+        );
+        counter(
+            r,
+            "redis_hits",
+            "Misses on this node found in Redis (another node fetched them)",
+            s.hits,
+        );
+        counter(
+            r,
+            "redis_misses",
+            "Misses on this node not found in Redis",
+            s.misses,
+        );
+        counter(
+            r,
+            "redis_errors",
+            "Redis commands that failed or timed out",
+            s.errors,
+        );
+        counter(r, "redis_writes", "Records written to Redis", s.writes);
+        counter(
+            r,
+            "redis_write_dropped",
+            "Writes to Redis dropped (down, or too many in flight)",
+            s.write_dropped,
+        );
+        counter(
+            r,
+            "redis_locks_acquired",
+            "Fills this node made for the whole cluster (it held the key's lock)",
+            s.locks_acquired,
+        );
+        counter(
+            r,
+            "redis_locks_busy",
+            "Fills that found another node fetching the key",
+            s.locks_busy,
+        );
+        counter(
+            r,
+            "redis_waits_served",
+            "Fills served by another node's fetch after waiting for it",
+            s.waits_served,
+        );
+        counter(
+            r,
+            "redis_bans_received",
+            "Purges received from other nodes",
+            s.bans_received,
+        );
+        counter(
+            r,
+            "redis_reconnects",
+            "Reconnections to Redis",
+            s.reconnects,
+        );
+    }
 }

@@ -170,6 +170,31 @@ impl Req {
             .unwrap_or_else(|_| panic!("request to {addr} timed out after {REQUEST_TIMEOUT:?}"))
     }
 
+    /// [`Req::send_to`] that says `None` instead of panicking when the server is gone or
+    /// the exchange fails (a test that kills the server mid-load).
+    pub async fn try_send_to(self, addr: SocketAddr) -> Option<Resp> {
+        let fut = async {
+            let stream = TcpStream::connect(addr).await.ok()?;
+            let (mut sender, conn) = http1::handshake(TokioIo::new(stream)).await.ok()?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            let resp = sender.send_request(self.build(addr)).await.ok()?;
+            let (parts, body) = resp.into_parts();
+            let body = body.collect().await.ok()?.to_bytes();
+            Some(Resp {
+                status: parts.status,
+                version: parts.version,
+                headers: parts.headers,
+                body,
+            })
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, fut)
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// Sends the request on a new connection; returns as soon as the response head is in.
     /// The connection lives as long as the response body is being read.
     pub async fn send_streaming(self, addr: SocketAddr) -> Response<Incoming> {

@@ -246,6 +246,12 @@ impl Levee {
         assert!(status.success(), "kill -TERM {} failed", self.pid());
     }
 
+    /// Kills levee with SIGKILL (no drain, nothing flushed: a crash) and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

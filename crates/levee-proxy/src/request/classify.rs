@@ -188,7 +188,12 @@ fn purge_from_client(
     let key = crate::purge::key_of_request(parts, conn.scheme()).in_site(site.index);
     let n: usize = crate::purge::both_schemes(&key)
         .iter()
-        .map(|k| shared.store.purge_key(k, false))
+        .map(|k| {
+            if let Some(tiers) = &shared.tiers {
+                tiers.ban(crate::tiers::url_ban(k, false));
+            }
+            shared.store.purge_key(k, false)
+        })
         .sum();
     shared.stats.purged.inc_by(n as u64);
     let mut resp = Response::new(ProxyBody::full(Bytes::from(format!(

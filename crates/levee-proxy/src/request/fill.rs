@@ -30,6 +30,7 @@ use crate::encoding::Encoder;
 use crate::headers::{prepare_forward, strip_hop_by_hop, FILL_DROPPED, FILL_DROPPED_BODY};
 use crate::limit::Priority;
 use crate::outcome::CacheResult;
+use crate::tiers::Before;
 use crate::upstream::{BackendBody, ConnInfo, UpBody, UpstreamError};
 
 /// Gets the response through the fill for `key`, shared with concurrent requests for
@@ -134,6 +135,14 @@ pub(crate) async fn fetch(
             waited: None,
         }),
         FillHead::Refreshed(_) => Next::pass(NotStored::HitForMiss.as_str()),
+        FillHead::Found(entry) if entry.vary.matches(&parts.headers) => Next::Serve(Serve {
+            entry: entry.clone(),
+            result: CacheResult::Hit,
+            now,
+            waited: None,
+        }),
+        // Another variant: this request's own goes through a fill of its own.
+        FillHead::Found(_) => Next::pass(NotStored::HitForMiss.as_str()),
         FillHead::Failed(err) => stale_or(now, &|| Next::Respond(respond::upstream_error(err))),
         FillHead::ErrorStatus(status) => stale_or(now, &|| {
             tracing::debug!(%status, "backend error status without a usable stale copy");
@@ -146,9 +155,14 @@ pub(crate) async fn fetch(
 /// legitimately take (a queue slot, a connection, the first byte), and a second more.
 fn head_wait_limit(shared: &Shared) -> Duration {
     let l = &shared.conf().settings.limits;
+    let below = shared
+        .tiers
+        .as_ref()
+        .map_or(Duration::ZERO, |t| t.extra_wait());
     l.backend_queue_timeout
         + l.backend_connect_timeout
         + l.backend_first_byte_timeout
+        + below
         + Duration::from_secs(1)
 }
 
@@ -229,6 +243,17 @@ async fn run_fill(
 ) {
     let fill = guard.fill().clone();
     let key = guard.key().clone();
+    // Disk, then Redis, then (with Redis) one fetch in the whole cluster: tiers.rs.
+    let mut lock = None;
+    if let Some(tiers) = &shared.tiers {
+        match tiers
+            .before_fetch(&shared.store, &key, &ctx.req_cc, &ctx.req_headers)
+            .await
+        {
+            Before::Found(entry) => return fill.set_head(FillHead::Found(entry)),
+            Before::Fetch(guard) => lock = guard,
+        }
+    }
     let upstream = site.upstream_for(req.uri().path());
     let _permit = match upstream.slot(Priority::Normal).await {
         Ok(p) => p,
@@ -341,6 +366,9 @@ async fn run_fill(
     shared.stats.stored.inc();
     shared.mark_hit_for_miss(&key, HitForMiss::Clear);
     stored_tx.send_replace(Some(entry));
+    if let Some(tiers) = &shared.tiers {
+        tiers.stored(&shared.store, &key, lock).await;
+    }
 }
 
 /// Sends the fill's request. A conditional request is sent again without its
@@ -494,6 +522,10 @@ fn refresh(
         // Only this response became unstorable (say, the 304 said no-store); the other
         // variants of the URL are not its business.
         shared.store.remove(key, stale.id);
+    }
+    if let Some(tiers) = &shared.tiers {
+        // The new freshness below memory too.
+        tiers.changed(&shared.store, key);
     }
     entry
 }

@@ -112,13 +112,19 @@ pub(crate) async fn pass(
 /// `Location` and `Content-Location` when they have the same origin (scheme, host and
 /// port), so that an edit purges the anonymous copy, also when a logged-in user made it.
 fn invalidate_after_unsafe(shared: &Shared, key: &CacheKey, response: &HeaderMap) {
-    shared.store.invalidate(key);
+    let invalidate = |key: &CacheKey| {
+        shared.store.invalidate(key);
+        if let Some(tiers) = &shared.tiers {
+            tiers.ban(crate::tiers::url_ban(key, false));
+        }
+    };
+    invalidate(key);
     for h in [http::header::LOCATION, http::header::CONTENT_LOCATION] {
         let Some(v) = response.get(h).and_then(|v| v.to_str().ok()) else {
             continue;
         };
         if let Some(other) = key.same_origin(v) {
-            shared.store.invalidate(&other);
+            invalidate(&other);
         }
     }
 }
@@ -126,6 +132,15 @@ fn invalidate_after_unsafe(shared: &Shared, key: &CacheKey, response: &HeaderMap
 /// Marks every stored HTML page of the edited host stale, off the worker thread: it
 /// walks the whole store.
 fn soft_purge_host(shared: &Arc<Shared>, key: CacheKey) {
+    if let Some(tiers) = &shared.tiers {
+        tiers.ban(levee_cache::ban::Ban::now(
+            levee_cache::ban::BanMode::Validate,
+            levee_cache::ban::BanTarget::HostHtml {
+                site: key.site(),
+                host: key.host().to_string(),
+            },
+        ));
+    }
     let shared = shared.clone();
     tokio::task::spawn_blocking(move || {
         let host = key.host();

@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     /// Which site answers which host.
     hosts: levee_config::SiteIndex,
     pub store: Store,
+    /// Disk and Redis below memory, when configured (tiers.rs).
+    pub tiers: Option<crate::tiers::Tiers>,
     pub fills: Arc<Coalescer<FillHead>>,
     /// Keys whose last response was not cacheable, and until when (levee's clock):
     /// fetched without coalescing meanwhile.
@@ -165,6 +167,8 @@ impl Shared {
             _ => None,
         };
         let c = &settings.cache;
+        let store = Store::new(c.size);
+        let tiers = crate::tiers::Tiers::open(c, &store, &settings.limits)?;
         Ok(Shared {
             tls,
             acme,
@@ -175,7 +179,8 @@ impl Shared {
             sendfile: zerocopy::Files::new(
                 (c.size / 4).clamp(SENDFILE_MEMORY.0, SENDFILE_MEMORY.1),
             ),
-            store: Store::new(c.size),
+            store,
+            tiers,
             fills: Coalescer::new(FillHead::abandoned),
             // Expiry is checked on levee's clock (tests move it); moka's own TTL, on the
             // real clock, only bounds how long a mark takes memory.
@@ -271,6 +276,8 @@ impl Shared {
         keep!("limits", limits);
         keep!("cache.size", cache.size);
         keep!("cache.hit_for_miss", cache.hit_for_miss);
+        keep!("cache.disk_path", cache.disk);
+        keep!("cache.redis", cache.redis);
         keep!("admin.listen", admin.listen);
         keep!("log", access_log);
         let sites = std::mem::take(&mut new.sites);
@@ -356,6 +363,8 @@ pub(crate) enum FillHead {
     Stream(StreamHead),
     /// The backend confirmed (304) a stale entry; here it is, refreshed.
     Refreshed(Arc<Entry>),
+    /// A tier below memory (disk, another node through Redis) had it: a hit.
+    Found(Arc<Entry>),
     /// No response: connect failure, timeout, overload, or the filler went away.
     Failed(UpstreamError),
     /// The backend answered 500, 502, 503 or 504 while a stale copy may stand in for it

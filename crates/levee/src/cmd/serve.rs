@@ -63,6 +63,17 @@ pub struct ServeArgs {
     /// Memory for cached responses, like 256MiB.
     #[arg(long, value_name = "SIZE")]
     pub cache_size: Option<String>,
+    /// Keep cached responses on disk too, in this directory: they survive restarts
+    /// (the disk tier; off by default).
+    #[arg(long, value_name = "PATH")]
+    pub cache_disk: Option<String>,
+    /// Most bytes the disk tier keeps, like 10GiB (default 1GiB).
+    #[arg(long, value_name = "SIZE")]
+    pub cache_disk_size: Option<String>,
+    /// Share cached responses with other levee nodes through Redis, like
+    /// redis://10.0.0.5:6379 (repeat for a cluster; off by default).
+    #[arg(long, value_name = "URL")]
+    pub cache_redis: Vec<String>,
     /// How long stale content may be served when the backend fails, like 1h.
     #[arg(long, value_name = "DURATION")]
     pub grace: Option<String>,
@@ -135,6 +146,9 @@ impl ServeArgs {
                 anonymous_ttl: self.anonymous_ttl.clone(),
                 size: self.cache_size.clone(),
                 grace: self.grace.clone(),
+                disk_path: self.cache_disk.clone(),
+                disk_size: self.cache_disk_size.clone(),
+                redis: OneOrMany::from_flags(&self.cache_redis),
                 ..CacheOptions::default()
             },
             limits: LimitsOptions {

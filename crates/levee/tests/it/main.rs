@@ -40,4 +40,5 @@ mod static_files;
 mod storage;
 mod structure;
 mod systemd;
+mod tiers;
 mod tls;

@@ -1,0 +1,330 @@
+//! The tiers below memory: a directory on disk (levee-disk) and a Redis shared by every
+//! node (levee-redis), both off unless configured. This module is where the request path
+//! meets them, at three points:
+//!
+//! - **a miss**, inside the fill (so concurrent misses on this node ask once): disk, then
+//!   Redis; a usable copy is promoted to memory (and from Redis to disk) and served as a
+//!   hit. Else, with Redis, a short lock in Redis makes one node in the cluster fetch;
+//!   the others wait for its copy to appear there ([`Tiers::before_fetch`]).
+//! - **a store**: what memory keeps for a key is written through to disk and Redis
+//!   ([`Tiers::stored`]); with the lock held, Redis is written before it is released.
+//! - **a purge**: applied to memory by the caller, then to disk and, through Redis
+//!   pub/sub, to every other node's memory and disk ([`Tiers::ban`], [`apply_remote`]).
+//!
+//! Redis down or slow costs a request at most one bounded wait, and nothing once it is
+//! known down: the node then serves from its local tiers alone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderMap;
+use levee_cache::ban::{Ban, BanMode, BanTarget};
+use levee_cache::codec::Decoded;
+use levee_cache::{CacheControl, CacheKey, Entry, Lookup, Store};
+use levee_config::CacheSettings;
+use levee_disk::{Disk, DiskConfig};
+use levee_redis::{Lock, LockGuard, Redis, RedisConfig};
+
+use crate::error::ServeError;
+
+/// The configured tiers below memory.
+pub(crate) struct Tiers {
+    pub disk: Option<Disk>,
+    pub redis: Option<Redis>,
+    /// How long a fill waits for another node's copy before fetching itself.
+    redis_wait: Duration,
+    /// Keeps the thread whose runtime drives Redis's connections alive.
+    _runtime: Option<TierRuntime>,
+}
+
+/// What a fill does after looking below memory.
+pub(crate) enum Before {
+    /// A usable copy was found (and promoted to memory): serve it.
+    Found(Arc<Entry>),
+    /// Fetch from the backend; with the cluster-wide lock when this node holds it.
+    Fetch(Option<LockGuard>),
+}
+
+impl Tiers {
+    /// Opens what `cache` configures; `None` when neither tier is (the default).
+    pub fn open(
+        cache: &CacheSettings,
+        store: &Store,
+        limits: &levee_config::Limits,
+    ) -> Result<Option<Tiers>, ServeError> {
+        if cache.disk.is_none() && cache.redis.is_empty() {
+            return Ok(None);
+        }
+        let disk = match &cache.disk {
+            Some(d) => Some(
+                Disk::open(DiskConfig {
+                    path: d.path.clone(),
+                    size: d.size,
+                })
+                .map_err(|e| {
+                    ServeError::Tier(format!("the disk tier ({}): {e}", d.path.display()))
+                })?,
+            ),
+            None => None,
+        };
+        // The longest a fill may hold the lock: until its response started, plus a
+        // margin for the body; the other nodes wait about as long as a request waits
+        // for a fill's head.
+        let lock_ttl = limits.backend_connect_timeout
+            + limits.backend_first_byte_timeout
+            + Duration::from_secs(10);
+        let redis_wait = limits.backend_connect_timeout + limits.backend_first_byte_timeout;
+        let (redis, runtime) = if cache.redis.is_empty() {
+            (None, None)
+        } else {
+            let cfg = RedisConfig {
+                urls: cache.redis.clone(),
+                prefix: "levee:".into(),
+                op_timeout: Duration::from_millis(250),
+                lock_ttl,
+            };
+            let on_ban = {
+                let (store, disk) = (store.clone(), disk.clone());
+                Arc::new(move |ban: Ban| apply_remote(&store, disk.as_ref(), ban))
+                    as Arc<dyn Fn(Ban) + Send + Sync>
+            };
+            let runtime = TierRuntime::start()?;
+            let redis = runtime
+                .run(move || Redis::connect(cfg, on_ban))?
+                .map_err(|e| ServeError::Tier(format!("the Redis tier: {e}")))?;
+            (Some(redis), Some(runtime))
+        };
+        tracing::info!(
+            disk = %cache.disk.as_ref().map_or("off".into(), |d| format!("{} ({} bytes)", d.path.display(), d.size)),
+            redis = %if cache.redis.is_empty() { "off".into() } else { cache.redis.join(", ") },
+            "cache tiers below memory"
+        );
+        Ok(Some(Tiers {
+            disk,
+            redis,
+            redis_wait,
+            _runtime: runtime,
+        }))
+    }
+
+    /// How much longer than usual a request may wait for a fill's head: the fill may
+    /// first wait for another node's copy.
+    pub fn extra_wait(&self) -> Duration {
+        if self.redis.is_some() {
+            self.redis_wait
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Looks below memory for `key` before a fill asks the backend. A copy the request
+    /// may be served as a hit is promoted and returned; stale copies are left to the
+    /// backend's answer.
+    pub async fn before_fetch(
+        &self,
+        store: &Store,
+        key: &CacheKey,
+        req_cc: &CacheControl,
+        req_headers: &HeaderMap,
+    ) -> Before {
+        if let Some(disk) = &self.disk {
+            if let Some(found) = disk.get(key).await {
+                if let Some(entry) = promote(store, found, req_cc, req_headers) {
+                    return Before::Found(entry);
+                }
+            }
+        }
+        let Some(redis) = &self.redis else {
+            return Before::Fetch(None);
+        };
+        if let Some(found) = redis.get(key).await {
+            if let Some(entry) = self.promote_shared(store, found, req_cc, req_headers) {
+                return Before::Found(entry);
+            }
+        }
+        match redis.lock(key).await {
+            Lock::Acquired(guard) => Before::Fetch(Some(guard)),
+            Lock::Unavailable => Before::Fetch(None),
+            Lock::Busy => match redis.wait_for(key, self.redis_wait).await {
+                Some(found) => match self.promote_shared(store, found, req_cc, req_headers) {
+                    Some(entry) => Before::Found(entry),
+                    None => Before::Fetch(None),
+                },
+                None => Before::Fetch(None),
+            },
+        }
+    }
+
+    /// A copy from Redis: promoted to memory, and kept on disk too.
+    fn promote_shared(
+        &self,
+        store: &Store,
+        found: Decoded,
+        req_cc: &CacheControl,
+        req_headers: &HeaderMap,
+    ) -> Option<Arc<Entry>> {
+        if let Some(disk) = &self.disk {
+            disk.put(&found.key, &found.variants);
+        }
+        promote(store, found, req_cc, req_headers)
+    }
+
+    /// After memory stored (or changed) `key`: its variants go to disk and Redis. With
+    /// the cluster lock, Redis is written before the lock is released, so the nodes
+    /// waiting on it find the copy.
+    pub async fn stored(&self, store: &Store, key: &CacheKey, lock: Option<LockGuard>) {
+        let variants = store.variants(key);
+        if let Some(disk) = &self.disk {
+            disk.put(key, &variants);
+        }
+        if let Some(redis) = &self.redis {
+            if variants.is_empty() {
+                // Nothing to share; the lock's release tells the waiters to fetch.
+            } else if lock.is_some() {
+                redis.put_now(key, &variants).await;
+            } else {
+                redis.put(key, &variants);
+            }
+        }
+        drop(lock);
+    }
+
+    /// After memory changed `key` outside a fill (a 304's refresh): the same, in the
+    /// background.
+    pub fn changed(&self, store: &Store, key: &CacheKey) {
+        let variants = store.variants(key);
+        if let Some(disk) = &self.disk {
+            disk.put(key, &variants);
+        }
+        if let (Some(redis), false) = (&self.redis, variants.is_empty()) {
+            redis.put(key, &variants);
+        }
+    }
+
+    /// A purge made on this node (already applied to its memory): to disk, and to every
+    /// other node through Redis.
+    pub fn ban(&self, ban: Ban) {
+        if let Some(disk) = &self.disk {
+            disk.ban(ban.clone());
+        }
+        if let Some(redis) = &self.redis {
+            redis.publish(ban);
+        }
+    }
+}
+
+/// Puts a lower tier's copy into memory and returns the variant `req_headers` select,
+/// when it may be served without the backend.
+fn promote(
+    store: &Store,
+    found: Decoded,
+    req_cc: &CacheControl,
+    req_headers: &HeaderMap,
+) -> Option<Arc<Entry>> {
+    let now = levee_cache::clock::now();
+    let entry = found
+        .variants
+        .iter()
+        .find(|e| e.vary.matches(req_headers))
+        .cloned();
+    let usable = entry
+        .as_ref()
+        .filter(|e| levee_cache::lookup(req_cc, Some(e), now) == Lookup::Hit)
+        .cloned();
+    // A stale copy replaces nothing memory has (its own may be newer), but where memory
+    // has none it still serves as a validator and within grace.
+    if usable.is_some() || store.variants(&found.key).is_empty() {
+        store.insert_variants(found.key, found.variants);
+    }
+    usable
+}
+
+/// A purge another node made, received through Redis: applied to this node's memory
+/// and disk, off the thread that received it (it walks the store).
+pub(crate) fn apply_remote(store: &Store, disk: Option<&Disk>, ban: Ban) {
+    if let Some(disk) = disk {
+        disk.ban(ban.clone());
+    }
+    let store = store.clone();
+    let apply = move || apply_to_memory(&store, &ban);
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => {
+            rt.spawn_blocking(apply);
+        }
+        Err(_) => {
+            apply();
+        }
+    }
+}
+
+/// What a ban does to the memory tier; how many stored responses it touched.
+pub(crate) fn apply_to_memory(store: &Store, ban: &Ban) -> usize {
+    match (&ban.target, ban.mode) {
+        (BanTarget::Url(key), BanMode::Remove) => store.purge_key(key, false),
+        (BanTarget::Url(key), BanMode::Stale) => store.purge_key(key, true),
+        (_, BanMode::Validate) => store.soft_purge(|k, e| ban.matches(k, e)),
+        (_, mode) => store.purge(mode == BanMode::Stale, |k, e| ban.matches(k, e)),
+    }
+}
+
+/// A thread with its own runtime, for the tiers' long-lived connections: levee's workers
+/// each run a runtime of their own, and a connection's driver must live on one that
+/// outlives them all.
+struct TierRuntime {
+    handle: tokio::runtime::Handle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TierRuntime {
+    fn start() -> Result<TierRuntime, ServeError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ServeError::Runtime)?;
+        let handle = rt.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("levee-tiers".into())
+            .spawn(move || {
+                rt.block_on(async {
+                    let _ = stopped.await;
+                });
+            })
+            .map_err(ServeError::Runtime)?;
+        Ok(TierRuntime {
+            handle,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Runs `f` inside the runtime (what it spawns lives there).
+    fn run<T>(&self, f: impl FnOnce() -> T) -> Result<T, ServeError> {
+        let _guard = self.handle.enter();
+        Ok(f())
+    }
+}
+
+impl Drop for TierRuntime {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The ban a purge of `key` (both schemes are separate keys) makes.
+pub(crate) fn url_ban(key: &CacheKey, soft: bool) -> Ban {
+    Ban::now(
+        if soft {
+            BanMode::Stale
+        } else {
+            BanMode::Remove
+        },
+        BanTarget::Url(key.clone()),
+    )
+}
