@@ -476,7 +476,7 @@ async fn while_redis_is_down_nothing_waits_for_it_and_it_comes_back() {
     let Some(_) = levee_test::redis::require() else {
         return;
     };
-    let server = levee_test::Redis::start();
+    let mut server = levee_test::Redis::start();
     let (a, b) = (Node::up(&server).await, Node::up(&server).await);
     let k = key("/before");
     a.redis

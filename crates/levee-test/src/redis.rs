@@ -57,7 +57,7 @@ pub fn require() -> Option<PathBuf> {
 
 /// A running redis-server; see the module's documentation.
 pub struct Redis {
-    child: Mutex<Option<Child>>,
+    child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
 }
@@ -70,13 +70,16 @@ impl Redis {
         // The port is picked free and then handed to redis-server: another process may
         // take it in between, so a failed start is retried on a new port.
         for _ in 0..3 {
-            let redis = Redis {
-                child: Mutex::new(None),
+            let mut redis = Redis {
+                child: None,
                 port: crate::pebble::free_port(),
                 dir: tempfile::tempdir().expect("create redis-server temp dir"),
             };
             match redis.launch() {
-                Ok(()) => return redis,
+                Ok(child) => {
+                    redis.child = Some(child);
+                    return redis;
+                }
                 Err(e) => last = e,
             }
         }
@@ -93,8 +96,8 @@ impl Redis {
     }
 
     /// Kills the server (SIGKILL, as a crash) and waits for it. Its data is gone.
-    pub fn stop(&self) {
-        if let Some(mut child) = self.child.lock().unwrap().take() {
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -102,13 +105,16 @@ impl Redis {
 
     /// Stops the server if it runs, then starts a new, empty one on the same port and
     /// waits until it answers PING.
-    pub fn restart(&self) {
+    pub fn restart(&mut self) {
         self.stop();
         let deadline = Instant::now() + START_TIMEOUT;
         // The port may linger for a moment after the kill.
         loop {
             match self.launch() {
-                Ok(()) => return,
+                Ok(child) => {
+                    self.child = Some(child);
+                    return;
+                }
                 Err(e) if Instant::now() > deadline => panic!("redis-server did not restart: {e}"),
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
@@ -129,8 +135,6 @@ impl Redis {
     fn signal(&self, signal: &str) {
         let pid = self
             .child
-            .lock()
-            .unwrap()
             .as_ref()
             .map(|c| c.id())
             .expect("redis-server is not running");
@@ -143,11 +147,8 @@ impl Redis {
     }
 
     /// Whether the server process is running (it may still be starting).
-    pub fn is_running(&self) -> bool {
-        matches!(
-            self.child.lock().unwrap().as_mut().map(|c| c.try_wait()),
-            Some(Ok(None))
-        )
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
 
     /// Sends one command (inline, space-separated arguments without spaces) and returns
@@ -181,7 +182,8 @@ impl Redis {
         std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
     }
 
-    fn launch(&self) -> Result<(), String> {
+    /// Starts redis-server and waits until it answers PING.
+    fn launch(&self) -> Result<Child, String> {
         let bin =
             require().ok_or("redis-server is not installed (and its tests were not skipped)")?;
         let log = self.dir.path().join("redis.log");
@@ -205,8 +207,7 @@ impl Redis {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if ping(self.port) {
-                *self.child.lock().unwrap() = Some(child);
-                return Ok(());
+                return Ok(child);
             }
             if let Ok(Some(status)) = child.try_wait() {
                 return Err(format!("exited with {status}; its log:\n{}", self.log()));
