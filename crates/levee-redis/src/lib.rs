@@ -1,68 +1,46 @@
-//! STUB
-use levee_cache::ban::Ban;
-use levee_cache::codec::Decoded;
-use levee_cache::{CacheKey, Entry};
-use std::sync::Arc;
-use std::time::Duration;
-pub struct RedisConfig {
-    pub urls: Vec<String>,
-    pub prefix: String,
-    pub op_timeout: Duration,
-    pub lock_ttl: Duration,
-}
-#[derive(Clone)]
-pub struct Redis;
-pub struct LockGuard;
-pub enum Lock {
-    Acquired(LockGuard),
-    Busy,
-    Unavailable,
-}
-#[derive(Debug)]
-pub struct RedisError;
-impl std::fmt::Display for RedisError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("stub")
-    }
-}
-impl std::error::Error for RedisError {}
-#[derive(Debug, Default, Clone)]
-pub struct RedisStats {
-    pub up: bool,
-    pub hits: u64,
-    pub misses: u64,
-    pub errors: u64,
-    pub writes: u64,
-    pub write_dropped: u64,
-    pub locks_acquired: u64,
-    pub locks_busy: u64,
-    pub waits_served: u64,
-    pub bans_received: u64,
-    pub reconnects: u64,
-}
-impl Redis {
-    pub fn connect(
-        _cfg: RedisConfig,
-        _on_ban: Arc<dyn Fn(Ban) + Send + Sync>,
-    ) -> Result<Redis, RedisError> {
-        Ok(Redis)
-    }
-    pub async fn get(&self, _key: &CacheKey) -> Option<Decoded> {
-        None
-    }
-    pub fn put(&self, _key: &CacheKey, _variants: &[Arc<Entry>]) {}
-    pub async fn put_now(&self, _key: &CacheKey, _variants: &[Arc<Entry>]) {}
-    pub async fn lock(&self, _key: &CacheKey) -> Lock {
-        Lock::Unavailable
-    }
-    pub async fn wait_for(&self, _key: &CacheKey, _limit: Duration) -> Option<Decoded> {
-        None
-    }
-    pub fn publish(&self, _ban: Ban) {}
-    pub fn is_up(&self) -> bool {
-        false
-    }
-    pub fn stats(&self) -> RedisStats {
-        RedisStats::default()
-    }
-}
+//! levee's shared cache tier: several levee nodes in front of one site share their
+//! cached records, their fills and their purges through one Redis (or Valkey).
+//!
+//! - **Records** ([`Redis::get`], [`Redis::put`]): every variant of a key as one
+//!   self-checking record (`levee_cache::codec`), stored with the time it is worth
+//!   keeping (freshness plus stale window) as its TTL; large records in chunks.
+//! - **Fill locks** ([`Redis::lock`], [`Redis::wait_for`]): one backend fetch per key
+//!   across all nodes; the others wait for its record, or fetch themselves when Redis
+//!   cannot tell.
+//! - **Purges** ([`Redis::publish`]): a ban made on one node reaches every other node's
+//!   local tiers (pub/sub) and applies to every record read from Redis afterwards.
+//!
+//! Redis is never needed to serve: while it is down or slow, every call returns at once
+//! or within `op_timeout` with "nothing here", the node serves from its local tiers,
+//! and a background task reconnects. Whatever is read from Redis is untrusted (any node,
+//! or anyone who can reach it, may write there): records are checked by their checksum
+//! and every field, and nothing read can make this crate panic.
+//!
+//! Key layout (`P` is the prefix, `levee:` by default; `H` the key's 128-bit hash in
+//! hex, `levee_cache::codec::key_hex`):
+//!
+//! | key | what |
+//! | --- | --- |
+//! | `P o:{H}` | the record, or for one over 512 KiB a head naming its chunks |
+//! | `P o:{H}:G:I` | chunk `I` of generation `G` of a large record |
+//! | `P l:{H}` | the fill lock: a node's token, `NX PX lock_ttl` |
+//! | `P bans` | recent bans: a sorted set by time, trimmed to a day |
+//! | `P purge` | the pub/sub channel bans are published on |
+//!
+//! (`{H}`: the hash is the key's Redis Cluster hash tag, so a record's head and chunks
+//! would share a slot; the prefix should hold no braces.)
+
+mod config;
+mod inner;
+mod keys;
+mod link;
+mod lock;
+mod record;
+mod stats;
+mod sync;
+mod tier;
+
+pub use config::{RedisConfig, RedisError};
+pub use lock::{Lock, LockGuard};
+pub use stats::RedisStats;
+pub use tier::Redis;

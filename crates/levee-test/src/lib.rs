@@ -7,6 +7,7 @@
 //! - [`Levee`]: the real `levee` binary, spawned on an ephemeral port, killed when the
 //!   guard is dropped (also on panic).
 //! - [`Pebble`]: an ACME test server that validates against levee on this machine.
+//! - [`Redis`]: a real redis-server on a free port, stoppable and restartable.
 //! - [`Req`], [`Resp`], [`Conn`], [`RawConn`]: HTTP client helpers with built-in time
 //!   limits, so a test that would hang fails instead.
 //!
@@ -20,6 +21,7 @@ mod levee;
 mod origin;
 pub mod pebble;
 mod phpfpm;
+pub mod redis;
 pub mod tools;
 mod wait;
 
@@ -28,6 +30,7 @@ pub use levee::{Levee, LeveeBuilder};
 pub use origin::{Origin, Recorded, Reply};
 pub use pebble::Pebble;
 pub use phpfpm::PhpFpm;
+pub use redis::Redis;
 pub use wait::eventually;
 
 /// `levee serve` builder for the binary of the calling integration test.

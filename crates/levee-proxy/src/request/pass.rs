@@ -9,6 +9,7 @@ use http::{request, Method, Request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use levee_cache::after_fetch::decide;
+use levee_cache::ban::{Ban, BanMode, BanTarget};
 use levee_cache::{CacheControl, CacheKey, HitForMiss};
 use levee_config::EditInvalidation;
 
@@ -95,9 +96,14 @@ pub(crate) async fn pass(
     }
     if let Some(key) = invalidates {
         if head.status.is_success() || head.status.is_redirection() {
-            invalidate_after_unsafe(shared, &key, &head.headers);
+            let mut bans = invalidate_after_unsafe(shared, &key, &head.headers);
             if edit && site.conf().settings.anonymous.edit_invalidation == EditInvalidation::Host {
-                soft_purge_host(shared, key);
+                bans.push(soft_purge_host(shared, key));
+            }
+            // The tiers below memory before the client hears back: the next request,
+            // whichever node it reaches, must not find the old page on disk.
+            if let Some(tiers) = &shared.tiers {
+                tiers.ban_all(bans).await;
             }
         }
     }
@@ -111,12 +117,12 @@ pub(crate) async fn pass(
 /// RFC 9111 §4.4: a successful unsafe request invalidates the target URI and the URIs in
 /// `Location` and `Content-Location` when they have the same origin (scheme, host and
 /// port), so that an edit purges the anonymous copy, also when a logged-in user made it.
-fn invalidate_after_unsafe(shared: &Shared, key: &CacheKey, response: &HeaderMap) {
-    let invalidate = |key: &CacheKey| {
+/// Returns the same as bans, for the tiers below memory.
+fn invalidate_after_unsafe(shared: &Shared, key: &CacheKey, response: &HeaderMap) -> Vec<Ban> {
+    let mut bans = Vec::new();
+    let mut invalidate = |key: &CacheKey| {
         shared.store.invalidate(key);
-        if let Some(tiers) = &shared.tiers {
-            tiers.ban(crate::tiers::url_ban(key, false));
-        }
+        bans.push(crate::tiers::url_ban(key, false));
     };
     invalidate(key);
     for h in [http::header::LOCATION, http::header::CONTENT_LOCATION] {
@@ -127,20 +133,19 @@ fn invalidate_after_unsafe(shared: &Shared, key: &CacheKey, response: &HeaderMap
             invalidate(&other);
         }
     }
+    bans
 }
 
 /// Marks every stored HTML page of the edited host stale, off the worker thread: it
-/// walks the whole store.
-fn soft_purge_host(shared: &Arc<Shared>, key: CacheKey) {
-    if let Some(tiers) = &shared.tiers {
-        tiers.ban(levee_cache::ban::Ban::now(
-            levee_cache::ban::BanMode::Validate,
-            levee_cache::ban::BanTarget::HostHtml {
-                site: key.site(),
-                host: key.host().to_string(),
-            },
-        ));
-    }
+/// walks the whole store. Returns the same as a ban, for the tiers below memory.
+fn soft_purge_host(shared: &Arc<Shared>, key: CacheKey) -> Ban {
+    let ban = Ban::now(
+        BanMode::Validate,
+        BanTarget::HostHtml {
+            site: key.site(),
+            host: key.host().to_string(),
+        },
+    );
     let shared = shared.clone();
     tokio::task::spawn_blocking(move || {
         let host = key.host();
@@ -153,4 +158,5 @@ fn soft_purge_host(shared: &Arc<Shared>, key: CacheKey) {
             "edit: stored pages of the host marked stale"
         );
     });
+    ban
 }

@@ -1,0 +1,100 @@
+//! What the handle and the background tasks share: the configuration, the connection
+//! while Redis is up, the bans, the counters; and how one operation is run (bounded by
+//! `op_timeout`, a failure counted and reported to the supervisor).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use levee_cache::ban::{Ban, Bans};
+use redis::aio::MultiplexedConnection;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::config::RedisConfig;
+use crate::keys::Keys;
+use crate::stats::Counters;
+
+/// What the handle and the background tasks share.
+pub(crate) struct Inner {
+    pub(crate) cfg: RedisConfig,
+    /// The URL as logs show it (without a password).
+    pub(crate) shown: String,
+    pub(crate) client: redis::Client,
+    /// The connection while Redis is up.
+    pub(crate) conn: RwLock<Option<MultiplexedConnection>>,
+    pub(crate) up: AtomicBool,
+    /// This process's id in ban messages and lock tokens (random).
+    pub(crate) node: String,
+    pub(crate) keys: Keys,
+    pub(crate) bans: Bans,
+    pub(crate) sync: Mutex<BanSync>,
+    pub(crate) on_ban: Arc<dyn Fn(Ban) + Send + Sync>,
+    pub(crate) stats: Counters,
+    /// Bounds the background writes in flight.
+    pub(crate) writes: Arc<Semaphore>,
+    /// A request saw the connection fail: the supervisor checks it at once.
+    pub(crate) trouble: Notify,
+    /// Bans are waiting to be written.
+    pub(crate) flush: Notify,
+}
+
+/// Where the bans between this node and Redis stand (see sync.rs).
+#[derive(Debug, Default)]
+pub(crate) struct BanSync {
+    /// Other nodes' bans already applied (`node line` -> time), so that one heard on
+    /// the channel and read again from the set is applied once.
+    pub(crate) seen: HashMap<String, u64>,
+    /// This node's bans not yet in Redis, oldest first.
+    pub(crate) pending: VecDeque<Ban>,
+}
+
+impl Inner {
+    pub(crate) fn is_up(&self) -> bool {
+        self.up.load(Ordering::Acquire)
+    }
+
+    /// The connection, if Redis is up.
+    pub(crate) fn conn(&self) -> Option<MultiplexedConnection> {
+        if !self.is_up() {
+            return None;
+        }
+        self.conn.read().ok()?.clone()
+    }
+
+    pub(crate) fn set_conn(&self, conn: Option<MultiplexedConnection>) {
+        let up = conn.is_some();
+        if let Ok(mut slot) = self.conn.write() {
+            *slot = conn;
+        }
+        self.up.store(up, Ordering::Release);
+    }
+
+    /// Counts a failed operation; one that looks like a lost connection wakes the
+    /// supervisor, which checks the connection at once.
+    pub(crate) fn failed(&self, e: &redis::RedisError) {
+        self.stats.error();
+        tracing::debug!(redis = %self.shown, error = %e, "Redis operation failed");
+        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+            self.trouble.notify_one();
+        }
+    }
+
+    /// Runs one Redis operation within `op_timeout`; a failure is counted, and one that
+    /// looks like a lost connection wakes the supervisor.
+    pub(crate) async fn run<T>(
+        &self,
+        op: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Option<T> {
+        match tokio::time::timeout(self.cfg.op_timeout, op).await {
+            Ok(Ok(v)) => Some(v),
+            Ok(Err(e)) => {
+                self.failed(&e);
+                None
+            }
+            Err(_) => {
+                self.stats.error();
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The handle levee holds: [`Redis`], its clones, and the background task they keep
+//! alive.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use levee_cache::ban::{Ban, Bans};
+use levee_cache::codec::Decoded;
+use levee_cache::{CacheKey, Entry};
+use tokio::sync::{watch, Notify, Semaphore};
+
+use crate::config::{RedisConfig, RedisError};
+use crate::inner::{BanSync, Inner};
+use crate::lock::Lock;
+use crate::stats::{Counters, RedisStats};
+use crate::{keys, link, lock, record, sync};
+
+/// The shared tier. Cheap to clone; the background tasks end when the last clone is
+/// dropped.
+#[derive(Clone)]
+pub struct Redis(Arc<Handle>);
+
+/// What the clones share; dropping it (the last clone) stops the background tasks.
+struct Handle {
+    inner: Arc<Inner>,
+    /// Dropped with the handle: the supervisor sees its channel close and ends.
+    _stop: watch::Sender<()>,
+}
+
+/// Background writes (puts) in flight at most; more are dropped and counted.
+const MAX_WRITES_IN_FLIGHT: usize = 64;
+
+impl Redis {
+    /// Checks the configuration, then connects in the background (and reconnects,
+    /// forever, with a backoff of 1 s doubling to 30 s): Redis being down at start is
+    /// not an error. `on_ban` is called for every ban made by another node (published,
+    /// or found in Redis on each (re)connection and not seen before), on the task that
+    /// reads them: it must not block.
+    ///
+    /// Spawns its task on the current tokio runtime, which must keep running.
+    pub fn connect(
+        cfg: RedisConfig,
+        on_ban: Arc<dyn Fn(Ban) + Send + Sync>,
+    ) -> Result<Redis, RedisError> {
+        let url = match cfg.urls.as_slice() {
+            [] => return Err(RedisError::NoUrl),
+            [url] => url.clone(),
+            several => return Err(RedisError::Cluster(several.len())),
+        };
+        let client = keys::client(&url)?;
+        if url.starts_with("rediss:") || url.starts_with("valkeys:") {
+            // redis-rs builds its TLS configuration on rustls's process-wide provider;
+            // levee's other TLS code names ring explicitly and installs none.
+            if rustls::crypto::CryptoProvider::get_default().is_none() {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+            }
+        }
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| RedisError::NoRuntime)?;
+        let (stop_tx, stop_rx) = watch::channel(());
+        let inner = Arc::new(Inner {
+            shown: keys::shown(&url),
+            client,
+            conn: RwLock::new(None),
+            up: AtomicBool::new(false),
+            node: format!("{:016x}", keys::random()),
+            keys: keys::Keys::new(&cfg.prefix),
+            bans: Bans::new(),
+            sync: Mutex::new(BanSync::default()),
+            on_ban,
+            stats: Counters::default(),
+            writes: Arc::new(Semaphore::new(MAX_WRITES_IN_FLIGHT)),
+            trouble: Notify::new(),
+            flush: Notify::new(),
+            cfg,
+        });
+        runtime.spawn(link::supervise(inner.clone(), stop_rx));
+        Ok(Redis(Arc::new(Handle {
+            inner,
+            _stop: stop_tx,
+        })))
+    }
+
+    /// The record stored for `key`, with the bans made since it was written applied;
+    /// None when there is none, or Redis is down or slow (never waits beyond
+    /// `op_timeout`), or the record is damaged, another key's, expired or all banned.
+    pub async fn get(&self, key: &CacheKey) -> Option<Decoded> {
+        record::get(&self.0.inner, key).await
+    }
+
+    /// Stores every variant of `key` (newest first) in the background; dropped (and
+    /// counted) when Redis is down or too many writes are in flight.
+    pub fn put(&self, key: &CacheKey, variants: &[Arc<Entry>]) {
+        record::put(&self.0.inner, key, variants);
+    }
+
+    /// Stores every variant of `key` and returns when it is written (or failed): before
+    /// a fill lock is released, so that the nodes waiting for it find the record.
+    pub async fn put_now(&self, key: &CacheKey, variants: &[Arc<Entry>]) {
+        record::put_now(&self.0.inner, key, variants).await;
+    }
+
+    /// The cross-node fill lock of `key`: whether this node fetches it.
+    pub async fn lock(&self, key: &CacheKey) -> Lock {
+        lock::lock(&self.0.inner, key).await
+    }
+
+    /// After [`Lock::Busy`]: the record the lock's holder stores, once it is there;
+    /// None when the lock goes away without a new record, Redis fails, or `limit`
+    /// passes (the caller then fetches itself).
+    pub async fn wait_for(&self, key: &CacheKey, limit: Duration) -> Option<Decoded> {
+        lock::wait_for(&self.0.inner, key, limit).await
+    }
+
+    /// A purge made on this node: applied at once to what this tier reads; then, in
+    /// the background, the record of a removed URL deleted from Redis, and the ban kept
+    /// in Redis and published to every other node (queued while Redis is down, sent
+    /// when it is back).
+    pub fn publish(&self, ban: Ban) {
+        sync::publish(&self.0.inner, ban);
+    }
+
+    /// Whether Redis is connected.
+    pub fn is_up(&self) -> bool {
+        self.0.inner.is_up()
+    }
+
+    pub fn stats(&self) -> RedisStats {
+        self.0.inner.stats.snapshot(self.is_up())
+    }
+}
+
+impl std::fmt::Debug for Redis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redis")
+            .field("url", &self.0.inner.shown)
+            .field("up", &self.is_up())
+            .finish()
+    }
+}
