@@ -51,6 +51,12 @@ impl<T> From<Box<[T]>> for ThinSlice<T> {
     }
 }
 
+impl<T> FromIterator<T> for ThinSlice<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        ThinSlice::from(iter.into_iter().collect::<Vec<T>>())
+    }
+}
+
 impl<T: fmt::Debug> fmt::Debug for ThinSlice<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self.as_slice(), f)
@@ -72,5 +78,6 @@ mod tests {
         assert_eq!(t, ThinSlice::from(vec![1, 2]));
         assert_ne!(t, e);
         assert_eq!(format!("{t:?}"), "[1, 2]");
+        assert_eq!([1, 2].into_iter().collect::<ThinSlice<u64>>(), t);
     }
 }

@@ -66,8 +66,7 @@ fn remove_drops_one_variant_by_id() {
 #[test]
 fn soft_purge_marks_only_what_it_picks() {
     let store = Store::new(1 << 20);
-    let k =
-        |p: &str| CacheKey::for_request(Scheme::Http, &p.parse().unwrap(), &HeaderMap::new());
+    let k = |p: &str| CacheKey::for_request(Scheme::Http, &p.parse().unwrap(), &HeaderMap::new());
     store.insert(k("/a"), entry(1, "en"));
     store.insert(k("/b"), entry(2, "en"));
     let now = crate::clock::now();

@@ -283,12 +283,13 @@ async fn a_purge_on_one_node_is_seen_on_the_others_within_100_ms() {
         assert_page(&get(n, "/news").await, "/news");
         n.wait_fills_done().await;
     }
-    let cached = |n: &Levee| {
+    async fn cached(n: &Levee) -> Resp {
         Req::get("/news")
             .header("host", "site.test")
             .header("cache-control", "only-if-cached")
             .send(n)
-    };
+            .await
+    }
     for n in [&b, &c] {
         assert_eq!(cached(n).await.status, 200);
     }
