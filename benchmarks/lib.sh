@@ -348,6 +348,6 @@ machine_info() {
     dirty=$(git -C "$REPO_DIR" status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null | wc -l)
     report "- machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), Linux $(uname -r)" \
         "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared; other jobs may compile)" \
-        "- levee: $LEVEE_SRC, commit $commit$([ "$dirty" -gt 0 ] && echo " + $dirty uncommitted file(s) in crates/ or Cargo files" || true)" \
+        "- levee: $LEVEE_SRC ($("$LEVEE" --version 2>/dev/null | head -1 || echo "no --version")); repository at commit $commit$([ "$dirty" -gt 0 ] && echo " + $dirty uncommitted file(s) in crates/ or Cargo files" || true)" \
         "- $(varnishd -V 2>&1 | head -1 | sed 's/ revision.*//;s/[()]//g'), $( (nginx -v 2>&1 || /usr/sbin/nginx -v 2>&1) | sed 's/nginx version: //'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')"
 }
