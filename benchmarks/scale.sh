@@ -23,7 +23,8 @@
 #        BENCHMARKS.md (RECORD=0: not there).
 # Env:   OBJECTS=1000000 ROUNDS=5 DURATION=10 CONNS=64 SETTLE=12 FILL_LIMIT=900
 #        URLS=100000 REQUESTS=300000 ZIPF_S=1.0 MEM_SERVERS="levee levee-raw varnish"
-#        LEVEE=/path/to/levee, BUILD=0, KEEP_WORK=1: as hits.sh.
+#        LEVEE=/path/to/levee, BUILD=0, KEEP_WORK=1: as hits.sh. BASELINE=/path/to/older/levee:
+#        large also measures that binary, alternated with the others, as levee-base.
 # Needs: wrk, varnish, nginx-light, redis-server (Debian; installed with apt-get when
 #        missing and run as root), curl, python3. Targets 127.0.0.1 only.
 source "$(dirname "$0")/lib.sh"
@@ -229,7 +230,16 @@ large_section() {
     local levee_pid=$LEVEE_PID
     port[nginx]=$(free_port)
     start_nginx nginx-large "${port[nginx]}" "$origin"
-    local servers=(levee nginx)
+    local servers=(levee nginx) base_pid=""
+    if [ -n "${BASELINE:-}" ]; then
+        [ -x "$BASELINE" ] || die "BASELINE=$BASELINE is not an executable levee"
+        cp "$BASELINE" "$WORK/levee-base"
+        port[levee-base]=$(free_port)
+        LEVEE="$WORK/levee-base" start_levee levee-base-large "${port[levee-base]}" "$origin" --cache-size 1GiB
+        base_pid=$LEVEE_PID
+        servers+=(levee-base)
+    fi
+    local nservers=${#servers[@]}
     for s in "${servers[@]}"; do
         url="http://127.0.0.1:${port[$s]}/large"
         curl -s -o /dev/null "$url"
@@ -239,8 +249,8 @@ large_section() {
     local o0
     o0=$(origin_requests "$origin")
     for ((r = 0; r < ROUNDS; r++)); do
-        for ((k = 0; k < 2; k++)); do
-            s=${servers[(r + k) % 2]}
+        for ((k = 0; k < nservers; k++)); do
+            s=${servers[(r + k) % nservers]}
             line=$(run_wrk "http://127.0.0.1:${port[$s]}/large" "$DURATION" "$CONNS")
             read -r a b _ _ e <<<"$line"
             rps[$s]+="$a "
@@ -252,6 +262,7 @@ large_section() {
     local misses=$(($(origin_requests "$origin") - o0))
     stop_pid "$NGINX_PID"
     stop_pid "$levee_pid"
+    [ -n "$base_pid" ] && stop_pid "$base_pid"
     stop_pid "$origin_pid"
     report "**100 KiB hits: levee vs nginx**" "" \
         "- wrk -t 1 -c $CONNS -d ${DURATION}s, $ROUNDS runs per server, alternated; medians. levee" \
@@ -260,16 +271,23 @@ large_section() {
     for s in "${servers[@]}"; do
         report "| $s | $(median ${rps[$s]}) | $(median ${p99[$s]}) | ${rps[$s]% } | ${err[$s]} |"
     done
-    report "" "- levee/nginx req/s = $(ratio "$(median ${rps[levee]})" "$(median ${rps[nginx]})"); origin requests during the runs: $misses." ""
+    report "" "- levee/nginx req/s = $(ratio "$(median ${rps[levee]})" "$(median ${rps[nginx]})"); origin requests during the runs: $misses."
+    if [ -n "$base_pid" ]; then
+        report "- levee/levee-base req/s = $(ratio "$(median ${rps[levee]})" "$(median ${rps[levee-base]})"); levee-base: $("$WORK/levee-base" --version 2>/dev/null | head -1)."
+    fi
+    report ""
 }
 
 # ---- nodes: levee nodes sharing Redis vs independent ------------------------------------------
 
 # zipf.lua: walks the URL list in ZIPF_FILE from line ZIPF_START (1-based) in steps of
 # ZIPF_STEP (this node's share of a round-robin), counts responses and X-Cache hits, and
-# writes ZIPF_MARKER when its share is answered.
+# writes ZIPF_MARKER when its share is answered. Every node is asked for one Host, as a
+# load balancer in front of a cluster does (the Host is part of the cache key: with each
+# node's own address nothing could be shared).
 cat >"$WORK/zipf.lua" <<'EOF'
 local file = os.getenv("ZIPF_FILE")
+local headers = { Host = "site.test" }
 local start = tonumber(os.getenv("ZIPF_START") or "1")
 local step = tonumber(os.getenv("ZIPF_STEP") or "1")
 local marker = os.getenv("ZIPF_MARKER")
@@ -285,8 +303,8 @@ local threads = {}
 function setup(thread) table.insert(threads, thread) end
 function request()
   i = i + 1
-  if i > #mine then return wrk.format("GET", mine[1]) end
-  return wrk.format("GET", mine[i])
+  if i > #mine then return wrk.format("GET", mine[1], headers) end
+  return wrk.format("GET", mine[i], headers)
 end
 function response(status, headers, body)
   responses = responses + 1
@@ -330,7 +348,8 @@ EOF
     report "**Nodes sharing Redis vs independent nodes**" "" \
         "- $REQUESTS requests over $URLS URLs, Zipf exponent $ZIPF_S (seed 23; $distinct distinct URLs requested)," \
         "  request i sent to node i mod n, one wrk -t 1 -c $((CONNS / 3 > 0 ? CONNS / 3 : 1)) per node, all at once, from" \
-        "  cold caches; \`levee origin --body-size 1024\` (\`public, max-age=3600\`) behind all nodes." \
+        "  cold caches, every request with \`Host: site.test\`; \`levee origin --body-size 1024\`" \
+        "  (\`public, max-age=3600\`) behind all nodes." \
         "  shared: every node \`--cache-redis redis://127.0.0.1:PORT\` on one redis-server (no persistence);" \
         "  independent: the same nodes without it. Backend requests: the origin's own counter." ""
     report "| nodes | mode | hit ratio | req/s | backend requests | errors |" "|---:|---|---:|---:|---:|---:|"
