@@ -96,7 +96,7 @@ impl Tiers {
         };
         tracing::info!(
             disk = %cache.disk.as_ref().map_or("off".into(), |d| format!("{} ({} bytes)", d.path.display(), d.size)),
-            redis = %if cache.redis.is_empty() { "off".into() } else { cache.redis.join(", ") },
+            redis = %if cache.redis.is_empty() { "off".into() } else { cache.redis.iter().map(|u| levee_redis::url_for_logs(u)).collect::<Vec<_>>().join(", ") },
             "cache tiers below memory"
         );
         Ok(Some(Tiers {

@@ -78,7 +78,7 @@ async fn disk_objects_survive_a_restart() {
     {
         let levee = with_disk(&origin, dir.path());
         for p in &paths {
-            assert_page(&levee.get(p).await, p);
+            assert_page(&get(&levee, p).await, p);
         }
         levee.wait_fills_done().await;
         levee
@@ -91,7 +91,7 @@ async fn disk_objects_survive_a_restart() {
     let asked = origin.requests();
     let levee = with_disk(&origin, dir.path());
     for p in &paths {
-        let r = levee.get(p).await;
+        let r = get(&levee, p).await;
         assert_page(&r, p);
         assert_eq!(r.x_cache(), "HIT", "{p} after the restart");
     }
@@ -118,7 +118,7 @@ async fn kill_9_during_heavy_writes_then_a_restart_serves_no_torn_body() {
             for p in paths.iter().skip(c).step_by(8) {
                 // Requests fail once levee is killed: expected. Until then, every
                 // page is whole.
-                match Req::get(p).try_send_to(addr).await {
+                match Req::get(p).header("host", "site.test").try_send_to(addr).await {
                     Some(r) if r.status == 200 => assert_page(&r, p),
                     _ => return,
                 }
@@ -138,7 +138,7 @@ async fn kill_9_during_heavy_writes_then_a_restart_serves_no_torn_body() {
     let levee = with_disk(&origin, dir.path());
     let mut from_disk = 0;
     for p in paths.iter() {
-        let r = levee.get(p).await;
+        let r = get(&levee, p).await;
         assert_page(&r, p);
         if r.x_cache() == "HIT" {
             from_disk += 1;
@@ -150,7 +150,7 @@ async fn kill_9_during_heavy_writes_then_a_restart_serves_no_torn_body() {
     );
     // And they are served from memory now, still whole.
     for p in paths.iter().take(50) {
-        assert_page(&levee.get(p).await, p);
+        assert_page(&get(&levee, p).await, p);
     }
 }
 
@@ -158,12 +158,11 @@ async fn kill_9_during_heavy_writes_then_a_restart_serves_no_torn_body() {
 async fn a_purge_before_a_restart_stays_purged() {
     let origin = origin();
     let dir = temp_dir("disk-purge");
-    let host;
+    let host = "site.test";
     {
         let mut levee = with_disk(&origin, dir.path());
-        host = levee.addr().to_string();
         for p in ["/p/1", "/p/2", "/tagged/1", "/tagged/2", "/kept/1"] {
-            assert_page(&levee.get(p).await, p);
+            assert_page(&get(&levee, p).await, p);
         }
         levee.wait_fills_done().await;
         levee
@@ -175,16 +174,15 @@ async fn a_purge_before_a_restart_stays_purged() {
         // Killed right after the purges: nothing gets a chance to tidy up.
         levee.kill();
     }
-    // The restarted levee listens on another port: the pages' keys name the old one.
     let levee = with_disk(&origin, dir.path());
     let before = origin.requests();
     for p in ["/p/1", "/p/2", "/tagged/1", "/tagged/2"] {
-        let r = Req::get(p).header("host", &host).send(&levee).await;
+        let r = get(&levee, p).await;
         assert_page(&r, p);
         assert_eq!(r.x_cache(), "MISS", "{p} came back after its purge");
     }
     assert_eq!(origin.requests(), before + 4);
-    let r = Req::get("/kept/1").header("host", &host).send(&levee).await;
+    let r = get(&levee, "/kept/1").await;
     assert_page(&r, "/kept/1");
     assert_eq!(r.x_cache(), "HIT", "an unpurged page is kept");
 }
@@ -283,12 +281,13 @@ async fn a_purge_on_one_node_is_seen_on_the_others_within_100_ms() {
         assert_page(&get(n, "/news").await, "/news");
         n.wait_fills_done().await;
     }
-    let cached = |n: &Levee| {
+    async fn cached(n: &Levee) -> Resp {
         Req::get("/news")
             .header("host", "site.test")
             .header("cache-control", "only-if-cached")
             .send(n)
-    };
+            .await
+    }
     for n in [&b, &c] {
         assert_eq!(cached(n).await.status, 200);
     }
