@@ -189,18 +189,6 @@ impl Tiers {
         drop(lock);
     }
 
-    /// After memory changed `key` outside a fill (a 304's refresh): the same, in the
-    /// background.
-    pub fn changed(&self, store: &Store, key: &CacheKey) {
-        let variants = store.variants(key);
-        if let Some(disk) = &self.disk {
-            disk.put(key, &variants);
-        }
-        if let (Some(redis), false) = (&self.redis, variants.is_empty()) {
-            redis.put(key, &variants);
-        }
-    }
-
     /// [`Tiers::ban`] for each, off the worker thread (the disk tier syncs its ban log),
     /// returning once they hold.
     pub async fn ban_all(&self, bans: Vec<Ban>) {

@@ -118,7 +118,11 @@ async fn kill_9_during_heavy_writes_then_a_restart_serves_no_torn_body() {
             for p in paths.iter().skip(c).step_by(8) {
                 // Requests fail once levee is killed: expected. Until then, every
                 // page is whole.
-                match Req::get(p).header("host", "site.test").try_send_to(addr).await {
+                match Req::get(p)
+                    .header("host", "site.test")
+                    .try_send_to(addr)
+                    .await
+                {
                     Some(r) if r.status == 200 => assert_page(&r, p),
                     _ => return,
                 }
