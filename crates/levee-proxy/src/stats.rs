@@ -18,6 +18,7 @@ use crate::limit::Limiter;
 
 mod families;
 use families::{register_sites, register_tiers};
+pub(crate) use families::{BackendScrape, SiteScrape};
 
 /// Counters of what levee is doing. Cheap to update (each is one atomic), read by the
 /// admin listener's `/metrics` and by tests, which wait on them instead of sleeping:
@@ -318,24 +319,6 @@ pub(crate) struct Scrape<'a> {
     pub sites: Vec<SiteScrape>,
     /// Disk and Redis below memory, when configured.
     pub tiers: Option<&'a crate::tiers::Tiers>,
-}
-
-/// One site's share, read at scrape time.
-pub(crate) struct SiteScrape {
-    pub name: String,
-    /// Responses by cache result (`CacheResult::COUNTED`).
-    pub requests: [u64; CacheResult::COUNTED.len()],
-    pub backends: Vec<BackendScrape>,
-}
-
-/// One backend of a site: the site's own (`route = "/"`) or a route's.
-pub(crate) struct BackendScrape {
-    pub route: String,
-    pub in_use: usize,
-    pub waiting: usize,
-    pub limit: usize,
-    /// (address, up, outstanding, failures) of each server of an HTTP backend.
-    pub servers: Vec<(String, bool, usize, u64)>,
 }
 
 /// The metrics in Prometheus' text format, read now.

@@ -6,8 +6,25 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::SiteScrape;
 use crate::outcome::CacheResult;
+
+/// One site's share, read at scrape time.
+pub(crate) struct SiteScrape {
+    pub name: String,
+    /// Responses by cache result (`CacheResult::COUNTED`).
+    pub requests: [u64; CacheResult::COUNTED.len()],
+    pub backends: Vec<BackendScrape>,
+}
+
+/// One backend of a site: the site's own (`route = "/"`) or a route's.
+pub(crate) struct BackendScrape {
+    pub route: String,
+    pub in_use: usize,
+    pub waiting: usize,
+    pub limit: usize,
+    /// (address, up, outstanding, failures) of each server of an HTTP backend.
+    pub servers: Vec<(String, bool, usize, u64)>,
+}
 
 /// Per-site requests and per-backend gauges, labelled `site` (and `route`, `server`).
 pub(super) fn register_sites(r: &mut Registry, sites: &[SiteScrape]) {
