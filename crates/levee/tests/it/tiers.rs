@@ -367,3 +367,35 @@ async fn with_redis_stopped_mid_load_no_request_for_a_local_object_fails() {
             .await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tiers_are_off_by_default_and_a_bad_one_is_refused_with_what_to_do() {
+    let origin = origin();
+    let levee = levee!().backend(&origin.url()).start();
+    let metrics = levee.admin(Req::get("/metrics")).await.text();
+    assert!(!metrics.contains("levee_disk_") && !metrics.contains("levee_redis_"));
+    drop(levee);
+
+    let dir = temp_dir("disk-refused");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let second = dir.path().join("taken");
+    // A file where the directory should be; a directory another levee holds.
+    let _holder = with_disk(&origin, &second);
+    for (path, says) in [(&file, "not a directory"), (&second, "another")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--backend",
+                &origin.url(),
+            ])
+            .args(["--cache-disk", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.to_lowercase().contains(says), "{stderr}");
+    }
+}
