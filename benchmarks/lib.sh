@@ -276,11 +276,12 @@ function done(summary, latency, requests)
 end
 EOF
 
-# run_wrk URL SECONDS CONNS : one wrk run (-t 1), prints "rps p99_ms p50_ms requests errors".
-# errors = socket errors + HTTP status >= 400 + non-2xx/3xx responses.
+# run_wrk URL SECONDS CONNS [SCRIPT] : one wrk run (-t 1), prints "rps p99_ms p50_ms
+# requests errors". errors = socket errors + HTTP status >= 400 + non-2xx/3xx responses.
+# SCRIPT (default report.lua) must print report.lua's RESULT line from its done().
 run_wrk() {
-    local url=$1 secs=$2 conns=$3 out line non2xx
-    out=$(wrk -t 1 -c "$conns" -d "${secs}s" --timeout 10s -s "$WORK/report.lua" "$url" 2>&1) || true
+    local url=$1 secs=$2 conns=$3 script=${4:-$WORK/report.lua} out line non2xx
+    out=$(wrk -t 1 -c "$conns" -d "${secs}s" --timeout 10s -s "$script" "$url" 2>&1) || true
     line=$(grep '^RESULT' <<<"$out" || true)
     [ -n "$line" ] || { echo "$out" >&2; die "wrk produced no result for $url"; }
     non2xx=$(sed -n 's/.*Non-2xx or 3xx responses: *\([0-9]*\).*/\1/p' <<<"$out")
@@ -347,6 +348,6 @@ machine_info() {
     dirty=$(git -C "$REPO_DIR" status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null | wc -l)
     report "- machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), Linux $(uname -r)" \
         "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared; other jobs may compile)" \
-        "- levee: $LEVEE_SRC, commit $commit$([ "$dirty" -gt 0 ] && echo " + $dirty uncommitted file(s) in crates/ or Cargo files" || true)" \
+        "- levee: $LEVEE_SRC ($("$LEVEE" --version 2>/dev/null | head -1 || echo "no --version")); repository at commit $commit$([ "$dirty" -gt 0 ] && echo " + $dirty uncommitted file(s) in crates/ or Cargo files" || true)" \
         "- $(varnishd -V 2>&1 | head -1 | sed 's/ revision.*//;s/[()]//g'), $( (nginx -v 2>&1 || /usr/sbin/nginx -v 2>&1) | sed 's/nginx version: //'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')"
 }

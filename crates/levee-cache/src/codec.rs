@@ -171,7 +171,7 @@ pub fn encode(key: &CacheKey, variants: &[Arc<Entry>]) -> Vec<u8> {
             meta.put_u64_le(ms(d));
         }
         meta.put_u8(u8::from(f.must_revalidate) | u8::from(f.no_cache) << 1);
-        match &e.levee_coded {
+        match e.levee_coded.as_deref() {
             None => meta.put_u8(0),
             Some(LeveeCoded {
                 original_etag: None,
@@ -296,12 +296,12 @@ pub fn decode(record: Bytes) -> Result<Decoded, CodecError> {
         };
         let levee_coded = match r.u8()? {
             0 => None,
-            1 => Some(LeveeCoded {
+            1 => Some(Box::new(LeveeCoded {
                 original_etag: None,
-            }),
-            2 => Some(LeveeCoded {
+            })),
+            2 => Some(Box::new(LeveeCoded {
                 original_etag: Some(value(r.bytes32()?)?),
-            }),
+            })),
             _ => return Err(CodecError::Invalid("coded flag")),
         };
         let mut headers = HeaderMap::new();
@@ -344,7 +344,7 @@ pub fn decode(record: Bytes) -> Result<Decoded, CodecError> {
             initial_age,
             response_time,
             soft_purged: soft_purged.into(),
-            tags: tags.into_boxed_slice(),
+            tags: tags.into(),
             derived: Default::default(),
         }));
     }
@@ -422,9 +422,9 @@ mod tests {
             headers: StoredHeaders::new(&resp),
             body: Bytes::from_static(body),
             coding: Coding::Gzip,
-            levee_coded: Some(LeveeCoded {
+            levee_coded: Some(Box::new(LeveeCoded {
                 original_etag: Some(HeaderValue::from_static("\"e1\"")),
-            }),
+            })),
             vary: VaryKey::new(&resp, &req),
             freshness: Freshness {
                 lifetime: Duration::from_secs(60),
@@ -439,7 +439,7 @@ mod tests {
             response_time: crate::clock::now(),
             soft_purged: Default::default(),
             derived: Default::default(),
-            tags: vec!["t1".into(), "t2".into()].into_boxed_slice(),
+            tags: vec!["t1".into(), "t2".into()].into(),
         })
     }
 
@@ -468,7 +468,7 @@ mod tests {
             assert_eq!(got.freshness, want.freshness);
             assert_eq!(got.initial_age, want.initial_age);
             assert_eq!(got.tags, want.tags);
-            assert_eq!(got.etag(), Some(&HeaderValue::from_static("\"e1\"")));
+            assert_eq!(got.etag(), Some(HeaderValue::from_static("\"e1\"")));
             assert_eq!(got.headers.get(ETAG), None);
             // Milliseconds survive; the age is the same within that.
             let now = crate::clock::now();

@@ -5,112 +5,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::HeaderValue;
 use http::StatusCode;
 
 use levee_compress::Coding;
 
+pub use crate::headers::{AsHeaderName, StoredHeaders};
 use crate::key::VaryKey;
 use crate::policy::Freshness;
-
-/// The header fields of a stored response, packed: names and values in two exactly
-/// sized slices, the values' bytes in one buffer.
-///
-/// A `HeaderMap` keeps a hash index and room to grow: for the 7 or so fields of a page
-/// it takes about 1.3 KB, more than a small body. Stored this way they take about a
-/// third of that, and a hit builds the `HeaderMap` hyper needs from them (which it had to
-/// clone anyway). Values parsed by hyper are slices of its connection read buffer;
-/// copying them into one buffer also keeps an entry from pinning that buffer.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StoredHeaders {
-    names: Box<[HeaderName]>,
-    values: Box<[HeaderValue]>,
-}
-
-impl StoredHeaders {
-    pub fn new(headers: &HeaderMap) -> StoredHeaders {
-        let total: usize = headers.values().map(|v| v.len()).sum();
-        let mut buf = bytes::BytesMut::with_capacity(total);
-        for v in headers.values() {
-            buf.extend_from_slice(v.as_bytes());
-        }
-        let buf = buf.freeze();
-        let mut names = Vec::with_capacity(headers.len());
-        let mut values = Vec::with_capacity(headers.len());
-        let mut at = 0;
-        for (name, value) in headers {
-            let end = at + value.len();
-            // The bytes were valid in a HeaderValue already, so this cannot fail; fall
-            // back to a plain clone rather than lose the field if it ever does.
-            let mut v = HeaderValue::from_maybe_shared(buf.slice(at..end))
-                .unwrap_or_else(|_| value.clone());
-            v.set_sensitive(value.is_sensitive());
-            names.push(name.clone());
-            values.push(v);
-            at = end;
-        }
-        StoredHeaders {
-            names: names.into_boxed_slice(),
-            values: values.into_boxed_slice(),
-        }
-    }
-
-    /// The fields as a `HeaderMap`, in their order (repeated fields stay repeated).
-    pub fn to_map(&self) -> HeaderMap {
-        let mut map = HeaderMap::with_capacity(self.names.len());
-        for (n, v) in self.iter() {
-            map.append(n.clone(), v.clone());
-        }
-        map
-    }
-
-    /// The first value of `name`.
-    pub fn get(&self, name: impl AsHeaderName) -> Option<&HeaderValue> {
-        let name = name.as_str_name();
-        self.iter()
-            .find(|(n, _)| n.as_str().eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
-    }
-
-    pub fn contains_key(&self, name: impl AsHeaderName) -> bool {
-        self.get(name).is_some()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
-        self.names.iter().zip(self.values.iter())
-    }
-
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
-}
-
-/// Header names as `get` takes them: `http::header::ETAG` or `"etag"`.
-pub trait AsHeaderName {
-    fn as_str_name(&self) -> &str;
-}
-
-impl AsHeaderName for HeaderName {
-    fn as_str_name(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl AsHeaderName for &HeaderName {
-    fn as_str_name(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl AsHeaderName for &str {
-    fn as_str_name(&self) -> &str {
-        self
-    }
-}
+use crate::tags::Tags;
 
 /// What levee changed when it compressed a response for storage, to undo it for a client
 /// that does not accept the coding.
@@ -134,8 +37,9 @@ pub struct Entry {
     /// The body, in `coding` (as `Content-Encoding` in `headers` says).
     pub body: Bytes,
     pub coding: Coding,
-    /// Set when levee, not the backend, applied `coding`.
-    pub levee_coded: Option<LeveeCoded>,
+    /// Set when levee, not the backend, applied `coding` (boxed: 8 bytes in every
+    /// entry instead of 40, for what only levee-compressed entries have).
+    pub levee_coded: Option<Box<LeveeCoded>>,
     pub vary: VaryKey,
     pub freshness: Freshness,
     /// `corrected_initial_age` of RFC 9111 §4.2.3.
@@ -150,7 +54,7 @@ pub struct Entry {
     /// [`Entry::mark_stale_serving`]; 0 when stored.
     pub soft_purged: AtomicU8,
     /// Surrogate keys the backend gave it (tags.rs), for purges by tag.
-    pub tags: Box<[Box<str>]>,
+    pub tags: Tags,
     /// Its body in other codings, made when a client asks for one (levee-proxy's
     /// encoding.rs). Shared with the entry a 304 refresh makes of it (same body), and
     /// gone with the last of them: a refreshed, evicted or purged page leaves nothing
@@ -159,9 +63,10 @@ pub struct Entry {
 }
 
 /// An entry's [`DerivedForms`], allocated on first use: most entries are only ever sent
-/// as stored, and an empty slot costs 16 bytes where the forms cost several hundred.
+/// as stored, and an empty slot costs 8 bytes (one atomic pointer) where the forms cost
+/// several hundred.
 #[derive(Debug, Default)]
-pub struct Derived(std::sync::OnceLock<Arc<DerivedForms>>);
+pub struct Derived(once_cell::race::OnceBox<Arc<DerivedForms>>);
 
 impl Derived {
     pub fn forms(&self) -> &DerivedForms {
@@ -172,7 +77,7 @@ impl Derived {
     pub fn share(&self) -> Derived {
         let d = Derived::default();
         if let Some(f) = self.0.get() {
-            let _ = d.0.set(f.clone());
+            let _ = d.0.set(Box::new(f.clone()));
         }
         d
     }
@@ -284,6 +189,10 @@ impl DerivedForms {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// What an entry costs beyond its body and packed headers, charged in its weight: the
+/// `Entry` itself, its share of the store's index, the allocator's rounding.
+pub const ENTRY_OVERHEAD: usize = 384;
+
 /// `Entry::soft_purged`: not purged.
 pub const PURGED_NOT: u8 = 0;
 /// Stale now; the next request validates it before it is served.
@@ -323,20 +232,15 @@ impl Entry {
 
     /// Bytes charged against the cache size: body, headers and a fixed overhead.
     pub fn weight(&self) -> u32 {
-        let headers: usize = self
-            .headers
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 48)
-            .sum();
-        let total = self.body.len() + headers + 256;
+        let total = self.body.len() + self.headers.size() + ENTRY_OVERHEAD;
         u32::try_from(total).unwrap_or(u32::MAX)
     }
 
     /// The backend's own `ETag`, to revalidate with (not the weak form levee serves
     /// compressed copies with).
-    pub fn etag(&self) -> Option<&HeaderValue> {
+    pub fn etag(&self) -> Option<HeaderValue> {
         match &self.levee_coded {
-            Some(c) => c.original_etag.as_ref(),
+            Some(c) => c.original_etag.clone(),
             None => self.headers.get(http::header::ETAG),
         }
     }
@@ -374,30 +278,13 @@ impl Entry {
     pub fn is_html(&self) -> bool {
         self.headers
             .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|s| s.trim_start().to_ascii_lowercase().starts_with("text/html"))
+            .is_some_and(|v| {
+                v.to_str()
+                    .is_ok_and(|s| s.trim_start().to_ascii_lowercase().starts_with("text/html"))
+            })
     }
 
-    pub fn last_modified(&self) -> Option<&HeaderValue> {
+    pub fn last_modified(&self) -> Option<HeaderValue> {
         self.headers.get(http::header::LAST_MODIFIED)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stored_headers_keep_every_value_in_order() {
-        let mut h = HeaderMap::new();
-        h.append("x-a", HeaderValue::from_static("1"));
-        h.append("x-a", HeaderValue::from_static("2"));
-        h.append("etag", HeaderValue::from_static("\"e\""));
-        let c = StoredHeaders::new(&h);
-        assert_eq!(c.to_map(), h);
-        assert_eq!(c.len(), 3);
-        assert_eq!(c.get(http::header::ETAG).unwrap(), "\"e\"");
-        assert_eq!(c.get("X-A").unwrap(), "1");
-        assert!(c.get("x-b").is_none());
     }
 }

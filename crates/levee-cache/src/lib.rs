@@ -1,5 +1,5 @@
 //! levee's shared HTTP cache (RFC 9111): the storage policy, cache keys and Vary,
-//! bounded storage with TinyLFU eviction, request coalescing, and the ranges a stored
+//! bounded storage (the memory tier, store.rs), request coalescing, and the ranges a stored
 //! response answers (RFC 9110 §14).
 //!
 //! Nothing here knows about sockets: `levee-proxy` drives it.
@@ -13,6 +13,7 @@ pub mod conditional;
 pub mod date;
 pub mod entry;
 pub mod fill;
+pub mod headers;
 pub mod key;
 pub mod lookup;
 pub mod policy;
@@ -20,6 +21,7 @@ pub mod range;
 pub mod store;
 pub mod tags;
 pub mod targeted;
+pub mod thin;
 
 pub use after_fetch::{after_fetch, AfterFetch, Asked, Fetched, HitForMiss};
 pub use cache_control::CacheControl;

@@ -1,17 +1,30 @@
-//! Bounded in-memory storage: moka's TinyLFU admission and eviction, weighed in bytes,
-//! with each entry expiring when it is no longer worth keeping.
+//! Bounded in-memory storage: quick_cache's sharded index (CLOCK-PRO-like hot/cold
+//! eviction with ghost entries, S3-FIFO's cousin), weighed in bytes, under the primary
+//! [`CacheKey`] (key.rs: the security boundary; the index compares whole keys, so two
+//! URLs never share a slot). Responses that `Vary` are kept as a short list of variants
+//! under it, selected by their [`VaryKey`](crate::VaryKey); the one-variant case, nearly
+//! every URL, is the entry's `Arc` itself, with no list.
 //!
-//! Entries are kept under their primary [`CacheKey`] (key.rs: the security boundary);
-//! responses that `Vary` are kept as a short list of variants under it, selected by
-//! their [`VaryKey`](crate::VaryKey).
+//! Why quick_cache and not moka (which levee used before; issue 23, measured with
+//! `examples/store_memory.rs` and `benchmarks/scale.sh`): at a million objects moka's
+//! per-entry bookkeeping (its own `Arc`ed entry, key hash, access and write order
+//! deques, the timer wheel for per-entry expiry: about 200 bytes) outweighed what
+//! quick_cache keeps (key and value in a slab slot, a 4-byte table index: about 60),
+//! and a hit in quick_cache is a shard's read lock and one reference bit, with no
+//! access log to replay. quick_cache has no per-entry expiry, so an entry is kept until
+//! it is evicted for room, removed, or found useless (past its freshness and `retain`)
+//! by a `get`, which removes it, or by the sweep [`Store::run_pending_tasks`] runs at
+//! most once a minute. Useless entries are never referenced, so they are the first the
+//! clock evicts; the byte bound holds either way.
 
+use std::collections::hash_map::RandomState;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
-use moka::sync::Cache;
-use moka::Expiry;
+use quick_cache::sync::Cache;
+use quick_cache::{Lifecycle, OptionsBuilder, Weighter};
 
 use crate::entry::Entry;
 use crate::key::CacheKey;
@@ -19,74 +32,124 @@ use crate::key::CacheKey;
 /// At most this many variants per URL; the oldest is dropped first.
 const MAX_VARIANTS: usize = 16;
 
-/// The stored responses of one URL, one per Vary key.
-#[derive(Debug, Clone, Default)]
-pub struct Variants(Vec<Arc<Entry>>);
+/// How often [`Store::run_pending_tasks`] walks the store for useless entries.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Each shard of the index holds at most this share of the capacity in one object, so a
+/// shard's capacity must cover the largest object levee stores (`max_object_size`,
+/// 16 MiB by default): shards of at least 64 MiB, fewer shards for smaller caches.
+const MIN_SHARD_BYTES: u64 = 64 << 20;
+
+/// The stored responses of one URL, newest first, one per Vary key.
+#[derive(Debug, Clone)]
+enum Variants {
+    /// One response (nearly every URL): the entry itself, no list.
+    One(Arc<Entry>),
+    /// Several, newest first.
+    Many(Arc<Vec<Arc<Entry>>>),
+}
 
 impl Variants {
-    fn select(&self, request: &HeaderMap) -> Option<&Arc<Entry>> {
-        self.0.iter().find(|e| e.vary.matches(request))
+    fn from_list(mut list: Vec<Arc<Entry>>) -> Option<Variants> {
+        list.truncate(MAX_VARIANTS);
+        match list.len() {
+            0 => None,
+            1 => list.pop().map(Variants::One),
+            _ => Some(Variants::Many(Arc::new(list))),
+        }
     }
-    fn weight(&self) -> u32 {
-        self.0
-            .iter()
-            .fold(0u32, |w, e| w.saturating_add(e.weight()))
+
+    fn as_slice(&self) -> &[Arc<Entry>] {
+        match self {
+            Variants::One(e) => std::slice::from_ref(e),
+            Variants::Many(list) => list,
+        }
     }
-    fn keep_for(&self, now: Instant) -> Duration {
-        self.0
-            .iter()
-            .map(|e| e.time_to_keep(now))
-            .max()
-            .unwrap_or_default()
+
+    /// The same stored value (not merely equal entries).
+    fn same(&self, other: &Variants) -> bool {
+        match (self, other) {
+            (Variants::One(a), Variants::One(b)) => Arc::ptr_eq(a, b),
+            (Variants::Many(a), Variants::Many(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    fn weight(&self) -> u64 {
+        self.as_slice().iter().map(|e| u64::from(e.weight())).sum()
     }
 }
 
-struct KeepUntilUseless;
+/// Whether `entry` is still worth keeping at `now` (fresh, or within its stale windows).
+fn useful(entry: &Entry, now: Instant) -> bool {
+    !entry.time_to_keep(now).is_zero()
+}
 
-impl Expiry<CacheKey, Arc<Variants>> for KeepUntilUseless {
-    fn expire_after_create(
-        &self,
-        _key: &CacheKey,
-        value: &Arc<Variants>,
-        created_at: Instant,
-    ) -> Option<Duration> {
-        Some(value.keep_for(created_at))
-    }
-    fn expire_after_update(
-        &self,
-        _key: &CacheKey,
-        value: &Arc<Variants>,
-        updated_at: Instant,
-        _duration_until_expiry: Option<Duration>,
-    ) -> Option<Duration> {
-        Some(value.keep_for(updated_at))
+/// Weight in bytes: the variants' bodies, headers and fixed overhead, and the key.
+#[derive(Clone)]
+struct Bytes;
+
+impl Weighter<CacheKey, Variants> for Bytes {
+    fn weight(&self, key: &CacheKey, value: &Variants) -> u64 {
+        value.weight() + key.as_str().len() as u64
     }
 }
+
+/// Counts entries evicted for room.
+#[derive(Clone)]
+struct CountEvictions(Arc<AtomicU64>);
+
+impl Lifecycle<CacheKey, Variants> for CountEvictions {
+    type RequestState = ();
+
+    fn on_evict(&self, _state: &mut (), _key: CacheKey, _value: Variants) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+type Index = Cache<CacheKey, Variants, Bytes, RandomState, CountEvictions>;
 
 /// The response cache.
 #[derive(Clone)]
 pub struct Store {
-    entries: Cache<CacheKey, Arc<Variants>>,
+    /// SipHash with a per-process key (std's `RandomState`), as moka used: URLs are
+    /// chosen by clients, who must not be able to aim them at one bucket.
+    entries: Arc<Index>,
     /// Entries evicted for room (metrics).
     evictions: Arc<AtomicU64>,
+    /// When the last sweep for useless entries ran, in seconds since `born`.
+    swept: Arc<AtomicU64>,
+    born: Instant,
 }
 
 impl Store {
     /// A store holding at most `capacity` bytes.
     pub fn new(capacity: u64) -> Store {
         let evictions = Arc::new(AtomicU64::new(0));
-        let counted = evictions.clone();
-        let entries = Cache::builder()
-            .max_capacity(capacity)
-            .weigher(|_k: &CacheKey, v: &Arc<Variants>| v.weight())
-            .expire_after(KeepUntilUseless)
-            .eviction_listener(move |_k, _v, cause| {
-                if cause == moka::notification::RemovalCause::Size {
-                    counted.fetch_add(1, Ordering::Relaxed);
-                }
-            })
+        let parallel = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let shards = (capacity / MIN_SHARD_BYTES).clamp(1, 4 * parallel as u64) as usize;
+        // Ghost entries (recently evicted keys, which a second request admits as hot)
+        // are bounded by this estimate; 2 KiB is a small page.
+        let items = usize::try_from(capacity / 2048)
+            .unwrap_or(usize::MAX)
+            .max(64);
+        let options = OptionsBuilder::new()
+            .shards(shards.next_power_of_two())
+            .estimated_items_capacity(items)
+            .weight_capacity(capacity)
             .build();
-        Store { entries, evictions }
+        let lifecycle = CountEvictions(evictions.clone());
+        let entries = match options {
+            Ok(o) => Cache::with_options(o, Bytes, RandomState::new(), lifecycle),
+            // The builder only refuses options that are missing; all are set above.
+            Err(_) => Cache::with(items, capacity, Bytes, RandomState::new(), lifecycle),
+        };
+        Store {
+            entries: Arc::new(entries),
+            evictions,
+            swept: Arc::new(AtomicU64::new(0)),
+            born: Instant::now(),
+        }
     }
 
     /// URLs evicted to make room so far.
@@ -96,70 +159,98 @@ impl Store {
 
     /// The stored response for `key` that `request` selects, fresh or not.
     pub fn get(&self, key: &CacheKey, request: &HeaderMap) -> Option<Arc<Entry>> {
-        let variants = self.entries.get(key)?;
-        variants.select(request).cloned()
+        let found = match self.entries.get(key)? {
+            Variants::One(e) => e.vary.matches(request).then_some(e),
+            Variants::Many(list) => list.iter().find(|e| e.vary.matches(request)).cloned(),
+        }?;
+        if useful(&found, crate::clock::now()) {
+            return Some(found);
+        }
+        self.drop_useless(key);
+        None
+    }
+
+    /// Every stored variant of `key`, newest first (empty if none): what the other
+    /// tiers copy.
+    pub fn variants(&self, key: &CacheKey) -> Vec<Arc<Entry>> {
+        let now = crate::clock::now();
+        self.entries.peek(key).map_or_else(Vec::new, |v| {
+            v.as_slice()
+                .iter()
+                .filter(|e| useful(e, now))
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// Replaces every variant of `key` with `list` (newest first; at most 16 are kept);
+    /// an empty list removes the URL.
+    pub fn insert_variants(&self, key: CacheKey, list: Vec<Arc<Entry>>) {
+        match Variants::from_list(list) {
+            Some(v) => self.entries.insert(key, v),
+            None => self.invalidate(&key),
+        }
     }
 
     /// Stores `entry`, replacing the variant with the same Vary key.
     pub fn insert(&self, key: CacheKey, entry: Arc<Entry>) {
-        let mut list: Vec<Arc<Entry>> = match self.entries.get(&key) {
-            Some(v) => {
-                v.0.iter()
-                    .filter(|e| e.vary != entry.vary)
-                    .cloned()
-                    .collect()
-            }
-            None => Vec::new(),
-        };
         // A response without Vary replaces every variant: the resource stopped varying.
         if entry.vary.is_empty() {
-            list.clear();
-        }
-        list.insert(0, entry);
-        list.truncate(MAX_VARIANTS);
-        self.entries.insert(key, Arc::new(Variants(list)));
-    }
-
-    /// Every stored variant of `key`, newest first (what the lower tiers write).
-    pub fn variants(&self, key: &CacheKey) -> Vec<Arc<Entry>> {
-        self.entries
-            .get(key)
-            .map(|v| v.0.clone())
-            .unwrap_or_default()
-    }
-
-    /// Replaces every variant of `key` with `list` (newest first), as a lower tier had
-    /// them; an empty list removes the key.
-    pub fn insert_variants(&self, key: CacheKey, mut list: Vec<Arc<Entry>>) {
-        if list.is_empty() {
-            self.entries.invalidate(&key);
+            self.entries.insert(key, Variants::One(entry));
             return;
         }
-        list.truncate(MAX_VARIANTS);
-        self.entries.insert(key, Arc::new(Variants(list)));
+        let now = crate::clock::now();
+        let mut list = vec![entry.clone()];
+        if let Some(v) = self.entries.peek(&key) {
+            list.extend(
+                v.as_slice()
+                    .iter()
+                    .filter(|e| e.vary != entry.vary && useful(e, now))
+                    .cloned(),
+            );
+        }
+        self.insert_variants(key, list);
     }
 
     /// Removes every variant of `key` (RFC 9111 §4.4 invalidation).
     pub fn invalidate(&self, key: &CacheKey) {
-        self.entries.invalidate(key);
+        self.entries.remove(key);
     }
 
     /// Removes the one stored response with this `id` from `key`'s variants, if it is
     /// still there: a full response superseded it (RFC 9111 §4.3.3) but could not be
     /// stored in its place.
     pub fn remove(&self, key: &CacheKey, id: u64) {
-        let Some(variants) = self.entries.get(key) else {
+        let Some(variants) = self.entries.peek(key) else {
             return;
         };
-        if !variants.0.iter().any(|e| e.id == id) {
+        if !variants.as_slice().iter().any(|e| e.id == id) {
             return;
         }
-        let rest: Vec<Arc<Entry>> = variants.0.iter().filter(|e| e.id != id).cloned().collect();
-        if rest.is_empty() {
-            self.entries.invalidate(key);
-        } else {
-            self.entries.insert(key.clone(), Arc::new(Variants(rest)));
+        let rest: Vec<Arc<Entry>> = variants
+            .as_slice()
+            .iter()
+            .filter(|e| e.id != id)
+            .cloned()
+            .collect();
+        self.replace(key, &variants, rest);
+    }
+
+    /// Replaces `old`, if it is still what `key` holds, with `rest` (none: removes it).
+    fn replace(&self, key: &CacheKey, old: &Variants, rest: Vec<Arc<Entry>>) {
+        match Variants::from_list(rest) {
+            None => {
+                self.entries.remove_if(key, |v| v.same(old));
+            }
+            Some(v) => self.entries.insert(key.clone(), v),
         }
+    }
+
+    /// Removes `key` if every variant it holds is useless now.
+    fn drop_useless(&self, key: &CacheKey) {
+        let now = crate::clock::now();
+        self.entries
+            .remove_if(key, |v| !v.as_slice().iter().any(|e| useful(e, now)));
     }
 
     /// Marks stale every stored response `pick` chooses (a soft purge: they are
@@ -169,7 +260,7 @@ impl Store {
     pub fn soft_purge(&self, pick: impl Fn(&CacheKey, &Entry) -> bool) -> usize {
         let mut n = 0;
         for (key, variants) in self.entries.iter() {
-            for e in variants.0.iter().filter(|e| pick(&key, e)) {
+            for e in variants.as_slice().iter().filter(|e| pick(&key, e)) {
                 e.mark_stale();
                 n += 1;
             }
@@ -179,15 +270,18 @@ impl Store {
 
     /// Removes (or, `soft`, marks stale) every variant of one URL; how many.
     pub fn purge_key(&self, key: &CacheKey, soft: bool) -> usize {
-        let Some(variants) = self.entries.get(key) else {
+        let Some(variants) = self.entries.peek(key) else {
             return 0;
         };
         if soft {
-            variants.0.iter().for_each(|e| e.mark_stale_serving());
+            variants
+                .as_slice()
+                .iter()
+                .for_each(|e| e.mark_stale_serving());
         } else {
-            self.entries.invalidate(key);
+            self.entries.remove(key);
         }
-        variants.0.len()
+        variants.as_slice().len()
     }
 
     /// Removes (or, `soft`, marks stale) every stored response `pick` chooses, and
@@ -197,7 +291,7 @@ impl Store {
         let mut n = 0;
         if soft {
             for (key, variants) in self.entries.iter() {
-                for e in variants.0.iter().filter(|e| pick(&key, e)) {
+                for e in variants.as_slice().iter().filter(|e| pick(&key, e)) {
                     e.mark_stale_serving();
                     n += 1;
                 }
@@ -205,125 +299,55 @@ impl Store {
             return n;
         }
         for (key, variants) in self.entries.iter() {
-            let (gone, kept): (Vec<_>, Vec<_>) =
-                variants.0.iter().cloned().partition(|e| pick(&key, e));
+            let (gone, kept): (Vec<_>, Vec<_>) = variants
+                .as_slice()
+                .iter()
+                .cloned()
+                .partition(|e| pick(&key, e));
             if gone.is_empty() {
                 continue;
             }
             n += gone.len();
-            if kept.is_empty() {
-                self.entries.invalidate(&*key);
-            } else {
-                self.entries
-                    .insert((*key).clone(), Arc::new(Variants(kept)));
-            }
+            self.replace(&key, &variants, kept);
         }
         n
     }
 
-    /// Number of URLs stored (approximate while eviction runs).
+    /// Number of URLs stored.
     pub fn len(&self) -> u64 {
-        self.entries.entry_count()
+        self.entries.len() as u64
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.entries.is_empty()
     }
 
-    /// Bytes charged against the capacity.
+    /// Bytes charged against the capacity (never more than the capacity).
     pub fn weighted_size(&self) -> u64 {
-        self.entries.weighted_size()
+        self.entries.weight()
     }
 
-    /// Runs pending eviction work now (tests and stats).
+    /// Removes the entries that are no longer worth keeping (past freshness and every
+    /// stale window), at most once a minute: a walk of the whole index, one shard at a
+    /// time. Eviction for room needs no pending work here: the bound holds on insert.
     pub fn run_pending_tasks(&self) {
-        self.entries.run_pending_tasks();
+        let at = self.born.elapsed().as_secs();
+        let last = self.swept.load(Ordering::Relaxed);
+        if at < last + SWEEP_EVERY.as_secs() && last != 0 {
+            return;
+        }
+        if self
+            .swept
+            .compare_exchange(last, at.max(1), Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        let now = crate::clock::now();
+        self.entries
+            .retain(|_, v| v.as_slice().iter().any(|e| useful(e, now)));
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::key::Scheme;
-    use crate::key::VaryKey;
-    use crate::policy::Freshness;
-    use http::header::{HeaderValue, VARY};
-
-    fn entry(id: u64, lang: &'static str) -> Arc<Entry> {
-        let mut resp = HeaderMap::new();
-        resp.insert(VARY, HeaderValue::from_static("accept-language"));
-        let mut req = HeaderMap::new();
-        req.insert("accept-language", HeaderValue::from_static(lang));
-        Arc::new(Entry {
-            id,
-            status: http::StatusCode::OK,
-            headers: crate::StoredHeaders::new(&resp),
-            body: bytes::Bytes::from_static(b"x"),
-            coding: levee_compress::Coding::Identity,
-            levee_coded: None,
-            vary: VaryKey::new(&resp, &req),
-            freshness: Freshness {
-                lifetime: Duration::from_secs(60),
-                stale_while_revalidate: Duration::ZERO,
-                stale_if_error: Duration::ZERO,
-                must_revalidate: false,
-                no_cache: false,
-                grace: Duration::ZERO,
-                retain: Duration::ZERO,
-            },
-            initial_age: Duration::ZERO,
-            response_time: Instant::now(),
-            soft_purged: Default::default(),
-            derived: Default::default(),
-            tags: Default::default(),
-        })
-    }
-
-    fn lang(l: &'static str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert("accept-language", HeaderValue::from_static(l));
-        h
-    }
-
-    #[test]
-    fn remove_drops_one_variant_by_id() {
-        let store = Store::new(1 << 20);
-        let k = CacheKey::for_request(Scheme::Http, &"/k".parse().unwrap(), &HeaderMap::new());
-        store.insert(k.clone(), entry(1, "en"));
-        store.insert(k.clone(), entry(2, "ko"));
-        // An id that is no longer stored changes nothing.
-        store.remove(&k, 99);
-        assert!(store.get(&k, &lang("en")).is_some());
-        store.remove(&k, 1);
-        assert!(store.get(&k, &lang("en")).is_none());
-        assert_eq!(store.get(&k, &lang("ko")).map(|e| e.id), Some(2));
-        store.remove(&k, 2);
-        assert!(store.get(&k, &lang("ko")).is_none());
-    }
-
-    #[test]
-    fn soft_purge_marks_only_what_it_picks() {
-        let store = Store::new(1 << 20);
-        let k =
-            |p: &str| CacheKey::for_request(Scheme::Http, &p.parse().unwrap(), &HeaderMap::new());
-        store.insert(k("/a"), entry(1, "en"));
-        store.insert(k("/b"), entry(2, "en"));
-        let now = Instant::now();
-        assert!(store
-            .get(&k("/a"), &lang("en"))
-            .unwrap()
-            .staleness(now)
-            .is_ok());
-        assert_eq!(store.soft_purge(|key, _| key.as_str().ends_with("/a")), 1);
-        assert!(store
-            .get(&k("/a"), &lang("en"))
-            .unwrap()
-            .staleness(now)
-            .is_err());
-        assert!(store
-            .get(&k("/b"), &lang("en"))
-            .unwrap()
-            .staleness(now)
-            .is_ok());
-    }
-}
+mod tests;

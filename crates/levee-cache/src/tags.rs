@@ -20,14 +20,14 @@ const MAX_TAGS: usize = 256;
 const MAX_TAG_LEN: usize = 256;
 
 /// The tags of a response, deduplicated, in the order first seen.
-pub fn tags(headers: &HeaderMap) -> Box<[Box<str>]> {
+pub fn tags(headers: &HeaderMap) -> Tags {
     let mut out: Vec<Box<str>> = Vec::new();
     for name in &TAG_HEADERS {
         for value in headers.get_all(name) {
             let Ok(s) = value.to_str() else { continue };
             for tag in s.split([' ', ',', '\t']).filter(|t| !t.is_empty()) {
                 if out.len() == MAX_TAGS {
-                    return out.into_boxed_slice();
+                    return out.into();
                 }
                 if tag.len() <= MAX_TAG_LEN && !out.iter().any(|t| &**t == tag) {
                     out.push(tag.into());
@@ -35,8 +35,11 @@ pub fn tags(headers: &HeaderMap) -> Box<[Box<str>]> {
             }
         }
     }
-    out.into_boxed_slice()
+    out.into()
 }
+
+/// An entry's surrogate keys (most have none: then nothing is allocated).
+pub type Tags = crate::thin::ThinSlice<Box<str>>;
 
 /// Removes the tag fields (what clients are sent).
 pub fn strip(headers: &mut HeaderMap) {

@@ -351,13 +351,15 @@ async fn run_fill(
         .encoder
         .for_storage(head.status, &mut headers, chunks)
         .await;
+    // Headers and a small body in one allocation (levee-cache headers.rs).
+    let (stored, body) = StoredHeaders::with_body(&headers, body);
     let entry = Entry {
         id: Entry::next_id(),
         status: head.status,
-        headers: StoredHeaders::new(&headers),
+        headers: stored,
         body,
         coding,
-        levee_coded,
+        levee_coded: levee_coded.map(Box::new),
         vary,
         freshness: st.freshness,
         initial_age: full.initial_age,
@@ -418,8 +420,8 @@ async fn send(
         if head.status == StatusCode::NOT_MODIFIED {
             if let (Some(stale), Some(_)) = (&ctx.stale, &unconditional) {
                 let applies = conditional::not_modified_applies(
-                    stale.etag(),
-                    stale.last_modified(),
+                    stale.etag().as_ref(),
+                    stale.last_modified().as_ref(),
                     &head.headers,
                 );
                 if !applies {

@@ -1,0 +1,367 @@
+//! The header fields of a stored response, packed into bytes, and with a small body in
+//! the same allocation ([`StoredHeaders::with_body`]).
+//!
+//! At a million cached objects the bookkeeping per object is what decides memory: a
+//! `HeaderName` is 32 bytes and a `HeaderValue` 40, so the 4 to 10 fields of a page kept
+//! as `http` types cost 300 to 700 bytes beside their values, in several allocations.
+//! Packed, a field costs its value's bytes and 6 bytes, with the name as a one-byte
+//! index into the standard names (a name outside them, rare, is kept as a `HeaderName`
+//! beside the bytes, so that a hit never allocates one). A hit builds the `HeaderMap`
+//! hyper needs from the bytes: each value is a slice of the one shared buffer (a
+//! reference count, as cloning a `HeaderValue` was).
+
+use bytes::{BufMut, Bytes};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+use crate::thin::ThinSlice;
+
+/// Bodies up to this size share one allocation with their headers: the allocator's
+/// size classes (jemalloc: 1,024, 1,280, 1,536, ... bytes) leave room after most bodies
+/// that the headers fill for free. Larger bodies are kept as they came.
+pub const INLINE_BODY_MAX: usize = 16 * 1024;
+
+/// Names stored as their index here; any other is a custom name.
+static STANDARD: [HeaderName; 79] = [
+    header::ACCEPT,
+    header::ACCEPT_CHARSET,
+    header::ACCEPT_ENCODING,
+    header::ACCEPT_LANGUAGE,
+    header::ACCEPT_RANGES,
+    header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+    header::ACCESS_CONTROL_ALLOW_HEADERS,
+    header::ACCESS_CONTROL_ALLOW_METHODS,
+    header::ACCESS_CONTROL_ALLOW_ORIGIN,
+    header::ACCESS_CONTROL_EXPOSE_HEADERS,
+    header::ACCESS_CONTROL_MAX_AGE,
+    header::ACCESS_CONTROL_REQUEST_HEADERS,
+    header::ACCESS_CONTROL_REQUEST_METHOD,
+    header::AGE,
+    header::ALLOW,
+    header::ALT_SVC,
+    header::AUTHORIZATION,
+    header::CACHE_CONTROL,
+    header::CACHE_STATUS,
+    header::CDN_CACHE_CONTROL,
+    header::CONNECTION,
+    header::CONTENT_DISPOSITION,
+    header::CONTENT_ENCODING,
+    header::CONTENT_LANGUAGE,
+    header::CONTENT_LENGTH,
+    header::CONTENT_LOCATION,
+    header::CONTENT_RANGE,
+    header::CONTENT_SECURITY_POLICY,
+    header::CONTENT_SECURITY_POLICY_REPORT_ONLY,
+    header::CONTENT_TYPE,
+    header::COOKIE,
+    header::DNT,
+    header::DATE,
+    header::ETAG,
+    header::EXPECT,
+    header::EXPIRES,
+    header::FORWARDED,
+    header::FROM,
+    header::HOST,
+    header::IF_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_NONE_MATCH,
+    header::IF_RANGE,
+    header::IF_UNMODIFIED_SINCE,
+    header::LAST_MODIFIED,
+    header::LINK,
+    header::LOCATION,
+    header::MAX_FORWARDS,
+    header::ORIGIN,
+    header::PRAGMA,
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::PUBLIC_KEY_PINS,
+    header::PUBLIC_KEY_PINS_REPORT_ONLY,
+    header::RANGE,
+    header::REFERER,
+    header::REFERRER_POLICY,
+    header::REFRESH,
+    header::RETRY_AFTER,
+    header::SEC_WEBSOCKET_ACCEPT,
+    header::SEC_WEBSOCKET_EXTENSIONS,
+    header::SEC_WEBSOCKET_KEY,
+    header::SEC_WEBSOCKET_PROTOCOL,
+    header::SEC_WEBSOCKET_VERSION,
+    header::SERVER,
+    header::SET_COOKIE,
+    header::STRICT_TRANSPORT_SECURITY,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::USER_AGENT,
+    header::UPGRADE,
+    header::UPGRADE_INSECURE_REQUESTS,
+    header::VARY,
+    header::VIA,
+    header::WARNING,
+    header::WWW_AUTHENTICATE,
+    header::X_CONTENT_TYPE_OPTIONS,
+    header::X_FRAME_OPTIONS,
+];
+
+/// The name byte of a field whose name is the next of `StoredHeaders::custom`.
+const CUSTOM: u8 = u8::MAX;
+/// Flag byte: the value was marked sensitive.
+const SENSITIVE: u8 = 1;
+/// Name byte, flag byte, value length (u32, little-endian).
+const FIELD_HEAD: usize = 6;
+
+fn standard_index(name: &HeaderName) -> Option<u8> {
+    STANDARD
+        .iter()
+        .position(|n| n == name)
+        .and_then(|i| u8::try_from(i).ok())
+}
+
+/// The header fields of a stored response, packed: per field a name byte (an index into
+/// the standard names, or "the next custom name"), a flag byte and the value's length,
+/// then its bytes; names outside the standard ones in a list of their own.
+#[derive(Debug, Clone, Default)]
+pub struct StoredHeaders {
+    /// The packed fields; a slice of the buffer shared with the body when
+    /// [`StoredHeaders::with_body`] made it.
+    buf: Bytes,
+    /// The names that are not standard, in the order their fields come (none: no
+    /// allocation).
+    custom: ThinSlice<HeaderName>,
+}
+
+impl PartialEq for StoredHeaders {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for StoredHeaders {}
+
+/// Bytes needed to pack `headers`.
+fn packed_len(headers: &HeaderMap) -> usize {
+    headers.values().map(|v| v.len() + FIELD_HEAD).sum()
+}
+
+/// Appends `headers` to `out` as packed fields; returns the custom names.
+fn pack(headers: &HeaderMap, out: &mut Vec<u8>) -> ThinSlice<HeaderName> {
+    let mut custom = Vec::new();
+    for (name, value) in headers {
+        let code = standard_index(name).unwrap_or_else(|| {
+            custom.push(name.clone());
+            CUSTOM
+        });
+        let Ok(len) = u32::try_from(value.len()) else {
+            // Beyond 4 GiB a value never got through hyper's header limits; dropped.
+            continue;
+        };
+        out.push(code);
+        out.push(if value.is_sensitive() { SENSITIVE } else { 0 });
+        out.put_u32_le(len);
+        out.extend_from_slice(value.as_bytes());
+    }
+    custom.into()
+}
+
+impl StoredHeaders {
+    pub fn new(headers: &HeaderMap) -> StoredHeaders {
+        let mut out = Vec::with_capacity(packed_len(headers));
+        let custom = pack(headers, &mut out);
+        StoredHeaders {
+            buf: Bytes::from(out),
+            custom,
+        }
+    }
+
+    /// The headers and a body of up to [`INLINE_BODY_MAX`] bytes in one allocation: the
+    /// returned body has `body`'s bytes. A larger body is returned as it is.
+    pub fn with_body(headers: &HeaderMap, body: Bytes) -> (StoredHeaders, Bytes) {
+        if body.len() > INLINE_BODY_MAX {
+            return (StoredHeaders::new(headers), body);
+        }
+        let mut out = Vec::with_capacity(packed_len(headers) + body.len());
+        let custom = pack(headers, &mut out);
+        let at = out.len();
+        out.extend_from_slice(&body);
+        let all = Bytes::from(out);
+        let stored = StoredHeaders {
+            buf: all.slice(..at),
+            custom,
+        };
+        (stored, all.slice(at..))
+    }
+
+    /// The fields as a `HeaderMap`, in their order (repeated fields stay repeated).
+    pub fn to_map(&self) -> HeaderMap {
+        let mut map = HeaderMap::with_capacity(self.len());
+        for (n, v) in self.iter() {
+            map.append(n.clone(), v);
+        }
+        map
+    }
+
+    /// The first value of `name`.
+    pub fn get(&self, name: impl AsHeaderName) -> Option<HeaderValue> {
+        let name = name.as_str_name();
+        self.iter()
+            .find(|(n, _)| n.as_str().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+
+    pub fn contains_key(&self, name: impl AsHeaderName) -> bool {
+        let name = name.as_str_name();
+        self.fields()
+            .any(|f| f.name.as_str().eq_ignore_ascii_case(name))
+    }
+
+    /// The fields in their order: the name, and the value (a slice of the stored
+    /// bytes, no copy).
+    pub fn iter(&self) -> impl Iterator<Item = (&HeaderName, HeaderValue)> + '_ {
+        self.fields().filter_map(|f| {
+            let value = HeaderValue::from_maybe_shared(self.buf.slice(f.value.clone()));
+            // The bytes were a valid HeaderValue when stored; a field that no longer
+            // parses is left out rather than served.
+            let mut value = value.ok()?;
+            value.set_sensitive(f.sensitive);
+            Some((f.name, value))
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.fields().count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Bytes the packed fields take (their values, 6 bytes per field, the custom names).
+    pub fn size(&self) -> usize {
+        self.buf.len()
+            + self
+                .custom
+                .iter()
+                .map(|n| n.as_str().len() + std::mem::size_of::<HeaderName>())
+                .sum::<usize>()
+    }
+
+    fn fields(&self) -> Fields<'_> {
+        Fields {
+            buf: &self.buf,
+            at: 0,
+            custom: self.custom.iter(),
+        }
+    }
+}
+
+/// One packed field: its name, where its value's bytes are, whether it is sensitive.
+struct Field<'a> {
+    name: &'a HeaderName,
+    value: std::ops::Range<usize>,
+    sensitive: bool,
+}
+
+struct Fields<'a> {
+    buf: &'a [u8],
+    at: usize,
+    custom: std::slice::Iter<'a, HeaderName>,
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Field<'a>;
+
+    fn next(&mut self) -> Option<Field<'a>> {
+        let head = self.buf.get(self.at..self.at + FIELD_HEAD)?;
+        let len = u32::from_le_bytes([head[2], head[3], head[4], head[5]]) as usize;
+        let start = self.at + FIELD_HEAD;
+        let end = start.checked_add(len).filter(|&e| e <= self.buf.len())?;
+        let name = match head[0] {
+            CUSTOM => self.custom.next()?,
+            i => STANDARD.get(usize::from(i))?,
+        };
+        self.at = end;
+        Some(Field {
+            name,
+            value: start..end,
+            sensitive: head[1] & SENSITIVE != 0,
+        })
+    }
+}
+
+/// Header names as `get` takes them: `http::header::ETAG` or `"etag"`.
+pub trait AsHeaderName {
+    fn as_str_name(&self) -> &str;
+}
+
+impl AsHeaderName for HeaderName {
+    fn as_str_name(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsHeaderName for &HeaderName {
+    fn as_str_name(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsHeaderName for &str {
+    fn as_str_name(&self) -> &str {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.append("x-a", HeaderValue::from_static("1"));
+        h.append("x-a", HeaderValue::from_static("2"));
+        h.append("etag", HeaderValue::from_static("\"e\""));
+        h.append("x-b", HeaderValue::from_static(""));
+        let mut secret = HeaderValue::from_static("s");
+        secret.set_sensitive(true);
+        h.append("x-secret", secret);
+        h
+    }
+
+    #[test]
+    fn stored_headers_keep_every_value_in_order() {
+        let h = sample();
+        let c = StoredHeaders::new(&h);
+        assert_eq!(c.to_map(), h);
+        assert_eq!(c.len(), 5);
+        assert_eq!(c.get(http::header::ETAG).unwrap(), "\"e\"");
+        assert_eq!(c.get("X-A").unwrap(), "1");
+        assert_eq!(c.get("x-b").unwrap(), "");
+        assert!(c.get("x-c").is_none());
+        assert!(c.contains_key("x-secret"));
+        assert!(c.get("x-secret").unwrap().is_sensitive());
+        let names: Vec<_> = c.iter().map(|(n, _)| n.as_str().to_string()).collect();
+        assert_eq!(names, ["x-a", "x-a", "etag", "x-b", "x-secret"]);
+    }
+
+    #[test]
+    fn with_body_shares_one_buffer_and_keeps_both() {
+        let h = sample();
+        let body = Bytes::from_static(b"<p>hello</p>");
+        let (c, b) = StoredHeaders::with_body(&h, body.clone());
+        assert_eq!(b, body);
+        assert_eq!(c.to_map(), h);
+        assert_eq!(c, StoredHeaders::new(&h));
+        // A large body stays as it came.
+        let large = Bytes::from(vec![7u8; INLINE_BODY_MAX + 1]);
+        let (c, b) = StoredHeaders::with_body(&h, large.clone());
+        assert_eq!(b.as_ptr(), large.as_ptr());
+        assert_eq!(c.to_map(), h);
+    }
+
+    #[test]
+    fn empty_and_default_are_empty() {
+        assert!(StoredHeaders::default().is_empty());
+        assert_eq!(StoredHeaders::new(&HeaderMap::new()).len(), 0);
+        assert!(StoredHeaders::default().to_map().is_empty());
+    }
+}

@@ -1,0 +1,185 @@
+//! The store's contract: variants, removal, purges, expiry, the byte bound.
+
+use super::*;
+use crate::key::Scheme;
+use crate::key::VaryKey;
+use crate::policy::Freshness;
+use http::header::{HeaderValue, VARY};
+
+fn entry(id: u64, lang: &'static str) -> Arc<Entry> {
+    entry_aged(id, lang, 60, 0, 1)
+}
+
+/// An entry fresh for `lifetime` s, `age` s old, with a body of `size` bytes.
+fn entry_aged(id: u64, lang: &'static str, lifetime: u64, age: u64, size: usize) -> Arc<Entry> {
+    let mut resp = HeaderMap::new();
+    resp.insert(VARY, HeaderValue::from_static("accept-language"));
+    let mut req = HeaderMap::new();
+    req.insert("accept-language", HeaderValue::from_static(lang));
+    Arc::new(Entry {
+        id,
+        status: http::StatusCode::OK,
+        headers: crate::StoredHeaders::new(&resp),
+        body: bytes::Bytes::from(vec![b'x'; size]),
+        coding: levee_compress::Coding::Identity,
+        levee_coded: None,
+        vary: VaryKey::new(&resp, &req),
+        freshness: Freshness {
+            lifetime: Duration::from_secs(lifetime),
+            stale_while_revalidate: Duration::ZERO,
+            stale_if_error: Duration::ZERO,
+            must_revalidate: false,
+            no_cache: false,
+            grace: Duration::ZERO,
+            retain: Duration::ZERO,
+        },
+        initial_age: Duration::ZERO,
+        response_time: crate::clock::now() - Duration::from_secs(age),
+        soft_purged: Default::default(),
+        derived: Default::default(),
+        tags: Default::default(),
+    })
+}
+
+fn lang(l: &'static str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("accept-language", HeaderValue::from_static(l));
+    h
+}
+
+#[test]
+fn remove_drops_one_variant_by_id() {
+    let store = Store::new(1 << 20);
+    let k = CacheKey::for_request(Scheme::Http, &"/k".parse().unwrap(), &HeaderMap::new());
+    store.insert(k.clone(), entry(1, "en"));
+    store.insert(k.clone(), entry(2, "ko"));
+    // An id that is no longer stored changes nothing.
+    store.remove(&k, 99);
+    assert!(store.get(&k, &lang("en")).is_some());
+    store.remove(&k, 1);
+    assert!(store.get(&k, &lang("en")).is_none());
+    assert_eq!(store.get(&k, &lang("ko")).map(|e| e.id), Some(2));
+    store.remove(&k, 2);
+    assert!(store.get(&k, &lang("ko")).is_none());
+}
+
+#[test]
+fn soft_purge_marks_only_what_it_picks() {
+    let store = Store::new(1 << 20);
+    let k = |p: &str| CacheKey::for_request(Scheme::Http, &p.parse().unwrap(), &HeaderMap::new());
+    store.insert(k("/a"), entry(1, "en"));
+    store.insert(k("/b"), entry(2, "en"));
+    let now = crate::clock::now();
+    assert!(store
+        .get(&k("/a"), &lang("en"))
+        .unwrap()
+        .staleness(now)
+        .is_ok());
+    assert_eq!(store.soft_purge(|key, _| key.as_str().ends_with("/a")), 1);
+    assert!(store
+        .get(&k("/a"), &lang("en"))
+        .unwrap()
+        .staleness(now)
+        .is_err());
+    assert!(store
+        .get(&k("/b"), &lang("en"))
+        .unwrap()
+        .staleness(now)
+        .is_ok());
+}
+
+fn key(path: &str) -> CacheKey {
+    CacheKey::for_request(Scheme::Http, &path.parse().unwrap(), &HeaderMap::new())
+}
+
+#[test]
+fn variants_come_newest_first_and_insert_variants_replaces_them() {
+    let store = Store::new(1 << 20);
+    let k = key("/v");
+    assert!(store.variants(&k).is_empty());
+    store.insert(k.clone(), entry(1, "en"));
+    store.insert(k.clone(), entry(2, "ko"));
+    store.insert(k.clone(), entry(3, "en"));
+    let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id).collect();
+    assert_eq!(ids, [3, 2]);
+    store.insert_variants(k.clone(), vec![entry(7, "fr"), entry(8, "de")]);
+    let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id).collect();
+    assert_eq!(ids, [7, 8]);
+    assert_eq!(store.get(&k, &lang("de")).map(|e| e.id), Some(8));
+    assert!(store.get(&k, &lang("en")).is_none());
+    store.insert_variants(k.clone(), Vec::new());
+    assert!(store.variants(&k).is_empty());
+    assert_eq!(store.len(), 0);
+}
+
+#[test]
+fn a_response_without_vary_replaces_every_variant() {
+    let store = Store::new(1 << 20);
+    let k = key("/n");
+    store.insert(k.clone(), entry(1, "en"));
+    store.insert(k.clone(), entry(2, "ko"));
+    let mut plain = Arc::try_unwrap(entry(3, "en")).unwrap();
+    plain.vary = VaryKey::default();
+    store.insert(k.clone(), Arc::new(plain));
+    let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id).collect();
+    assert_eq!(ids, [3]);
+    assert_eq!(store.get(&k, &lang("ko")).map(|e| e.id), Some(3));
+}
+
+#[test]
+fn an_entry_past_freshness_and_retain_is_gone_on_the_next_get() {
+    let store = Store::new(1 << 20);
+    let k = key("/old");
+    store.insert(k.clone(), entry_aged(1, "en", 5, 10, 1));
+    assert_eq!(store.len(), 1);
+    assert!(store.get(&k, &lang("en")).is_none());
+    assert_eq!(store.len(), 0, "removed, not only hidden");
+    assert!(store.variants(&k).is_empty());
+    // Stale but within its lifetime plus retain: still there (grace, validation).
+    let mut kept = Arc::try_unwrap(entry_aged(2, "en", 5, 10, 1)).unwrap();
+    kept.freshness.retain = Duration::from_secs(60);
+    store.insert(k.clone(), Arc::new(kept));
+    assert_eq!(store.get(&k, &lang("en")).map(|e| e.id), Some(2));
+}
+
+#[test]
+fn the_sweep_removes_useless_entries() {
+    let store = Store::new(1 << 20);
+    for i in 0..10 {
+        store.insert(key(&format!("/s{i}")), entry_aged(i, "en", 5, 10, 1));
+    }
+    store.insert(key("/live"), entry(100, "en"));
+    store.run_pending_tasks();
+    assert_eq!(store.len(), 1);
+}
+
+#[test]
+fn weighted_size_never_exceeds_the_capacity() {
+    let capacity = 64 * 1024;
+    let store = Store::new(capacity);
+    for i in 0..1000 {
+        store.insert(key(&format!("/w{i}")), entry_aged(i, "en", 60, 0, 1000));
+        assert!(store.weighted_size() <= capacity);
+    }
+    store.run_pending_tasks();
+    assert!(store.weighted_size() <= capacity);
+    assert!(store.evictions() > 0);
+    assert!(store.len() < 1000 && store.len() > 10, "{}", store.len());
+    // The last one stored is there.
+    assert!(store.get(&key("/w999"), &lang("en")).is_some());
+}
+
+#[test]
+fn the_same_url_in_two_sites_is_two_entries() {
+    let store = Store::new(1 << 20);
+    let a = key("/same");
+    let b = key("/same").in_site(1);
+    store.insert(a.clone(), entry(1, "en"));
+    assert!(store.get(&b, &lang("en")).is_none());
+    store.insert(b.clone(), entry(2, "en"));
+    assert_eq!(store.get(&a, &lang("en")).map(|e| e.id), Some(1));
+    assert_eq!(store.get(&b, &lang("en")).map(|e| e.id), Some(2));
+    assert_eq!(store.purge(false, |k, _| k.site() == 1), 1);
+    assert!(store.get(&b, &lang("en")).is_none());
+    assert!(store.get(&a, &lang("en")).is_some());
+}
