@@ -141,7 +141,16 @@ impl Settings {
             if self.cache.redis.is_empty() {
                 "off".into()
             } else {
-                self.cache.redis.join(", ")
+                // A password in a URL is not for `--check`'s output.
+                self.cache
+                    .redis
+                    .iter()
+                    .map(|u| match (u.split_once("://"), u.rsplit_once('@')) {
+                        (Some((scheme, _)), Some((_, host))) => format!("{scheme}://***@{host}"),
+                        _ => u.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
             },
         );
         global(

@@ -20,6 +20,7 @@ mod options;
 mod presets;
 mod settings;
 mod site;
+mod tiers;
 
 use std::path::PathBuf;
 
@@ -33,13 +34,13 @@ pub use options::{
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
 pub use settings::{
     AccessLog, AccessLogFormat, AcmeChallenge, AcmeSettings, AdminSettings, BackendLimit,
-    CacheSettings, CompressionSettings, DiskSettings, Limits, PurgeSettings, Settings, SiteIndex,
-    TlsSettings,
+    CacheSettings, CompressionSettings, Limits, PurgeSettings, Settings, SiteIndex, TlsSettings,
 };
 pub use site::{
     host_matches, AnonymousSettings, CacheRules, EditInvalidation, FastCgiSettings, Route,
     RouteTarget, Site, StaticSettings,
 };
+pub use tiers::DiskSettings;
 
 /// An error in the configuration: always says what to change.
 #[derive(Debug, thiserror::Error)]

@@ -28,16 +28,9 @@ pub struct CacheSettings {
     /// RFC 9213); `Levee-Cache-Control` is levee's own and always removed.
     pub strip_cdn_cache_control: bool,
     /// The disk tier (levee-disk), when a directory is given.
-    pub disk: Option<DiskSettings>,
+    pub disk: Option<crate::DiskSettings>,
     /// The shared tier's Redis URLs (levee-redis); empty: no shared tier.
     pub redis: Vec<String>,
-}
-
-/// Where the disk tier keeps responses, and how many bytes of them at most.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiskSettings {
-    pub path: std::path::PathBuf,
-    pub size: u64,
 }
 
 /// Limits and timeouts that keep one client or a slow backend from taking levee down.
@@ -530,40 +523,7 @@ impl CompressionSettings {
 
 impl CacheSettings {
     fn from_options(c: CacheOptions) -> Result<CacheSettings, ConfigError> {
-        let disk_size = size("cache.disk_size", c.disk_size)?;
-        let disk = match c.disk_path {
-            Some(p) if !p.trim().is_empty() => {
-                if disk_size == 0 {
-                    return Err(ConfigError::invalid(
-                        "cache.disk_size",
-                        "the disk tier needs room: give a size like 10GiB, or drop disk_path to turn it off",
-                    ));
-                }
-                Some(DiskSettings {
-                    path: p.into(),
-                    size: disk_size,
-                })
-            }
-            _ => None,
-        };
-        let redis: Vec<String> = c
-            .redis
-            .map(crate::OneOrMany::into_vec)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|u| !u.trim().is_empty())
-            .collect();
-        for url in &redis {
-            let ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
-                .iter()
-                .any(|s| url.len() > s.len() && url[..s.len()].eq_ignore_ascii_case(s));
-            if !ok {
-                return Err(ConfigError::invalid(
-                    "cache.redis",
-                    format!("`{url}` is not a Redis URL; write it like redis://127.0.0.1:6379 (or rediss:// for TLS)"),
-                ));
-            }
-        }
+        let (disk, redis) = crate::tiers::from_options(c.disk_path, c.disk_size, c.redis)?;
         Ok(CacheSettings {
             disk,
             redis,

@@ -533,3 +533,38 @@ fn cdn_cache_control_is_stripped_unless_kept_for_every_site_at_once() {
         "{e}"
     );
 }
+
+#[test]
+fn the_tiers_below_memory_are_off_unless_given_and_checked_when_given() {
+    let s = resolve("", with_backend()).unwrap();
+    assert_eq!(s.cache.disk, None);
+    assert!(s.cache.redis.is_empty());
+    let s = resolve(
+        "[cache]\ndisk_path = \"/var/cache/levee\"\ndisk_size = \"2GiB\"\nredis = \"redis://10.0.0.5:6379\"",
+        with_backend(),
+    )
+    .unwrap();
+    let disk = s.cache.disk.unwrap();
+    assert_eq!(disk.path, std::path::Path::new("/var/cache/levee"));
+    assert_eq!(disk.size, 2 << 30);
+    assert_eq!(s.cache.redis, ["redis://10.0.0.5:6379"]);
+    for (toml, option) in [
+        (
+            "[cache]\ndisk_path = \"/d\"\ndisk_size = \"0\"",
+            "cache.disk_size",
+        ),
+        ("[cache]\nredis = \"10.0.0.5:6379\"", "cache.redis"),
+        ("[cache]\nredis = [\"http://x\"]", "cache.redis"),
+        (
+            "[[site]]\nhosts = [\"a.example\"]\n[site.cache]\ndisk_path = \"/d\"",
+            "cache.disk_path",
+        ),
+        (
+            "[[site]]\nhosts = [\"a.example\"]\n[site.cache]\nredis = \"redis://x\"",
+            "cache.redis",
+        ),
+    ] {
+        let e = resolve(toml, with_backend()).unwrap_err().to_string();
+        assert!(e.contains(option), "{toml}: {e}");
+    }
+}

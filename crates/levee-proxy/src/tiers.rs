@@ -96,7 +96,7 @@ impl Tiers {
         };
         tracing::info!(
             disk = %cache.disk.as_ref().map_or("off".into(), |d| format!("{} ({} bytes)", d.path.display(), d.size)),
-            redis = %if cache.redis.is_empty() { "off".into() } else { cache.redis.join(", ") },
+            redis = %if cache.redis.is_empty() { "off".into() } else { cache.redis.iter().map(|u| levee_redis::url_for_logs(u)).collect::<Vec<_>>().join(", ") },
             "cache tiers below memory"
         );
         Ok(Some(Tiers {
@@ -187,18 +187,6 @@ impl Tiers {
             }
         }
         drop(lock);
-    }
-
-    /// After memory changed `key` outside a fill (a 304's refresh): the same, in the
-    /// background.
-    pub fn changed(&self, store: &Store, key: &CacheKey) {
-        let variants = store.variants(key);
-        if let Some(disk) = &self.disk {
-            disk.put(key, &variants);
-        }
-        if let (Some(redis), false) = (&self.redis, variants.is_empty()) {
-            redis.put(key, &variants);
-        }
     }
 
     /// [`Tiers::ban`] for each, off the worker thread (the disk tier syncs its ban log),

@@ -160,7 +160,7 @@ pub(crate) fn client(url: &str) -> Result<redis::Client, RedisError> {
 }
 
 /// `url` with its password, if any, replaced by `***`: what logs and errors show.
-pub(crate) fn shown(url: &str) -> String {
+pub fn shown(url: &str) -> String {
     match redis::parse_redis_url(url) {
         Some(mut u) => {
             if u.password().is_some() {

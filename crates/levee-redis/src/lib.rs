@@ -41,6 +41,7 @@ mod sync;
 mod tier;
 
 pub use config::{RedisConfig, RedisError};
+pub use keys::shown as url_for_logs;
 pub use lock::{Lock, LockGuard};
 pub use stats::RedisStats;
 pub use tier::Redis;

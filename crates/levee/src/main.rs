@@ -118,6 +118,8 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 Some(
                     levee_proxy::ServeError::Tls(_)
                         | levee_proxy::ServeError::Acme(_)
+                        // A disk directory levee cannot use, a Redis URL it cannot read.
+                        | levee_proxy::ServeError::Tier(_)
                         // levee.socket and levee.toml disagree.
                         | levee_proxy::ServeError::Activation(_)
                 )

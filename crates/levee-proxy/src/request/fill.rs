@@ -294,7 +294,12 @@ async fn run_fill(
                 return fill.set_head(FillHead::abandoned());
             };
             let entry = refresh(shared, site, &key, &ctx, stale, head.headers, &received);
-            return fill.set_head(FillHead::Refreshed(entry));
+            fill.set_head(FillHead::Refreshed(entry));
+            // The new freshness below memory too (before another node's wait ends).
+            if let Some(tiers) = &shared.tiers {
+                tiers.stored(&shared.store, &key, lock).await;
+            }
+            return;
         }
         AfterFetch::Full(full) => full,
     };
@@ -524,10 +529,6 @@ fn refresh(
         // Only this response became unstorable (say, the 304 said no-store); the other
         // variants of the URL are not its business.
         shared.store.remove(key, stale.id);
-    }
-    if let Some(tiers) = &shared.tiers {
-        // The new freshness below memory too.
-        tiers.changed(&shared.store, key);
     }
     entry
 }

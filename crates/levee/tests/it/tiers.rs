@@ -78,7 +78,7 @@ async fn disk_objects_survive_a_restart() {
     {
         let levee = with_disk(&origin, dir.path());
         for p in &paths {
-            assert_page(&levee.get(p).await, p);
+            assert_page(&get(&levee, p).await, p);
         }
         levee.wait_fills_done().await;
         levee
@@ -91,7 +91,7 @@ async fn disk_objects_survive_a_restart() {
     let asked = origin.requests();
     let levee = with_disk(&origin, dir.path());
     for p in &paths {
-        let r = levee.get(p).await;
+        let r = get(&levee, p).await;
         assert_page(&r, p);
         assert_eq!(r.x_cache(), "HIT", "{p} after the restart");
     }
@@ -118,7 +118,11 @@ async fn kill_9_during_heavy_writes_then_a_restart_serves_no_torn_body() {
             for p in paths.iter().skip(c).step_by(8) {
                 // Requests fail once levee is killed: expected. Until then, every
                 // page is whole.
-                match Req::get(p).try_send_to(addr).await {
+                match Req::get(p)
+                    .header("host", "site.test")
+                    .try_send_to(addr)
+                    .await
+                {
                     Some(r) if r.status == 200 => assert_page(&r, p),
                     _ => return,
                 }
@@ -138,7 +142,7 @@ async fn kill_9_during_heavy_writes_then_a_restart_serves_no_torn_body() {
     let levee = with_disk(&origin, dir.path());
     let mut from_disk = 0;
     for p in paths.iter() {
-        let r = levee.get(p).await;
+        let r = get(&levee, p).await;
         assert_page(&r, p);
         if r.x_cache() == "HIT" {
             from_disk += 1;
@@ -150,7 +154,7 @@ async fn kill_9_during_heavy_writes_then_a_restart_serves_no_torn_body() {
     );
     // And they are served from memory now, still whole.
     for p in paths.iter().take(50) {
-        assert_page(&levee.get(p).await, p);
+        assert_page(&get(&levee, p).await, p);
     }
 }
 
@@ -158,12 +162,11 @@ async fn kill_9_during_heavy_writes_then_a_restart_serves_no_torn_body() {
 async fn a_purge_before_a_restart_stays_purged() {
     let origin = origin();
     let dir = temp_dir("disk-purge");
-    let host;
+    let host = "site.test";
     {
         let mut levee = with_disk(&origin, dir.path());
-        host = levee.addr().to_string();
         for p in ["/p/1", "/p/2", "/tagged/1", "/tagged/2", "/kept/1"] {
-            assert_page(&levee.get(p).await, p);
+            assert_page(&get(&levee, p).await, p);
         }
         levee.wait_fills_done().await;
         levee
@@ -175,16 +178,15 @@ async fn a_purge_before_a_restart_stays_purged() {
         // Killed right after the purges: nothing gets a chance to tidy up.
         levee.kill();
     }
-    // The restarted levee listens on another port: the pages' keys name the old one.
     let levee = with_disk(&origin, dir.path());
     let before = origin.requests();
     for p in ["/p/1", "/p/2", "/tagged/1", "/tagged/2"] {
-        let r = Req::get(p).header("host", &host).send(&levee).await;
+        let r = get(&levee, p).await;
         assert_page(&r, p);
         assert_eq!(r.x_cache(), "MISS", "{p} came back after its purge");
     }
     assert_eq!(origin.requests(), before + 4);
-    let r = Req::get("/kept/1").header("host", &host).send(&levee).await;
+    let r = get(&levee, "/kept/1").await;
     assert_page(&r, "/kept/1");
     assert_eq!(r.x_cache(), "HIT", "an unpurged page is kept");
 }
@@ -363,5 +365,37 @@ async fn with_redis_stopped_mid_load_no_request_for_a_local_object_fails() {
     for n in &nodes {
         n.wait_metric_within("levee_redis_up", Duration::from_secs(40), |v| v == 1.0)
             .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tiers_are_off_by_default_and_a_bad_one_is_refused_with_what_to_do() {
+    let origin = origin();
+    let levee = levee!().backend(&origin.url()).start();
+    let metrics = levee.admin(Req::get("/metrics")).await.text();
+    assert!(!metrics.contains("levee_disk_") && !metrics.contains("levee_redis_"));
+    drop(levee);
+
+    let dir = temp_dir("disk-refused");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let second = dir.path().join("taken");
+    // A file where the directory should be; a directory another levee holds.
+    let _holder = with_disk(&origin, &second);
+    for (path, says) in [(&file, "not a directory"), (&second, "another")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--backend",
+                &origin.url(),
+            ])
+            .args(["--cache-disk", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.to_lowercase().contains(says), "{stderr}");
     }
 }

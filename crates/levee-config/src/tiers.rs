@@ -1,0 +1,56 @@
+//! The tiers below memory (`[cache] disk_path`, `disk_size`, `redis`): checked here, run
+//! by levee-disk and levee-redis.
+
+use crate::convert::size;
+use crate::{ConfigError, OneOrMany};
+
+/// Where the disk tier keeps responses, and how many bytes of them at most.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskSettings {
+    pub path: std::path::PathBuf,
+    pub size: u64,
+}
+
+/// The disk tier (when `disk_path` is set) and the Redis URLs (empty: no shared tier).
+pub(crate) fn from_options(
+    disk_path: Option<String>,
+    disk_size: Option<String>,
+    redis: Option<OneOrMany>,
+) -> Result<(Option<DiskSettings>, Vec<String>), ConfigError> {
+    let disk_size = size("cache.disk_size", disk_size)?;
+    let disk = match disk_path {
+        Some(p) if !p.trim().is_empty() => {
+            if disk_size == 0 {
+                return Err(ConfigError::invalid(
+                    "cache.disk_size",
+                    "the disk tier needs room: give a size like 10GiB, or drop disk_path to turn it off",
+                ));
+            }
+            Some(DiskSettings {
+                path: p.into(),
+                size: disk_size,
+            })
+        }
+        _ => None,
+    };
+    let redis: Vec<String> = redis
+        .map(OneOrMany::into_vec)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|u| !u.trim().is_empty())
+        .collect();
+    for url in &redis {
+        let ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
+            .iter()
+            .any(|s| url.len() > s.len() && url[..s.len()].eq_ignore_ascii_case(s));
+        if !ok {
+            return Err(ConfigError::invalid(
+                "cache.redis",
+                format!(
+                    "`{url}` is not a Redis URL; write it like redis://127.0.0.1:6379 (or rediss:// for TLS)"
+                ),
+            ));
+        }
+    }
+    Ok((disk, redis))
+}
