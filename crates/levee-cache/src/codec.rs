@@ -8,9 +8,10 @@
 //! between machines) with its age intact; they are read back onto levee's clock.
 //!
 //! Hand-written rather than serde: the format must be stable across versions (a disk
-//! tier survives upgrades), bodies must come back as slices of the record without a
-//! copy, and every field is validated as it is read: the bytes come from a file or from
-//! a Redis any node can write, so nothing here trusts them (no panics, lengths checked).
+//! tier survives upgrades), large bodies must come back as slices of the record without
+//! a copy (small ones go next to their headers, as a fill stores them), and every field
+//! is validated as it is read: the bytes come from a file or from a Redis any node can
+//! write, so nothing here trusts them (no panics, lengths checked).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -240,8 +241,8 @@ pub fn peek(first: &[u8]) -> Option<(CacheKey, SystemTime, SystemTime)> {
     Some((CacheKey::stored(url, usize::from(site)), written, keep))
 }
 
-/// Reads a record back, checking its checksum and every field. Bodies are slices of
-/// `record` (no copy).
+/// Reads a record back, checking its checksum and every field. Large bodies are slices
+/// of `record` (no copy); small ones are stored with their headers, as a fill does.
 pub fn decode(record: Bytes) -> Result<Decoded, CodecError> {
     if record.len() < PREFIX || &record[..4] != MAGIC {
         return Err(CodecError::Magic);
@@ -330,12 +331,15 @@ pub fn decode(record: Bytes) -> Result<Decoded, CodecError> {
             .checked_add(body_len)
             .filter(|&e| e <= record.len())
             .ok_or(CodecError::Invalid("body length"))?;
-        let body = record.slice(body_at..end);
+        // A small body is copied next to its headers, as a fill stores it, rather than
+        // kept as a slice that would pin the whole record (its meta, other variants);
+        // a large one stays a slice, without a copy.
+        let (headers, body) = StoredHeaders::with_body(&headers, record.slice(body_at..end));
         body_at = end;
         variants.push(Arc::new(Entry {
             id: Entry::next_id(),
             status,
-            headers: StoredHeaders::new(&headers),
+            headers,
             body,
             coding,
             levee_coded,
