@@ -6,7 +6,7 @@
 //! parent-death signal levee-app sets for its processes, here without unsafe code).
 //!
 //! ```no_run
-//! let redis = levee_test::Redis::start();
+//! let mut redis = levee_test::Redis::start();
 //! let url = redis.url(); // redis://127.0.0.1:PORT/0
 //! redis.stop();          // as if the server crashed
 //! redis.restart();       // back on the same port, empty
