@@ -37,16 +37,6 @@ if [ -n "${BASELINE:-}" ]; then
 fi
 open_report hits
 
-write_vcl() { # write_vcl FILE BACKEND_PORT: Varnish's built-in rules plus an X-Cache header
-    cat >"$1" <<EOF
-vcl 4.1;
-backend origin { .host = "127.0.0.1"; .port = "$2"; }
-sub vcl_deliver {
-    if (obj.hits > 0) { set resp.http.X-Cache = "HIT"; } else { set resp.http.X-Cache = "MISS"; }
-}
-EOF
-}
-
 # start_all LABEL BODY_SIZE: one origin and the three caches in front of it.
 # Sets PORT[server], PID[server], ORIGIN_PORT, and VARNISH_DIR / NGINX_DIR.
 declare -A PORT PID
@@ -69,7 +59,7 @@ start_all() {
         PID[levee-base]=$LEVEE_PID
     fi
     PORT[varnish]=$(free_port)
-    write_vcl "$WORK/hits-$label.vcl" "$ORIGIN_PORT"
+    xcache_vcl "$WORK/hits-$label.vcl" "$ORIGIN_PORT"
     start_varnish "varnish-$label" "${PORT[varnish]}" "$WORK/hits-$label.vcl" malloc,1G
     PID[varnish]=$VARNISH_PID
     PORT[nginx]=$(free_port)
@@ -185,7 +175,6 @@ stop_all
 
 # ---- report -------------------------------------------------------------------------------
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 report "# Cache hits: levee vs Varnish vs nginx ($(date '+%Y-%m-%d %H:%M'))" ""
 machine_info

@@ -266,6 +266,19 @@ EOF
 
 # ---- measuring -------------------------------------------------------------------------
 
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+xcache_vcl() { # xcache_vcl FILE BACKEND_PORT: Varnish's built-in rules plus an X-Cache header
+    cat >"$1" <<EOF
+vcl 4.1;
+backend origin { .host = "127.0.0.1"; .port = "$2"; }
+sub vcl_deliver {
+    if (obj.hits > 0) { set resp.http.X-Cache = "HIT"; } else { set resp.http.X-Cache = "MISS"; }
+}
+EOF
+}
+
+
 # The wrk script that prints exact numbers from wrk's own histogram (no per-request Lua).
 cat >"$WORK/report.lua" <<'EOF'
 function done(summary, latency, requests)

@@ -75,18 +75,7 @@ ensure_tools "${tools[@]}"
 levee_binary
 open_report "scale-$SECTION"
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 want() { [ "$SECTION" = all ] || [ "$SECTION" = "$1" ]; }
-
-write_vcl() { # write_vcl FILE BACKEND_PORT: Varnish's built-in rules plus an X-Cache header
-    cat >"$1" <<EOF
-vcl 4.1;
-backend origin { .host = "127.0.0.1"; .port = "$2"; }
-sub vcl_deliver {
-    if (obj.hits > 0) { set resp.http.X-Cache = "HIT"; } else { set resp.http.X-Cache = "MISS"; }
-}
-EOF
-}
 
 # random.lua: GET /o/<random 1..RAND_N> (RAND_N=1: always /o/1), fixed seed, with
 # Accept-Encoding: gzip as browsers send it (levee by default stores text compressed:
@@ -100,13 +89,8 @@ math.randomseed(42)
 function request()
   return wrk.format("GET", prefix .. math.random(1, n), headers)
 end
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT rps=%.1f p50_us=%d p99_us=%d requests=%d sockerr=%d status_err=%d\n",
-    summary.requests / (summary.duration / 1e6), latency:percentile(50.0), latency:percentile(99.0),
-    summary.requests, e.connect + e.read + e.write + e.timeout, e.status))
-end
 EOF
+cat "$WORK/report.lua" >>"$WORK/random.lua"
 
 report "# Scale: $SECTION ($(date '+%Y-%m-%d %H:%M'))" ""
 machine_info
@@ -146,7 +130,7 @@ memory_section() {
                 start_levee "$s" "$port" "$origin" --cache-size 4GiB --admin-listen "127.0.0.1:$admin" "${extra[@]}"
                 pid=$LEVEE_PID ;;
             varnish)
-                write_vcl "$WORK/scale.vcl" "$origin"
+                xcache_vcl "$WORK/scale.vcl" "$origin"
                 start_varnish varnish-mem "$port" "$WORK/scale.vcl" malloc,4G
                 pid=$VARNISH_PID ;;
             *) die "unknown server $s (MEM_SERVERS: levee levee-raw varnish)" ;;

@@ -193,7 +193,13 @@ impl Bans {
     /// Applies the bans made since the record was written: removes the variants a ban
     /// removes, marks stale the ones a soft ban matches. False when nothing is left.
     pub fn apply(&self, record: &mut Decoded) -> bool {
-        let bans = self.since(record.written);
+        // Read in place, under the read lock: a record written long ago may face
+        // thousands of bans, which a copy per read would allocate again each time.
+        let Ok(list) = self.0.read() else {
+            return !record.variants.is_empty();
+        };
+        let w = unix_ms(record.written);
+        let bans = &list[list.partition_point(|b| b.at_ms < w)..];
         if bans.is_empty() {
             return !record.variants.is_empty();
         }

@@ -90,7 +90,7 @@ impl Tiers {
             };
             let runtime = TierRuntime::start()?;
             let redis = runtime
-                .run(move || Redis::connect(cfg, on_ban))?
+                .run(move || Redis::connect(cfg, on_ban))
                 .map_err(|e| ServeError::Tier(format!("the Redis tier: {e}")))?;
             (Some(redis), Some(runtime))
         };
@@ -177,10 +177,10 @@ impl Tiers {
         if let Some(disk) = &self.disk {
             disk.put(key, &variants);
         }
-        if let Some(redis) = &self.redis {
-            if variants.is_empty() {
-                // Nothing to share; the lock's release tells the waiters to fetch.
-            } else if lock.is_some() {
+        // Nothing to share when memory kept nothing: the lock's release then tells the
+        // waiting nodes to fetch themselves.
+        if let (Some(redis), false) = (&self.redis, variants.is_empty()) {
+            if lock.is_some() {
                 redis.put_now(key, &variants).await;
             } else {
                 redis.put(key, &variants);
@@ -306,9 +306,9 @@ impl TierRuntime {
     }
 
     /// Runs `f` inside the runtime (what it spawns lives there).
-    fn run<T>(&self, f: impl FnOnce() -> T) -> Result<T, ServeError> {
+    fn run<T>(&self, f: impl FnOnce() -> T) -> T {
         let _guard = self.handle.enter();
-        Ok(f())
+        f()
     }
 }
 

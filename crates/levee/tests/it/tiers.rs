@@ -191,25 +191,26 @@ async fn a_purge_before_a_restart_stays_purged() {
     assert_eq!(r.x_cache(), "HIT", "an unpurged page is kept");
 }
 
-fn node(origin: &Origin, redis: &levee_test::Redis) -> Levee {
-    levee!()
-        .backend(&origin.url())
-        .args(&["--cache-redis", &redis.url()])
-        .start()
+/// Three levee nodes in front of `origin`, sharing `redis`, each connected to it.
+async fn three_nodes(origin: &Origin, redis: &levee_test::Redis) -> [Levee; 3] {
+    let node = || {
+        levee!()
+            .backend(&origin.url())
+            .args(&["--cache-redis", &redis.url()])
+            .start()
+    };
+    let nodes = [node(), node(), node()];
+    for n in &nodes {
+        n.wait_metric("levee_redis_up", |v| v == 1.0).await;
+    }
+    nodes
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_miss_on_one_node_is_a_hit_on_the_others() {
     let redis = levee_test::Redis::start();
     let origin = origin();
-    let (a, b, c) = (
-        node(&origin, &redis),
-        node(&origin, &redis),
-        node(&origin, &redis),
-    );
-    for n in [&a, &b, &c] {
-        n.wait_metric("levee_redis_up", |v| v == 1.0).await;
-    }
+    let [a, b, c] = three_nodes(&origin, &redis).await;
     let r = get(&a, "/shared").await;
     assert_page(&r, "/shared");
     assert_eq!(r.x_cache(), "MISS");
@@ -237,14 +238,7 @@ async fn a_hundred_concurrent_misses_over_three_nodes_make_one_backend_request()
             // Long enough that every request arrives while the first is being fetched.
             .delay(Duration::from_millis(500))
     });
-    let nodes = [
-        node(&origin, &redis),
-        node(&origin, &redis),
-        node(&origin, &redis),
-    ];
-    for n in &nodes {
-        n.wait_metric("levee_redis_up", |v| v == 1.0).await;
-    }
+    let nodes = three_nodes(&origin, &redis).await;
     let addrs: Vec<_> = nodes.iter().map(|n| n.addr()).collect();
     let mut tasks = Vec::new();
     for i in 0..100 {
@@ -275,13 +269,8 @@ async fn a_hundred_concurrent_misses_over_three_nodes_make_one_backend_request()
 async fn a_purge_on_one_node_is_seen_on_the_others_within_100_ms() {
     let redis = levee_test::Redis::start();
     let origin = origin();
-    let (a, b, c) = (
-        node(&origin, &redis),
-        node(&origin, &redis),
-        node(&origin, &redis),
-    );
+    let [a, b, c] = three_nodes(&origin, &redis).await;
     for n in [&a, &b, &c] {
-        n.wait_metric("levee_redis_up", |v| v == 1.0).await;
         assert_page(&get(n, "/news").await, "/news");
         n.wait_fills_done().await;
     }
@@ -319,14 +308,9 @@ async fn a_purge_on_one_node_is_seen_on_the_others_within_100_ms() {
 async fn with_redis_stopped_mid_load_no_request_for_a_local_object_fails() {
     let mut redis = levee_test::Redis::start();
     let origin = origin();
-    let nodes = [
-        node(&origin, &redis),
-        node(&origin, &redis),
-        node(&origin, &redis),
-    ];
+    let nodes = three_nodes(&origin, &redis).await;
     let paths: Vec<String> = (0..30).map(|i| format!("/local/{i}")).collect();
     for n in &nodes {
-        n.wait_metric("levee_redis_up", |v| v == 1.0).await;
         for p in &paths {
             assert_page(&get(n, p).await, p);
         }
