@@ -74,3 +74,45 @@ pub(crate) fn address(
         )
     })
 }
+
+/// Addresses or networks, as `127.0.0.1`, `10.0.0.0/8` or `::1/128`.
+pub(crate) fn networks(
+    option: &'static str,
+    list: Vec<String>,
+) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    list.iter()
+        .map(|a| {
+            a.parse::<ipnet::IpNet>()
+                .or_else(|_| a.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| {
+                    ConfigError::invalid(
+                        option,
+                        format!("`{a}` is not an address or network; write it like 127.0.0.1, 10.0.0.0/8 or ::1/128"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// A percentage above 0%: at 0% a class of work would never reach the backend.
+pub(crate) fn share(option: &'static str, v: Option<String>) -> Result<f64, ConfigError> {
+    let s = percent(option, &need(v, option)?)?;
+    if s <= 0.0 {
+        return Err(ConfigError::invalid(
+            option,
+            "must be more than 0%: at 0% that work would never reach the backend; \"100%\" turns the limit off",
+        ));
+    }
+    Ok(s)
+}
+
+/// A network prefix length for `max` bits (32 for IPv4, 128 for IPv6).
+pub(crate) fn prefix_len(option: &'static str, v: Option<u8>, max: u8) -> Result<u8, ConfigError> {
+    match need(v, option)? {
+        n if n <= max => Ok(n),
+        n => Err(ConfigError::invalid(
+            option,
+            format!("{n} is not a prefix length: write 0 to {max} (24 groups IPv4 clients by /24)"),
+        )),
+    }
+}

@@ -184,6 +184,38 @@ impl Settings {
             "limits.backend_queue_timeout",
             secs(l.backend_queue_timeout),
         );
+        global(
+            "limits.backend_anonymous_share",
+            format!("{:.0}%", l.backend_anonymous_share * 100.0),
+        );
+        global(
+            "limits.backend_network_share",
+            format!("{:.0}%", l.backend_network_share * 100.0),
+        );
+        global(
+            "limits.backend_anonymous_wait",
+            secs(l.backend_anonymous_wait),
+        );
+        global(
+            "limits.client_network_v4",
+            format!("/{}", l.client_network_v4),
+        );
+        global(
+            "limits.client_network_v6",
+            format!("/{}", l.client_network_v6),
+        );
+        global(
+            "limits.trusted_proxies",
+            if l.trusted_proxies.is_empty() {
+                "none (the TCP peer is the client)".to_string()
+            } else {
+                l.trusted_proxies
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        );
         global("limits.shutdown_timeout", secs(l.shutdown_timeout));
         let c = &self.compression;
         global("compression.enabled", c.enabled.to_string());

@@ -58,6 +58,12 @@ backend_max_concurrency = "auto"
 backend_session_share = "25%"
 backend_queue = 1024
 backend_queue_timeout = "10s"
+backend_anonymous_share = "50%"
+backend_network_share = "25%"
+backend_anonymous_wait = "2s"
+client_network_v4 = 24
+client_network_v6 = 56
+trusted_proxies = []
 shutdown_timeout = "30s"
 
 [static]
@@ -310,6 +316,12 @@ options_table! {
         pub backend_session_share: Option<String>,
         pub backend_queue: Option<usize>,
         pub backend_queue_timeout: Option<String>,
+        pub backend_anonymous_share: Option<String>,
+        pub backend_network_share: Option<String>,
+        pub backend_anonymous_wait: Option<String>,
+        pub client_network_v4: Option<u8>,
+        pub client_network_v6: Option<u8>,
+        pub trusted_proxies: Option<Vec<String>>,
         pub shutdown_timeout: Option<String>,
     }
 }

@@ -7,7 +7,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::convert::{address, duration, need, percent, positive, size, MAX_WORKERS};
+use crate::convert::{
+    address, duration, need, networks, percent, positive, prefix_len, share, size, MAX_WORKERS,
+};
 use crate::options::{
     AdminOptions, CacheOptions, Combine, CompressionOptions, LimitsOptions, LogOptions, Options,
     PurgeOptions, Workers,
@@ -47,13 +49,25 @@ pub struct Limits {
     pub backend_read_timeout: Duration,
     /// Concurrent requests the backend may see, at most.
     pub backend_max_concurrency: BackendLimit,
-    /// Share of the backend's slots kept for requests with a session cookie or
-    /// Authorization (0.0 to 1.0).
+    /// Share of the slots kept for requests with a session or Authorization (0 to 1).
     pub backend_session_share: f64,
     /// Requests that may wait for a backend slot; more are refused at once.
     pub backend_queue: usize,
     /// Longest wait for a backend slot.
     pub backend_queue_timeout: Duration,
+    /// Share of the slots anonymous work (the crawlers' lane) may hold while people's
+    /// work (revalidations, sessions) is in flight or waiting (0.0 to 1.0).
+    pub backend_anonymous_share: f64,
+    /// Share of the slots one client network's anonymous work may hold (as many wait).
+    pub backend_network_share: f64,
+    /// Longest wait of anonymous work for a backend slot; a request that would wait
+    /// longer is refused at once.
+    pub backend_anonymous_wait: Duration,
+    /// Prefix lengths that make a client network (IPv4, IPv6).
+    pub client_network_v4: u8,
+    pub client_network_v6: u8,
+    /// Peers whose `X-Forwarded-For` / `Forwarded` name the client.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Longest wait for in-flight requests after SIGTERM.
     pub shutdown_timeout: Duration,
 }
@@ -582,6 +596,24 @@ impl Limits {
                 "limits.backend_queue_timeout",
                 l.backend_queue_timeout,
             )?,
+            backend_anonymous_share: share(
+                "limits.backend_anonymous_share",
+                l.backend_anonymous_share,
+            )?,
+            backend_network_share: share(
+                "limits.backend_network_share",
+                l.backend_network_share,
+            )?,
+            backend_anonymous_wait: duration(
+                "limits.backend_anonymous_wait",
+                l.backend_anonymous_wait,
+            )?,
+            client_network_v4: prefix_len("limits.client_network_v4", l.client_network_v4, 32)?,
+            client_network_v6: prefix_len("limits.client_network_v6", l.client_network_v6, 128)?,
+            trusted_proxies: networks(
+                "limits.trusted_proxies",
+                need(l.trusted_proxies, "limits.trusted_proxies")?,
+            )?,
             shutdown_timeout: duration("limits.shutdown_timeout", l.shutdown_timeout)?,
         };
         if limits.max_header_bytes < 8192 {
@@ -636,19 +668,7 @@ impl AdminSettings {
 
 impl PurgeSettings {
     fn from_options(p: PurgeOptions) -> Result<PurgeSettings, ConfigError> {
-        let mut allow = Vec::new();
-        for a in need(p.allow, "purge.allow")? {
-            let net = a
-                .parse::<ipnet::IpNet>()
-                .or_else(|_| a.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                .map_err(|_| {
-                    ConfigError::invalid(
-                        "purge.allow",
-                        format!("`{a}` is not an address or network; write it like 127.0.0.1, 10.0.0.0/8 or ::1/128"),
-                    )
-                })?;
-            allow.push(net);
-        }
+        let allow = networks("purge.allow", need(p.allow, "purge.allow")?)?;
         Ok(PurgeSettings { allow })
     }
 }

@@ -79,7 +79,7 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
             DASHBOARD.to_string(),
         ),
         (&Method::GET | &Method::HEAD, "/top.json") => {
-            (StatusCode::OK, "application/json", shared.stats.top.json(50))
+            (StatusCode::OK, "application/json", stats::top_json(&shared.stats, 50))
         }
         (&Method::GET | &Method::HEAD, "/metrics") => (
             StatusCode::OK,
@@ -310,6 +310,11 @@ fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
             "top_urls_tracked",
             "URLs tracked for the dashboard's top lists (at most 2,048)",
             shared.stats.top.len() as u64,
+        ),
+        (
+            "refused_networks_tracked",
+            "Client networks tracked for the dashboard's refused list (at most 2,048)",
+            shared.stats.refused_nets.len() as u64,
         ),
     ]
 }

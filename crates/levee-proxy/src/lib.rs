@@ -8,6 +8,7 @@
 mod access_log;
 mod admin;
 mod body;
+mod client_net;
 mod encoding;
 mod error;
 mod headers;

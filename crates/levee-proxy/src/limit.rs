@@ -3,35 +3,120 @@
 //! - A concurrency limit, fixed (`backend_max_concurrency = N`, php-fpm's
 //!   `pm.max_children`, an app pool's processes × concurrency) or adaptive ("auto" when
 //!   the backend's size is unknown): the limit follows the backend's latency in the manner
-//!   of Netflix's concurrency-limits Gradient2, so that a slowing backend gets fewer
-//!   requests at once, not more. No crate implements this for tokio; it is one small
-//!   state machine fed by the slots that end.
-//! - A bounded, time-limited queue in front of it, so that a request which waited its
-//!   `backend_queue_timeout` is answered 503 or stale instead of being served late.
-//!   First come first served, except that a freed slot stays on its worker thread while
-//!   that thread holds no more than its fair share of the limit.
-//! - A reserved share for requests with a session cookie or Authorization (editors,
-//!   logged-in users): anonymous traffic can fill the rest, never all of it.
+//!   of Netflix's concurrency-limits Gradient2 (gradient.rs), so that a slowing backend
+//!   gets fewer requests at once, not more.
+//! - Three classes of work, by what a request is worth to people:
+//!   - **shared**: a revalidation of a stored page (it serves everyone who reads it);
+//!   - **session**: a request with a session cookie or Authorization (editors,
+//!     logged-in users), with a reserved share of the slots (`backend_session_share`);
+//!   - **anonymous**: a pass without a session, a fill of a URL nothing is stored for
+//!     (it serves one client, so far): the lane where a crawler storm lands (lane.rs).
+//!
+//!   A freed slot goes to sessions below their share, then to people's work (shared and
+//!   sessions, first come first served), then to the lane. The lane may hold more than
+//!   `backend_anonymous_share` of the slots only while people have nothing in flight or
+//!   waiting; inside it, client networks are served least-used first, each with at most
+//!   `backend_network_share` of the slots in flight and as many waiting.
+//! - Bounded, time-limited queues: people's work waits up to `backend_queue_timeout`
+//!   (then 503 or stale); anonymous work is refused at once (429 when its network has its
+//!   share waiting, 503 when the lane cannot serve it within `backend_anonymous_wait`)
+//!   rather than late, and never reaches the backend.
+//! - A freed people's slot stays on its worker thread while that thread holds no more
+//!   than its fair share of the limit.
 //!
 //! Cache hits and static files never come here: they are never queued behind the backend.
 
+mod gradient;
+mod lane;
+
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use crate::client_net::ClientNet;
 use crate::worker;
+use gradient::Gradient;
+pub use lane::LaneConfig;
+use lane::{Arrival, Grant, Lane, LaneWaiter};
 
-/// Who asks for a slot.
+/// What a request is worth to people, for the backend's scheduling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
-    /// Anonymous requests and fills.
-    Normal,
-    /// A request with a session cookie or Authorization: served first while sessions
-    /// hold fewer than their share of the slots.
+pub enum Class {
+    /// A revalidation of a stored page: serves everyone.
+    Shared,
+    /// A request with a session cookie or Authorization.
     Session,
+    /// Anything else that reaches the backend without a session: serves one client.
+    Anonymous(ClientNet),
+}
+
+impl Class {
+    pub const LABELS: [&'static str; 3] = ["shared", "session", "anonymous"];
+
+    fn index(self) -> usize {
+        match self {
+            Class::Shared => 0,
+            Class::Session => 1,
+            Class::Anonymous(_) => 2,
+        }
+    }
+}
+
+/// Why a request got no slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// People's queue was full.
+    QueueFull,
+    /// People's wait ran out (`backend_queue_timeout`).
+    QueueTimeout,
+    /// The client's network already has its share in flight and waiting.
+    NetworkOverShare,
+    /// The anonymous lane cannot serve it within its wait.
+    LaneFull,
+    /// It waited `backend_anonymous_wait` in the lane.
+    LaneWait,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 5] = [
+        Refusal::QueueFull,
+        Refusal::QueueTimeout,
+        Refusal::NetworkOverShare,
+        Refusal::LaneFull,
+        Refusal::LaneWait,
+    ];
+
+    /// `X-Cache-Reason`, the access log and the metrics' `reason` label.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::QueueFull => "backend-queue-full",
+            Refusal::QueueTimeout => "backend-queue-timeout",
+            Refusal::NetworkOverShare => "network-over-share",
+            Refusal::LaneFull => "anonymous-lane-full",
+            Refusal::LaneWait => "anonymous-wait",
+        }
+    }
+
+    pub fn status(self) -> http::StatusCode {
+        match self {
+            Refusal::NetworkOverShare => http::StatusCode::TOO_MANY_REQUESTS,
+            _ => http::StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// No slot: why, and when to come back (`Retry-After`, seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    pub why: Refusal,
+    pub retry_after: u64,
 }
 
 /// How the limit is set.
@@ -46,6 +131,18 @@ pub enum Mode {
     },
 }
 
+/// Counters per class, read without the lock by `/metrics`.
+#[derive(Default)]
+pub struct ClassStats {
+    pub admitted: [AtomicU64; 3],
+    pub in_flight: [AtomicUsize; 3],
+    pub queued: [AtomicUsize; 3],
+    /// Time spent waiting for a slot, in microseconds, by those admitted.
+    pub wait_micros: [AtomicU64; 3],
+    /// By [`Refusal::index`].
+    pub refused: [AtomicU64; 5],
+}
+
 pub struct Limiter {
     inner: Arc<Inner>,
 }
@@ -56,45 +153,49 @@ struct Inner {
     limit: AtomicUsize,
     in_use: AtomicUsize,
     waiting: AtomicUsize,
+    stats: ClassStats,
     max_waiting: usize,
     queue_timeout: Duration,
     reserved: usize,
+    lane: LaneConfig,
     adaptive: Option<Mutex<Gradient>>,
 }
 
-/// A priority semaphore: tokio's is fair but has one queue, and a slot freed must go to
-/// a waiting session first. Hand-written for that, and to keep slots on the worker
-/// thread that freed them: handing a slot to a waiter on another thread wakes that
-/// thread's runtime (an eventfd write) and moves the backend connection with it (two
-/// epoll_ctl calls), which cost more than php-fpm's own work for a small page. Its lock
-/// is held for a few instructions per backend request, never on the hit path.
+/// A priority semaphore with classes: tokio's is fair but has one queue. Hand-written
+/// for the classes and the lane's networks, and to keep slots on the worker thread that
+/// freed them: handing a slot to a waiter on another thread wakes that thread's runtime
+/// (an eventfd write) and moves the backend connection with it (two epoll_ctl calls),
+/// which cost more than php-fpm's own work for a small page. Its lock is held for a few
+/// instructions per backend request, never on the hit path.
 struct State {
     limit: usize,
     in_use: usize,
     sessions_in_use: usize,
-    /// Per worker thread (`worker::id()`), grown as threads show up.
+    /// People's waiters per worker thread (`worker::id()`), grown as threads show up.
     threads: Vec<Local>,
     /// Arrival numbers: beyond the sessions' share, first come first served.
     arrivals: u64,
+    lane: Lane,
 }
 
 type Queue = VecDeque<(u64, oneshot::Sender<()>)>;
 
 #[derive(Default)]
 struct Local {
+    /// Slots held by requests of this thread, every class.
     in_use: usize,
-    normal: Queue,
+    shared: Queue,
     sessions: Queue,
 }
 
 impl Local {
     fn is_empty(&self) -> bool {
-        self.normal.is_empty() && self.sessions.is_empty()
+        self.shared.is_empty() && self.sessions.is_empty()
     }
 
     /// The queue of whoever came first here: (arrival, is a session).
     fn oldest(&self) -> Option<(u64, bool)> {
-        match (self.sessions.front(), self.normal.front()) {
+        match (self.sessions.front(), self.shared.front()) {
             (None, None) => None,
             (Some((s, _)), None) => Some((*s, true)),
             (None, Some((n, _))) => Some((*n, false)),
@@ -111,30 +212,40 @@ impl State {
         &mut self.threads[thread]
     }
 
-    fn queued(&self) -> usize {
+    fn people_queued(&self) -> usize {
         self.threads
             .iter()
-            .map(|l| l.normal.len() + l.sessions.len())
+            .map(|l| l.shared.len() + l.sessions.len())
             .sum()
+    }
+
+    /// People's work in flight or waiting: the lane keeps to its share.
+    fn people_busy(&self) -> bool {
+        self.in_use > self.lane.in_use || self.people_queued() > 0
     }
 
     /// Gives free slots to waiters, `here` being the thread that freed them:
     /// - sessions first while they hold less than their share (this thread's, else the
     ///   oldest anywhere);
-    /// - then this thread's oldest waiter while the thread holds less than its fair
-    ///   share of the limit, or no other thread waits;
-    /// - else the oldest waiter of any thread, so that no thread starves another.
-    fn grant(&mut self, here: usize, reserved: usize) {
+    /// - then this thread's oldest people's waiter while the thread holds less than its
+    ///   fair share of the limit, or no other thread waits;
+    /// - else the oldest people's waiter of any thread, so that no thread starves
+    ///   another;
+    /// - then the anonymous lane, within its share while people are busy.
+    fn grant(&mut self, here: usize, reserved: usize, lane: &LaneConfig) {
         self.local(here);
         while self.in_use < self.limit {
             let Some((thread, session)) = self.pick(here, reserved) else {
-                return;
+                if !self.grant_lane(lane) {
+                    return;
+                }
+                continue;
             };
             let local = &mut self.threads[thread];
             let queue = if session {
                 &mut local.sessions
             } else {
-                &mut local.normal
+                &mut local.shared
             };
             let Some((_, tx)) = queue.pop_front() else {
                 return;
@@ -148,6 +259,25 @@ impl State {
                 }
             }
         }
+    }
+
+    /// One slot to the lane's next waiter, if the lane may take it; false: nothing to
+    /// give.
+    fn grant_lane(&mut self, lane: &LaneConfig) -> bool {
+        let (cap, net_cap) = (lane.cap(self.limit), lane.net_cap(self.limit));
+        if !self.lane.may_take(cap, self.people_busy()) {
+            return false;
+        }
+        let now = Instant::now();
+        let Some((net, w)) = self.lane.next(net_cap, now) else {
+            return false;
+        };
+        if w.tx.send(Grant::Slot).is_ok() {
+            self.in_use += 1;
+            self.local(w.thread).in_use += 1;
+            self.lane.admit(net, now);
+        }
+        true
     }
 
     fn pick(&self, here: usize, reserved: usize) -> Option<(usize, bool)> {
@@ -186,6 +316,12 @@ impl State {
     }
 }
 
+/// How a request waits for its slot.
+enum Wait {
+    People(oneshot::Receiver<()>),
+    Lane(oneshot::Receiver<Grant>),
+}
+
 impl Limiter {
     /// `session_share` of the limit (at least one slot when the limit is 2 or more,
     /// never all of it) goes to requests with a session first.
@@ -194,6 +330,7 @@ impl Limiter {
         session_share: f64,
         max_waiting: usize,
         queue_timeout: Duration,
+        lane: LaneConfig,
     ) -> Limiter {
         let (limit, adaptive) = match mode {
             Mode::Fixed(n) => (n.max(1), None),
@@ -211,75 +348,71 @@ impl Limiter {
                     sessions_in_use: 0,
                     threads: Vec::new(),
                     arrivals: 0,
+                    lane: Lane::default(),
                 }),
                 limit: AtomicUsize::new(limit),
                 in_use: AtomicUsize::new(0),
                 waiting: AtomicUsize::new(0),
+                stats: ClassStats::default(),
                 max_waiting,
                 queue_timeout,
                 reserved: reserved_slots(limit, session_share),
+                lane,
                 adaptive,
             }),
         }
     }
 
-    /// A backend slot, or `None` when the queue is full or the wait timed out.
-    pub async fn acquire(&self, priority: Priority) -> Option<BackendSlot> {
-        self.acquire_on(worker::id(), priority).await
+    /// A backend slot, or why not.
+    pub async fn acquire(&self, class: Class) -> Result<BackendSlot, Refused> {
+        self.acquire_on(worker::id(), class).await
     }
 
     /// `acquire` as if from worker thread `thread`.
-    async fn acquire_on(&self, thread: usize, priority: Priority) -> Option<BackendSlot> {
+    async fn acquire_on(&self, thread: usize, class: Class) -> Result<BackendSlot, Refused> {
         let inner = &self.inner;
-        let rx = {
-            let mut st = inner.lock();
-            st.local(thread);
-            // Nobody jumps a waiting session; sessions may pass waiting anonymous ones.
-            let queued_ahead = match priority {
-                Priority::Normal => st.threads.iter().any(|l| !l.is_empty()),
-                Priority::Session => st.threads.iter().any(|l| !l.sessions.is_empty()),
-            };
-            if st.in_use < st.limit && !queued_ahead {
-                st.in_use += 1;
-                st.threads[thread].in_use += 1;
-                if priority == Priority::Session {
-                    st.sessions_in_use += 1;
-                }
-                None
-            } else {
-                if st.queued() >= inner.max_waiting {
-                    return None;
-                }
-                let (tx, rx) = oneshot::channel();
-                st.arrivals += 1;
-                let n = st.arrivals;
-                let local = &mut st.threads[thread];
-                match priority {
-                    Priority::Normal => local.normal.push_back((n, tx)),
-                    Priority::Session => local.sessions.push_back((n, tx)),
-                }
-                inner.waiting.fetch_add(1, Ordering::Relaxed);
-                Some(Waiter {
-                    rx,
-                    inner: inner.clone(),
-                    priority,
-                    thread,
-                    granted: false,
-                })
-            }
+        let asked = Instant::now();
+        let wait = match class {
+            Class::Anonymous(net) => inner.arrive_lane(thread, net)?,
+            _ => inner.arrive_people(thread, class)?,
         };
-        if let Some(mut waiter) = rx {
-            let granted = tokio::time::timeout(inner.queue_timeout, &mut waiter.rx).await;
-            match granted {
-                Ok(Ok(())) => waiter.granted = true,
-                // Timed out: the Waiter's drop returns a slot granted meanwhile.
-                _ => return None,
+        if let Some(wait) = wait {
+            let mut waiter = Waiter {
+                wait,
+                inner: inner.clone(),
+                class,
+                thread,
+                granted: false,
+            };
+            inner.waiting.fetch_add(1, Ordering::Relaxed);
+            inner.stats.queued[class.index()].fetch_add(1, Ordering::Relaxed);
+            let (timeout, on_timeout) = match class {
+                Class::Anonymous(_) => (inner.lane.wait, Refusal::LaneWait),
+                _ => (inner.queue_timeout, Refusal::QueueTimeout),
+            };
+            let got = match &mut waiter.wait {
+                Wait::People(rx) => tokio::time::timeout(timeout, rx)
+                    .await
+                    .map(|r| r.map(|()| Grant::Slot)),
+                Wait::Lane(rx) => tokio::time::timeout(timeout, rx).await,
+            };
+            match got {
+                Ok(Ok(Grant::Slot)) => waiter.granted = true,
+                Ok(Ok(Grant::Displaced)) => return Err(inner.refuse(Refusal::NetworkOverShare)),
+                // Timed out (or the limiter is gone): the Waiter's drop returns a slot
+                // granted meanwhile.
+                _ => return Err(inner.refuse(on_timeout)),
             }
         }
+        let i = class.index();
         let in_flight = inner.in_use.fetch_add(1, Ordering::Relaxed) + 1;
-        Some(BackendSlot {
+        inner.stats.in_flight[i].fetch_add(1, Ordering::Relaxed);
+        inner.stats.admitted[i].fetch_add(1, Ordering::Relaxed);
+        let waited = u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX);
+        inner.stats.wait_micros[i].fetch_add(waited, Ordering::Relaxed);
+        Ok(BackendSlot {
             inner: inner.clone(),
-            priority,
+            class,
             thread,
             started: Instant::now(),
             in_flight,
@@ -308,15 +441,144 @@ impl Limiter {
     pub fn waiting(&self) -> usize {
         self.inner.waiting.load(Ordering::Relaxed)
     }
+
+    /// Would people's work (a revalidation) wait for a slot now? Read without the lock:
+    /// a stale copy is served instead of waiting when it would.
+    pub fn saturated(&self) -> bool {
+        let s = &self.inner.stats;
+        self.in_use() >= self.limit()
+            || s.queued[0].load(Ordering::Relaxed) + s.queued[1].load(Ordering::Relaxed) > 0
+    }
+
+    /// The lane's settings.
+    pub fn lane(&self) -> &LaneConfig {
+        &self.inner.lane
+    }
+
+    pub fn stats(&self) -> &ClassStats {
+        &self.inner.stats
+    }
 }
 
-/// A request in the queue. Dropped without its slot (timed out, or the client left and
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is counters and queues, consistent between statements.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn refuse(&self, why: Refusal) -> Refused {
+        self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
+        let retry_after = match why {
+            Refusal::QueueFull | Refusal::QueueTimeout => 5,
+            _ => self.lane.wait.as_secs().max(1),
+        };
+        Refused { why, retry_after }
+    }
+
+    /// A people's request: a slot now (`None`), a place in the queue, or refused.
+    fn arrive_people(&self, thread: usize, class: Class) -> Result<Option<Wait>, Refused> {
+        let mut st = self.lock();
+        st.local(thread);
+        // Nobody jumps a waiting session; sessions may pass waiting shared work; the
+        // lane's waiters never hold people back.
+        let queued_ahead = match class {
+            Class::Session => st.threads.iter().any(|l| !l.sessions.is_empty()),
+            _ => st.threads.iter().any(|l| !l.is_empty()),
+        };
+        if st.in_use < st.limit && !queued_ahead {
+            st.in_use += 1;
+            st.threads[thread].in_use += 1;
+            if class == Class::Session {
+                st.sessions_in_use += 1;
+            }
+            return Ok(None);
+        }
+        if st.people_queued() >= self.max_waiting {
+            drop(st);
+            return Err(self.refuse(Refusal::QueueFull));
+        }
+        let (tx, rx) = oneshot::channel();
+        st.arrivals += 1;
+        let n = st.arrivals;
+        let local = &mut st.threads[thread];
+        match class {
+            Class::Session => local.sessions.push_back((n, tx)),
+            _ => local.shared.push_back((n, tx)),
+        }
+        Ok(Some(Wait::People(rx)))
+    }
+
+    /// An anonymous request: a slot now, a place in its network's queue, or refused at
+    /// once.
+    fn arrive_lane(&self, thread: usize, net: ClientNet) -> Result<Option<Wait>, Refused> {
+        let mut st = self.lock();
+        st.local(thread);
+        let limit = st.limit;
+        let (cap, net_cap) = (self.lane.cap(limit), self.lane.net_cap(limit));
+        let people_busy = st.people_busy();
+        let now = Instant::now();
+        if st.in_use < limit
+            && st.lane.may_take(cap, people_busy)
+            && st.lane.may_admit_now(net, net_cap)
+        {
+            st.in_use += 1;
+            st.threads[thread].in_use += 1;
+            st.lane.admit(net, now);
+            return Ok(None);
+        }
+        let (tx, rx) = oneshot::channel();
+        let slots = if people_busy { cap } else { limit };
+        let waiter = LaneWaiter { thread, tx };
+        let arrival = st.lane.arrive(
+            net,
+            waiter,
+            net_cap,
+            self.max_waiting,
+            self.lane.wait,
+            slots,
+            now,
+        );
+        let expected = st.lane.expected_wait(slots);
+        drop(st);
+        let why = match arrival {
+            Arrival::Queued => return Ok(Some(Wait::Lane(rx))),
+            Arrival::NetworkOverShare => Refusal::NetworkOverShare,
+            Arrival::Full => Refusal::LaneFull,
+        };
+        let mut refused = self.refuse(why);
+        refused.retry_after = expected.as_secs().clamp(1, 60);
+        Err(refused)
+    }
+
+    fn release(&self, class: Class, thread: usize, held: Duration) {
+        let mut st = self.lock();
+        st.in_use = st.in_use.saturating_sub(1);
+        let local = st.local(thread);
+        local.in_use = local.in_use.saturating_sub(1);
+        match class {
+            Class::Session => st.sessions_in_use = st.sessions_in_use.saturating_sub(1),
+            Class::Anonymous(net) => st.lane.release(net, held),
+            Class::Shared => {}
+        }
+        st.grant(thread, self.reserved, &self.lane);
+    }
+
+    /// Moves the limit to `new`; slots out beyond it are not given again.
+    fn resize(&self, new: usize, here: usize) {
+        let mut st = self.lock();
+        st.limit = new;
+        self.limit.store(new, Ordering::Relaxed);
+        st.grant(here, self.reserved, &self.lane);
+    }
+}
+
+/// A request in a queue. Dropped without its slot (timed out, or the client left and
 /// its future was dropped): a slot granted in the meantime goes back, and its place in
 /// the queue is cleared at once, so that the dead never fill the queue.
 struct Waiter {
-    rx: oneshot::Receiver<()>,
+    wait: Wait,
     inner: Arc<Inner>,
-    priority: Priority,
+    class: Class,
     thread: usize,
     granted: bool,
 }
@@ -324,22 +586,38 @@ struct Waiter {
 impl Drop for Waiter {
     fn drop(&mut self) {
         self.inner.waiting.fetch_sub(1, Ordering::Relaxed);
+        self.inner.stats.queued[self.class.index()].fetch_sub(1, Ordering::Relaxed);
         if self.granted {
             return;
         }
-        self.rx.close();
-        if self.rx.try_recv().is_ok() {
-            self.inner.release(self.priority, self.thread);
+        let got_slot = match &mut self.wait {
+            Wait::People(rx) => {
+                rx.close();
+                rx.try_recv().is_ok()
+            }
+            Wait::Lane(rx) => {
+                rx.close();
+                rx.try_recv() == Ok(Grant::Slot)
+            }
+        };
+        if got_slot {
+            self.inner
+                .release(self.class, self.thread, Duration::from_millis(0));
             return;
         }
         let mut st = self.inner.lock();
-        let local = st.local(self.thread);
-        let queue = match self.priority {
-            Priority::Normal => &mut local.normal,
-            Priority::Session => &mut local.sessions,
-        };
-        queue.retain(|(_, tx)| !tx.is_closed());
-        st.grant(self.thread, self.inner.reserved);
+        match self.class {
+            Class::Anonymous(net) => st.lane.remove_closed(net),
+            Class::Session => st
+                .local(self.thread)
+                .sessions
+                .retain(|(_, tx)| !tx.is_closed()),
+            Class::Shared => st
+                .local(self.thread)
+                .shared
+                .retain(|(_, tx)| !tx.is_closed()),
+        }
+        st.grant(self.thread, self.inner.reserved, &self.inner.lane);
     }
 }
 
@@ -354,7 +632,7 @@ fn reserved_slots(limit: usize, share: f64) -> usize {
 /// counted) when dropped, after the response body ended.
 pub struct BackendSlot {
     inner: Arc<Inner>,
-    priority: Priority,
+    class: Class,
     /// The worker thread it was granted to.
     thread: usize,
     started: Instant,
@@ -365,9 +643,11 @@ pub struct BackendSlot {
 impl Drop for BackendSlot {
     fn drop(&mut self) {
         self.inner.in_use.fetch_sub(1, Ordering::Relaxed);
+        self.inner.stats.in_flight[self.class.index()].fetch_sub(1, Ordering::Relaxed);
+        let held = self.started.elapsed();
         if let Some(g) = &self.inner.adaptive {
             let change = g.lock().unwrap_or_else(PoisonError::into_inner).sample(
-                self.started.elapsed(),
+                held,
                 self.in_flight,
                 Instant::now(),
             );
@@ -375,115 +655,7 @@ impl Drop for BackendSlot {
                 self.inner.resize(new, self.thread);
             }
         }
-        self.inner.release(self.priority, self.thread);
-    }
-}
-
-impl Inner {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // The state is counters and queues, consistent between statements.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn release(&self, priority: Priority, thread: usize) {
-        let mut st = self.lock();
-        st.in_use = st.in_use.saturating_sub(1);
-        let local = st.local(thread);
-        local.in_use = local.in_use.saturating_sub(1);
-        if priority == Priority::Session {
-            st.sessions_in_use = st.sessions_in_use.saturating_sub(1);
-        }
-        st.grant(thread, self.reserved);
-    }
-
-    /// Moves the limit to `new`; slots out beyond it are not given again.
-    fn resize(&self, new: usize, here: usize) {
-        let mut st = self.lock();
-        st.limit = new;
-        self.limit.store(new, Ordering::Relaxed);
-        st.grant(here, self.reserved);
-    }
-}
-
-/// Gradient2: the limit grows while the latency of recent requests stays near its long
-/// average, and shrinks in proportion when it rises (the backend queues inside).
-struct Gradient {
-    limit: f64,
-    min: usize,
-    max: usize,
-    /// Average time of many windows: the backend's latency when not queueing.
-    long_rtt: Option<f64>,
-    window_start: Instant,
-    window_sum: f64,
-    window_count: u32,
-    window_max_in_flight: usize,
-}
-
-/// A window ends after this long and at least `MIN_SAMPLES` requests.
-const WINDOW: Duration = Duration::from_millis(100);
-const MIN_SAMPLES: u32 = 8;
-/// Latency may grow this much over the long average before the limit shrinks.
-const TOLERANCE: f64 = 1.5;
-/// Weight of one window in the long average (about 100 windows).
-const LONG_WEIGHT: f64 = 0.01;
-const SMOOTHING: f64 = 0.2;
-
-impl Gradient {
-    fn new(initial: usize, min: usize, max: usize) -> Gradient {
-        Gradient {
-            limit: initial as f64,
-            min,
-            max,
-            long_rtt: None,
-            window_start: Instant::now(),
-            window_sum: 0.0,
-            window_count: 0,
-            window_max_in_flight: 0,
-        }
-    }
-
-    /// Counts one request's time; at the end of a window, the new limit if it changed.
-    fn sample(&mut self, rtt: Duration, in_flight: usize, now: Instant) -> Option<usize> {
-        self.window_sum += rtt.as_secs_f64();
-        self.window_count += 1;
-        self.window_max_in_flight = self.window_max_in_flight.max(in_flight);
-        if self.window_count < MIN_SAMPLES || now.duration_since(self.window_start) < WINDOW {
-            return None;
-        }
-        let short = self.window_sum / f64::from(self.window_count);
-        let used = self.window_max_in_flight;
-        self.window_start = now;
-        self.window_sum = 0.0;
-        self.window_count = 0;
-        self.window_max_in_flight = 0;
-        self.update(short, used)
-    }
-
-    fn update(&mut self, short: f64, used: usize) -> Option<usize> {
-        let long = match self.long_rtt {
-            None => short,
-            Some(l) => l * (1.0 - LONG_WEIGHT) + short * LONG_WEIGHT,
-        };
-        // After a long slow spell the average is high; let it come down faster once the
-        // backend is quick again, or the limit would overshoot.
-        let long = if long / short > 2.0 {
-            long * 0.95
-        } else {
-            long
-        };
-        self.long_rtt = Some(long);
-        let old = self.limit.round() as usize;
-        // Growing a limit nobody uses proves nothing about the backend.
-        if (used as f64) < self.limit / 2.0 && short <= long * TOLERANCE {
-            return None;
-        }
-        let gradient = (TOLERANCE * long / short).clamp(0.5, 1.0);
-        let queue = self.limit.sqrt();
-        let target = self.limit * gradient + queue;
-        self.limit = (self.limit * (1.0 - SMOOTHING) + target * SMOOTHING)
-            .clamp(self.min as f64, self.max as f64);
-        let new = self.limit.round() as usize;
-        (new != old).then_some(new)
+        self.inner.release(self.class, self.thread, held);
     }
 }
 

@@ -437,7 +437,7 @@ pub fn serve_workers(
             let upstream = &site.upstream;
             let limiter = &upstream.limiter;
             format!(
-                "{}{}{} concurrent ({}), {} of them kept for sessions",
+                "{}{}{} concurrent ({}), {} of them kept for sessions; anonymous work {} while people's waits, {} per client network",
                 match shared.sites.len() {
                     1 => String::new(),
                     _ => format!("site {}: ", site.name),
@@ -449,7 +449,9 @@ pub fn serve_workers(
                 },
                 limiter.limit(),
                 upstream.limit_source(),
-                limiter.reserved()
+                limiter.reserved(),
+                limiter.lane().cap(limiter.limit()),
+                limiter.lane().net_cap(limiter.limit()),
             )
         })
         .collect::<Vec<_>>()

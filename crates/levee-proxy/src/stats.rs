@@ -11,13 +11,14 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::client_net::ClientNet;
 use crate::outcome::CacheResult;
 use crate::upstream::UpstreamError;
 
 use crate::limit::Limiter;
 
 mod families;
-use families::{register_sites, register_tiers};
+use families::{register_classes, register_sites, register_tiers};
 pub(crate) use families::{BackendScrape, SiteScrape};
 
 /// Counters of what levee is doing. Cheap to update (each is one atomic), read by the
@@ -49,6 +50,8 @@ pub(crate) struct Stats {
     pub connections_open: Gauge,
     /// The URLs most often missed or passed, and why (the dashboard's table).
     pub top: TopUrls,
+    /// The client networks refused most by the backend limiter's anonymous lane.
+    pub refused_nets: TopNets,
     /// Scrape-time copies of state kept elsewhere.
     cache_objects: Gauge,
     cache_bytes: Gauge,
@@ -91,7 +94,7 @@ impl Stats {
             Ok(_) => 0,
             Err(UpstreamError::Connect { .. }) => 1,
             Err(UpstreamError::Timeout { .. }) => 2,
-            Err(UpstreamError::Overloaded { .. }) => 3,
+            Err(UpstreamError::Overloaded { .. } | UpstreamError::Refused { .. }) => 3,
             Err(UpstreamError::Protocol { .. }) => 4,
             Err(UpstreamError::BadRequest { .. }) => 5,
         };
@@ -165,10 +168,10 @@ impl TopUrls {
         );
     }
 
-    /// The `n` most frequent, as JSON for the dashboard.
-    pub fn json(&self, n: usize) -> String {
+    /// The `n` most frequent, as JSON rows for the dashboard.
+    pub fn rows(&self, n: usize) -> serde_json::Value {
         let Ok(map) = self.0.lock() else {
-            return "[]".into();
+            return serde_json::Value::Array(Vec::new());
         };
         let mut rows: Vec<(&String, &Noted)> = map.iter().collect();
         rows.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
@@ -181,8 +184,55 @@ impl TopUrls {
                 })
             })
             .collect();
-        serde_json::Value::Array(rows).to_string()
+        serde_json::Value::Array(rows)
     }
+}
+
+/// Refusals per client network, for the dashboard and `/top.json`. Noted only when a
+/// request is refused (never on the hit path); bounded like [`TopUrls`].
+#[derive(Default)]
+pub(crate) struct TopNets(std::sync::Mutex<std::collections::HashMap<ClientNet, u64>>);
+
+impl TopNets {
+    pub fn note(&self, net: ClientNet) {
+        let Ok(mut map) = self.0.lock() else { return };
+        if let Some(n) = map.get_mut(&net) {
+            *n += 1;
+            return;
+        }
+        if map.len() >= MAX_TRACKED {
+            let least = map.values().copied().min().unwrap_or(0);
+            map.retain(|_, n| *n > least);
+        }
+        map.insert(net, 1);
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |m| m.len())
+    }
+
+    /// The `n` refused most, as JSON rows.
+    pub fn json(&self, n: usize) -> serde_json::Value {
+        let Ok(map) = self.0.lock() else {
+            return serde_json::Value::Array(Vec::new());
+        };
+        let mut rows: Vec<(String, u64)> = map.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        rows.into_iter()
+            .take(n)
+            .map(|(net, refused)| serde_json::json!({ "network": net, "refused": refused }))
+            .collect()
+    }
+}
+
+/// `/top.json`: the URLs most often not served from the cache, and the client networks
+/// refused most.
+pub(crate) fn top_json(s: &Stats, n: usize) -> String {
+    serde_json::json!({
+        "urls": s.top.rows(n),
+        "refused_networks": s.refused_nets.json(n),
+    })
+    .to_string()
 }
 
 /// Resident memory of this process, from /proc (0 where there is none).
@@ -489,6 +539,7 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
         register_app(&mut r, pool);
     }
     register_sites(&mut r, &sites);
+    register_classes(&mut r, &backends);
     if let Some(t) = tiers {
         register_tiers(&mut r, t);
     }

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::limit::{BackendSlot, Limiter, Mode, Priority};
+use crate::limit::{BackendSlot, Class, LaneConfig, Limiter, Mode, Refusal};
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
@@ -283,6 +283,11 @@ impl Upstream {
                 l.backend_session_share,
                 l.backend_queue,
                 l.backend_queue_timeout,
+                LaneConfig {
+                    share: l.backend_anonymous_share,
+                    network_share: l.backend_network_share,
+                    wait: l.backend_anonymous_wait,
+                },
             ),
             limit_source,
             first_byte_timeout: l.backend_first_byte_timeout,
@@ -330,15 +335,19 @@ impl Upstream {
         }
     }
 
-    /// Waits for a backend slot.
-    pub async fn slot(&self, priority: Priority) -> Result<BackendSlot, UpstreamError> {
-        self.limiter
-            .acquire(priority)
-            .await
-            .ok_or_else(|| UpstreamError::Overloaded {
+    /// Waits for a backend slot, or says at once why there is none.
+    pub async fn slot(&self, class: Class) -> Result<BackendSlot, UpstreamError> {
+        self.limiter.acquire(class).await.map_err(|r| match r.why {
+            Refusal::QueueFull | Refusal::QueueTimeout => UpstreamError::Overloaded {
                 backend: self.backend_name.clone(),
                 limit: self.limiter.limit(),
-            })
+            },
+            why => UpstreamError::Refused {
+                backend: self.backend_name.clone(),
+                why,
+                retry_after: r.retry_after,
+            },
+        })
     }
 
     /// Sends `req` (whose URI is origin-form) and waits for the response head.

@@ -1,3 +1,4 @@
+use super::gradient::{MIN_SAMPLES, WINDOW};
 use super::*;
 
 fn ms(n: u64) -> Duration {
@@ -65,24 +66,22 @@ async fn resizing_keeps_slots_in_step_with_the_limit() {
         0.0,
         0,
         ms(10),
+        LaneConfig::OPEN,
     );
-    let a = l.acquire(Priority::Normal).await.unwrap();
-    let b = l.acquire(Priority::Normal).await.unwrap();
+    let a = l.acquire(Class::Shared).await.unwrap();
+    let b = l.acquire(Class::Shared).await.unwrap();
     // Down to 1 while two are out: both must come back before a new one goes.
     l.inner.resize(1, 0);
-    assert!(l.acquire(Priority::Normal).await.is_none());
+    assert!(l.acquire(Class::Shared).await.is_err());
     drop(a);
-    assert!(l.acquire(Priority::Normal).await.is_none(), "one still out");
+    assert!(l.acquire(Class::Shared).await.is_err(), "one still out");
     drop(b);
-    let _c = l.acquire(Priority::Normal).await.unwrap();
-    assert!(
-        l.acquire(Priority::Normal).await.is_none(),
-        "the limit is 1"
-    );
+    let _c = l.acquire(Class::Shared).await.unwrap();
+    assert!(l.acquire(Class::Shared).await.is_err(), "the limit is 1");
     l.inner.resize(3, 0);
-    let _d = l.acquire(Priority::Normal).await.unwrap();
-    let _e = l.acquire(Priority::Normal).await.unwrap();
-    assert!(l.acquire(Priority::Normal).await.is_none());
+    let _d = l.acquire(Class::Shared).await.unwrap();
+    let _e = l.acquire(Class::Shared).await.unwrap();
+    assert!(l.acquire(Class::Shared).await.is_err());
     assert_eq!(l.in_use(), 3);
 }
 
@@ -95,15 +94,16 @@ async fn a_freed_slot_goes_to_a_waiting_session_first() {
         0.25,
         100,
         Duration::from_secs(5),
+        LaneConfig::OPEN,
     ));
     let mut busy = Vec::new();
     for _ in 0..4 {
-        busy.push(l.acquire(Priority::Normal).await.unwrap());
+        busy.push(l.acquire(Class::Shared).await.unwrap());
     }
     let queued: Vec<_> = (0..3)
         .map(|_| {
             let l = l.clone();
-            tokio::spawn(async move { l.acquire(Priority::Normal).await.map(|_| Instant::now()) })
+            tokio::spawn(async move { l.acquire(Class::Shared).await.map(|_| Instant::now()) })
         })
         .collect();
     while l.waiting() < 3 {
@@ -111,11 +111,7 @@ async fn a_freed_slot_goes_to_a_waiting_session_first() {
     }
     let editor = {
         let l = l.clone();
-        tokio::spawn(async move {
-            l.acquire(Priority::Session)
-                .await
-                .map(|s| (Instant::now(), s))
-        })
+        tokio::spawn(async move { l.acquire(Class::Session).await.map(|s| (Instant::now(), s)) })
     };
     while l.waiting() < 4 {
         tokio::task::yield_now().await;
@@ -128,17 +124,17 @@ async fn a_freed_slot_goes_to_a_waiting_session_first() {
         assert!(editor_at <= at, "an anonymous request went first");
     }
     // Anonymous work alone may use every slot: nothing idles for sessions.
-    let all: Vec<_> = futures_take(&l, Priority::Normal, 4).await;
+    let all: Vec<_> = futures_take(&l, Class::Shared, 4).await;
     assert_eq!(all.len(), 4);
 }
 
 #[tokio::test]
 async fn a_waiter_that_times_out_gives_its_slot_back() {
-    let l = Limiter::new(Mode::Fixed(1), 0.0, 10, ms(20));
-    let a = l.acquire(Priority::Normal).await.unwrap();
-    assert!(l.acquire(Priority::Normal).await.is_none(), "timed out");
+    let l = Limiter::new(Mode::Fixed(1), 0.0, 10, ms(20), LaneConfig::OPEN);
+    let a = l.acquire(Class::Shared).await.unwrap();
+    assert!(l.acquire(Class::Shared).await.is_err(), "timed out");
     drop(a);
-    let _b = l.acquire(Priority::Normal).await.unwrap();
+    let _b = l.acquire(Class::Shared).await.unwrap();
     assert_eq!(l.waiting(), 0);
 }
 
@@ -151,13 +147,14 @@ async fn abandoned_waiters_do_not_clog_the_queue() {
         0.0,
         4,
         Duration::from_secs(30),
+        LaneConfig::OPEN,
     ));
-    let a = l.acquire(Priority::Normal).await.unwrap();
-    let b = l.acquire(Priority::Normal).await.unwrap();
+    let a = l.acquire(Class::Shared).await.unwrap();
+    let b = l.acquire(Class::Shared).await.unwrap();
     let queued: Vec<_> = (0..4)
         .map(|_| {
             let l = l.clone();
-            tokio::spawn(async move { l.acquire(Priority::Normal).await.is_some() })
+            tokio::spawn(async move { l.acquire(Class::Shared).await.is_ok() })
         })
         .collect();
     while l.waiting() < 4 {
@@ -173,17 +170,17 @@ async fn abandoned_waiters_do_not_clog_the_queue() {
     drop((a, b));
     assert_eq!(l.in_use(), 0);
     // The queue has room and both slots are free again.
-    let _c = l.acquire(Priority::Normal).await.unwrap();
-    let _d = l.acquire(Priority::Normal).await.unwrap();
-    assert_eq!(l.inner.lock().queued(), 0);
+    let _c = l.acquire(Class::Shared).await.unwrap();
+    let _d = l.acquire(Class::Shared).await.unwrap();
+    assert_eq!(l.inner.lock().people_queued(), 0);
 }
 
 /// Queues `priority` on `thread` in a task; resolves to when it got its slot.
 async fn queue_on(
     l: &Arc<Limiter>,
     thread: usize,
-    priority: Priority,
-) -> tokio::task::JoinHandle<Option<(Instant, BackendSlot)>> {
+    priority: Class,
+) -> tokio::task::JoinHandle<Result<(Instant, BackendSlot), Refused>> {
     let before = l.waiting();
     let task = {
         let l = l.clone();
@@ -208,11 +205,12 @@ async fn a_freed_slot_stays_on_its_thread() {
         0.0,
         10,
         Duration::from_secs(5),
+        LaneConfig::OPEN,
     ));
-    let on0 = l.acquire_on(0, Priority::Normal).await.unwrap();
-    let on1 = l.acquire_on(1, Priority::Normal).await.unwrap();
-    let first = queue_on(&l, 1, Priority::Normal).await;
-    let second = queue_on(&l, 0, Priority::Normal).await;
+    let on0 = l.acquire_on(0, Class::Shared).await.unwrap();
+    let on1 = l.acquire_on(1, Class::Shared).await.unwrap();
+    let first = queue_on(&l, 1, Class::Shared).await;
+    let second = queue_on(&l, 0, Class::Shared).await;
     drop(on0);
     let (_, s0) = second.await.unwrap().unwrap();
     assert_eq!(s0.thread, 0);
@@ -231,13 +229,14 @@ async fn a_busy_thread_does_not_starve_another() {
         0.0,
         10,
         Duration::from_secs(5),
+        LaneConfig::OPEN,
     ));
     let mut mine = vec![
-        l.acquire_on(0, Priority::Normal).await.unwrap(),
-        l.acquire_on(0, Priority::Normal).await.unwrap(),
+        l.acquire_on(0, Class::Shared).await.unwrap(),
+        l.acquire_on(0, Class::Shared).await.unwrap(),
     ];
-    let remote = queue_on(&l, 1, Priority::Normal).await;
-    let local = queue_on(&l, 0, Priority::Normal).await;
+    let remote = queue_on(&l, 1, Class::Shared).await;
+    let local = queue_on(&l, 0, Class::Shared).await;
     mine.pop();
     let (_, s) = remote.await.unwrap().unwrap();
     assert_eq!(s.thread, 1, "the other thread's older waiter goes first");
@@ -255,27 +254,167 @@ async fn a_session_on_another_thread_comes_before_local_anonymous_work() {
         0.25,
         10,
         Duration::from_secs(5),
+        LaneConfig::OPEN,
     ));
     let mut mine = Vec::new();
     for _ in 0..4 {
-        mine.push(l.acquire_on(0, Priority::Normal).await.unwrap());
+        mine.push(l.acquire_on(0, Class::Shared).await.unwrap());
     }
-    let local = queue_on(&l, 0, Priority::Normal).await;
-    let editor = queue_on(&l, 1, Priority::Session).await;
+    let local = queue_on(&l, 0, Class::Shared).await;
+    let editor = queue_on(&l, 1, Class::Session).await;
     mine.pop();
     let (_, s) = editor.await.unwrap().unwrap();
     assert_eq!(s.thread, 1);
     assert!(!local.is_finished());
     drop(mine);
-    assert!(local.await.unwrap().is_some());
+    assert!(local.await.unwrap().is_ok());
 }
 
-async fn futures_take(l: &Limiter, p: Priority, n: usize) -> Vec<BackendSlot> {
+async fn futures_take(l: &Limiter, p: Class, n: usize) -> Vec<BackendSlot> {
     let mut v = Vec::new();
     for _ in 0..n {
-        if let Some(s) = l.acquire(p).await {
+        if let Ok(s) = l.acquire(p).await {
             v.push(s);
         }
     }
     v
+}
+
+fn anon(addr: &str) -> Class {
+    Class::Anonymous(crate::client_net::ClientNet::of(
+        addr.parse().unwrap(),
+        24,
+        56,
+    ))
+}
+
+fn lanes(share: f64, network_share: f64, wait: Duration) -> LaneConfig {
+    LaneConfig {
+        share,
+        network_share,
+        wait,
+    }
+}
+
+#[tokio::test]
+async fn the_lane_keeps_to_its_share_while_people_work() {
+    let l = Limiter::new(
+        Mode::Fixed(4),
+        0.25,
+        100,
+        ms(2000),
+        lanes(0.5, 1.0, ms(2000)),
+    );
+    // Nobody else has work: the lane may take it all.
+    let mut crawl = Vec::new();
+    for i in 0..4 {
+        crawl.push(
+            l.acquire(anon(&format!("127.{}.0.1", i + 2)))
+                .await
+                .unwrap(),
+        );
+    }
+    crawl.truncate(2);
+    // An editor starts: from now on the lane keeps to 2 of 4.
+    let editor = l.acquire(Class::Session).await.unwrap();
+    let blocked = l.acquire(anon("127.9.0.1"));
+    let got = tokio::time::timeout(ms(50), blocked).await;
+    assert!(got.is_err(), "the lane took a third slot while people work");
+    drop(editor);
+    // People done: the lane may have the rest again.
+    let _third = l.acquire(anon("127.9.0.1")).await.unwrap();
+    let _fourth = l.acquire(anon("127.10.0.1")).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_freed_slot_goes_to_people_before_the_lane() {
+    let l = Arc::new(Limiter::new(
+        Mode::Fixed(2),
+        0.0,
+        100,
+        ms(5000),
+        lanes(1.0, 1.0, ms(5000)),
+    ));
+    let a = l.acquire(anon("127.2.0.1")).await.unwrap();
+    let _b = l.acquire(anon("127.3.0.1")).await.unwrap();
+    let crawler = {
+        let l = l.clone();
+        tokio::spawn(async move {
+            l.acquire(anon("127.4.0.1"))
+                .await
+                .map(|s| (Instant::now(), s))
+        })
+    };
+    tokio::task::yield_now().await;
+    let reval = {
+        let l = l.clone();
+        tokio::spawn(async move { l.acquire(Class::Shared).await.map(|s| (Instant::now(), s)) })
+    };
+    eventually_waiting(&l, 2).await;
+    drop(a);
+    let (when, _slot) = reval.await.unwrap().unwrap();
+    assert!(
+        tokio::time::timeout(ms(30), crawler).await.is_err(),
+        "the crawler got the slot too ({when:?})"
+    );
+}
+
+#[tokio::test]
+async fn a_network_gets_its_share_in_flight_as_many_waiting_then_429_at_once() {
+    let l = Arc::new(Limiter::new(
+        Mode::Fixed(8),
+        0.0,
+        100,
+        ms(5000),
+        lanes(1.0, 0.25, ms(5000)),
+    ));
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(l.acquire(anon("127.2.0.1")).await.unwrap());
+    }
+    let mut waiting = Vec::new();
+    for _ in 0..2 {
+        let l = l.clone();
+        waiting.push(tokio::spawn(async move {
+            l.acquire(anon("127.2.0.9")).await.is_ok()
+        }));
+    }
+    eventually_waiting(&l, 2).await;
+    let started = Instant::now();
+    let r = l.acquire(anon("127.2.0.200")).await;
+    assert_eq!(r.err().map(|r| r.why), Some(Refusal::NetworkOverShare));
+    assert!(
+        started.elapsed() < ms(20),
+        "not at once: {:?}",
+        started.elapsed()
+    );
+    // Another network is served meanwhile.
+    let _other = l.acquire(anon("127.3.0.1")).await.unwrap();
+    drop(held);
+    for w in waiting {
+        assert!(w.await.unwrap());
+    }
+    assert_eq!(
+        l.stats().refused[Refusal::NetworkOverShare as usize].load(Ordering::Relaxed),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_lane_waiter_is_refused_after_its_wait() {
+    let l = Limiter::new(Mode::Fixed(1), 0.0, 100, ms(5000), lanes(1.0, 1.0, ms(30)));
+    let _a = l.acquire(anon("127.2.0.1")).await.unwrap();
+    let r = l.acquire(anon("127.3.0.1")).await;
+    assert_eq!(r.err().map(|r| r.why), Some(Refusal::LaneWait));
+    assert_eq!(l.waiting(), 0);
+}
+
+async fn eventually_waiting(l: &Limiter, n: usize) {
+    for _ in 0..500 {
+        if l.waiting() >= n {
+            return;
+        }
+        tokio::time::sleep(ms(2)).await;
+    }
+    panic!("{} waiting, not {n}", l.waiting());
 }

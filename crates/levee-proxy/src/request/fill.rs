@@ -28,7 +28,7 @@ use super::shared::{FillHead, Shared, StreamHead};
 use super::site::Site;
 use crate::encoding::Encoder;
 use crate::headers::{prepare_forward, strip_hop_by_hop, FILL_DROPPED, FILL_DROPPED_BODY};
-use crate::limit::Priority;
+use crate::limit::Class;
 use crate::outcome::CacheResult;
 use crate::tiers::Before;
 use crate::upstream::{BackendBody, ConnInfo, UpBody, UpstreamError};
@@ -73,6 +73,7 @@ pub(crate) async fn fetch(
             result: CacheResult::Stale,
             now,
             waited: None,
+            reason: None,
         }),
         None => otherwise(),
     };
@@ -133,6 +134,7 @@ pub(crate) async fn fetch(
             result: CacheResult::Revalidated,
             now,
             waited: None,
+            reason: None,
         }),
         FillHead::Refreshed(_) => Next::pass(NotStored::HitForMiss.as_str()),
         FillHead::Found(entry) if entry.vary.matches(&parts.headers) => Next::Serve(Serve {
@@ -140,6 +142,7 @@ pub(crate) async fn fetch(
             result: CacheResult::Hit,
             now,
             waited: None,
+            reason: None,
         }),
         // Another variant: this request's own goes through a fill of its own.
         FillHead::Found(_) => Next::pass(NotStored::HitForMiss.as_str()),
@@ -255,10 +258,17 @@ async fn run_fill(
         }
     }
     let upstream = site.upstream_for(req.uri().path());
-    let _permit = match upstream.slot(Priority::Normal).await {
+    // A revalidation serves everyone who reads the page; a fill of a URL nothing is
+    // stored for serves the client that asked, so far (a crawler's random URL looks
+    // just like that): the lane, under the asking client's network.
+    let class = match ctx.stale {
+        Some(_) => Class::Shared,
+        None => Class::Anonymous(shared.client_net(ctx.conn.peer.ip(), &ctx.req_headers)),
+    };
+    let _permit = match upstream.slot(class).await {
         Ok(p) => p,
         Err(e) => {
-            shared.stats.backend::<()>(&Err(e.clone()));
+            shared.refused(class, &e);
             return fill.set_head(FillHead::Failed(e));
         }
     };

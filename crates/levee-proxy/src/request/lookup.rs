@@ -9,9 +9,10 @@ use levee_cache::{CacheControl, CacheKey, Lookup};
 use super::next::{Next, Serve};
 use super::respond;
 use super::shared::Shared;
+use super::site::Site;
 use crate::outcome::CacheResult;
 
-pub(crate) fn lookup(shared: &Shared, parts: &request::Parts, key: CacheKey) -> Next {
+pub(crate) fn lookup(shared: &Shared, site: &Site, parts: &request::Parts, key: CacheKey) -> Next {
     let req_cc = CacheControl::from_request_headers(&parts.headers);
     // RFC 9111 §4.3.2: If-Match and If-Unmodified-Since are not applicable to a cache
     // (a cache MUST NOT evaluate preconditions that only apply to an origin server):
@@ -29,6 +30,7 @@ pub(crate) fn lookup(shared: &Shared, parts: &request::Parts, key: CacheKey) -> 
         result,
         now,
         waited: None,
+        reason: None,
     };
     match (levee_cache::lookup(&req_cc, stored.as_deref(), now), stored) {
         (Lookup::Hit, Some(entry)) => Next::Serve(serve(entry, CacheResult::Hit)),
@@ -47,6 +49,23 @@ pub(crate) fn lookup(shared: &Shared, parts: &request::Parts, key: CacheKey) -> 
                 "the response is not in the cache and the request said only-if-cached"
             },
         )),
+        // Readers never wait for a revalidation while the backend is saturated: the
+        // copy (within grace, and not must-revalidate & co.: the rule that lets it stand
+        // in for a failure) now, one revalidation in the background. With a free slot
+        // the revalidation is made at once, so an edit reaches readers at once.
+        (Lookup::Validate, Some(entry))
+            if site.upstream_for(parts.uri.path()).limiter.saturated()
+                && levee_cache::stale_on_error(&entry, now)
+                && entry.vary.matches(&parts.headers) =>
+        {
+            Next::ServeAndRevalidate {
+                key,
+                serve: Serve {
+                    reason: Some("backend-busy"),
+                    ..serve(entry, CacheResult::Stale)
+                },
+            }
+        }
         (Lookup::Validate, Some(entry)) => Next::Fill {
             key,
             stale: Some(entry),

@@ -173,7 +173,7 @@ async fn run(
         next = match next {
             Next::Files => Box::pin(files::serve(shared, site, &parts)).await,
             Next::Classify => classify::classify(site, &parts, conn),
-            Next::Lookup(key) => lookup::lookup(shared, &parts, key),
+            Next::Lookup(key) => lookup::lookup(shared, site, &parts, key),
             Next::Serve(s) => return respond::entry(shared, &parts, s).await,
             Next::ServeAndRevalidate { key, serve } => {
                 fill::revalidate_in_background(shared, site, &key, &parts, &serve.entry, conn);

@@ -60,6 +60,9 @@ pub(crate) struct Serve {
     /// How long the request waited for the backend, when it did (a range miss answered
     /// from the entry its fill stored).
     pub waited: Option<Duration>,
+    /// Why it is served so, when not simply "stored" (`backend-busy`: stale while the
+    /// backend is saturated).
+    pub reason: Option<&'static str>,
 }
 
 /// A fill's response head and a reader of its body.

@@ -17,7 +17,7 @@ use super::respond;
 use super::shared::Shared;
 use super::site::Site;
 use crate::headers::{prepare_forward, strip_hop_by_hop};
-use crate::limit::Priority;
+use crate::limit::Class;
 use crate::outcome::{Answer, Reason};
 use crate::upstream::{BoxError, ClientBodyError, ConnInfo};
 
@@ -39,16 +39,17 @@ pub(crate) async fn pass(
     // kept for them: anonymous traffic cannot crowd them out.
     let session = parts.headers.contains_key(http::header::AUTHORIZATION)
         || !matches!(site.sessions.session_cookie(&parts.headers), Ok(None));
-    let priority = if session {
-        Priority::Session
+    // Anonymous passes serve one client: the lane, fair between client networks.
+    let class = if session {
+        Class::Session
     } else {
-        Priority::Normal
+        Class::Anonymous(shared.client_net(conn.peer.ip(), &parts.headers))
     };
     let upstream = site.upstream_for(parts.uri.path());
-    let permit = match upstream.slot(priority).await {
+    let permit = match upstream.slot(class).await {
         Ok(p) => p,
         Err(e) => {
-            shared.stats.backend::<()>(&Err(e.clone()));
+            shared.refused(class, &e);
             return respond::upstream_error(&e);
         }
     };

@@ -79,6 +79,7 @@ pub(crate) async fn after_fill(stream: Stream, max: usize) -> Next {
                     result: CacheResult::Miss,
                     now: levee_cache::clock::now(),
                     waited: Some(waited),
+                    reason: None,
                 });
             }
         }

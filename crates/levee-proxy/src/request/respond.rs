@@ -99,7 +99,9 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
         result,
         now,
         waited,
+        reason,
     } = serve;
+    let reason = reason.unwrap_or("stored");
     let entry = &*entry;
     let age = policy::age_header(entry.age(now));
     // The headers of the form this client gets; built once, used for the preconditions
@@ -133,7 +135,7 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
         let origin_bytes = coding == Coding::Identity || entry.levee_coded.is_none();
         if let Some(resp) = partial::answer(&parts.headers, &response_headers, &body, origin_bytes)
         {
-            let mut answer = mark(shared, resp, result, Some(age), Some("stored".into()));
+            let mut answer = mark(shared, resp, result, Some(age), Some(reason.into()));
             answer.outcome.backend_wait = waited;
             return answer;
         }
@@ -146,7 +148,7 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
     let mut resp = Response::new(body);
     *resp.status_mut() = entry.status;
     *resp.headers_mut() = response_headers;
-    let mut answer = mark(shared, resp, result, Some(age), Some("stored".into()));
+    let mut answer = mark(shared, resp, result, Some(age), Some(reason.into()));
     answer.outcome.backend_wait = waited;
     answer
 }
@@ -299,15 +301,35 @@ fn precondition(
 /// The error a backend failure becomes (502, 504, 503 with `Retry-After`, or the
 /// client's 400/413).
 pub(crate) fn upstream_error(e: &UpstreamError) -> Answer {
-    if !matches!(e, UpstreamError::BadRequest { .. }) {
-        tracing::warn!(status = e.status().as_u16(), "{e}");
+    match e {
+        UpstreamError::BadRequest { .. } => {}
+        // Thousands a second in a storm: counted in the metrics and the access log,
+        // not a warning each.
+        UpstreamError::Refused { .. } => tracing::debug!(status = e.status().as_u16(), "{e}"),
+        _ => tracing::warn!(status = e.status().as_u16(), "{e}"),
     }
     let mut answer = error(e.status(), &e.public_message());
-    if matches!(e, UpstreamError::Overloaded { .. }) {
-        answer
-            .resp
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    match e {
+        UpstreamError::Overloaded { .. } => {
+            answer
+                .resp
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        // Refused by the limiter: the client learns why and when to come back, the
+        // access log and metrics the reason.
+        UpstreamError::Refused {
+            why, retry_after, ..
+        } => {
+            let h = answer.resp.headers_mut();
+            h.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+            h.insert(
+                X_CACHE_REASON.clone(),
+                HeaderValue::from_static(why.reason()),
+            );
+            answer.outcome.reason = Some(why.reason().into());
+        }
+        _ => {}
     }
     answer
 }

@@ -13,8 +13,10 @@ use levee_config::Settings;
 
 use super::site::Site;
 use crate::access_log::AccessLogger;
+use crate::client_net::{ClientNet, ClientNets};
 use crate::encoding::Encoder;
 use crate::error::ServeError;
+use crate::limit::Class;
 use crate::stats::Stats;
 use crate::upstream::UpstreamError;
 use crate::zerocopy;
@@ -197,6 +199,20 @@ impl Shared {
     /// The settings in force now (a reload may replace them between two calls).
     pub fn conf(&self) -> arc_swap::Guard<Arc<Conf>> {
         self.conf.load()
+    }
+
+    /// The client network of a request from `peer` (the backend lane's unit).
+    pub fn client_net(&self, peer: std::net::IpAddr, headers: &HeaderMap) -> ClientNet {
+        ClientNets::from_limits(&self.conf().settings.limits).of(peer, headers)
+    }
+
+    /// Counts a backend request that got no slot, and the network refused for the
+    /// dashboard.
+    pub fn refused(&self, class: Class, e: &UpstreamError) {
+        self.stats.backend::<()>(&Err(e.clone()));
+        if let (Class::Anonymous(net), UpstreamError::Refused { .. }) = (class, e) {
+            self.stats.refused_nets.note(net);
+        }
     }
 
     /// The site that answers a request for this target and `Host`: `None` when no

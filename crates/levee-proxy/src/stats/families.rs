@@ -238,3 +238,70 @@ pub(super) fn register_tiers(r: &mut Registry, t: &crate::tiers::Tiers) {
         );
     }
 }
+
+/// The backend limiter's classes (limit.rs), summed over every backend: admitted,
+/// queued, in flight, waited, and refused by reason.
+pub(super) fn register_classes(r: &mut Registry, backends: &[&crate::limit::Limiter]) {
+    use crate::limit::{Class, Refusal};
+    use std::sync::atomic::Ordering::Relaxed;
+    type L = Vec<(&'static str, &'static str)>;
+    let admitted = Family::<L, Counter>::default();
+    let queued = Family::<L, Gauge>::default();
+    let in_flight = Family::<L, Gauge>::default();
+    let wait = Family::<L, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+    let refused = Family::<L, Counter>::default();
+    let gauge = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+    for (i, class) in Class::LABELS.iter().enumerate() {
+        let l = vec![("class", *class)];
+        let (mut a, mut q, mut f, mut w) = (0u64, 0usize, 0usize, 0u64);
+        for b in backends {
+            let s = b.stats();
+            a += s.admitted[i].load(Relaxed);
+            q += s.queued[i].load(Relaxed);
+            f += s.in_flight[i].load(Relaxed);
+            w += s.wait_micros[i].load(Relaxed);
+        }
+        admitted.get_or_create(&l).inc_by(a);
+        queued.get_or_create(&l).set(gauge(q));
+        in_flight.get_or_create(&l).set(gauge(f));
+        wait.get_or_create(&l).inc_by(w as f64 / 1e6);
+    }
+    for why in Refusal::ALL {
+        let class = match why {
+            Refusal::QueueFull | Refusal::QueueTimeout => "people",
+            _ => "anonymous",
+        };
+        let n: u64 = backends
+            .iter()
+            .map(|b| b.stats().refused[why as usize].load(Relaxed))
+            .sum();
+        refused
+            .get_or_create(&vec![("class", class), ("reason", why.reason())])
+            .inc_by(n);
+    }
+    r.register(
+        "backend_admitted",
+        "Backend requests given a slot, by class (shared: revalidations of stored pages; session; anonymous: the lane crawlers land in)",
+        admitted,
+    );
+    r.register(
+        "backend_queued",
+        "Requests waiting for a backend slot now, by class",
+        queued,
+    );
+    r.register(
+        "backend_in_flight",
+        "Backend requests holding a slot now, by class",
+        in_flight,
+    );
+    r.register(
+        "backend_wait_seconds",
+        "Time admitted requests waited for a backend slot, by class",
+        wait,
+    );
+    r.register(
+        "backend_refused",
+        "Requests refused a backend slot (never sent), by class and reason",
+        refused,
+    );
+}

@@ -43,6 +43,13 @@ pub enum UpstreamError {
     Timeout { backend: String, timeout: Duration },
     #[error("the backend {backend} is at its limit of {limit} concurrent requests and the wait queue is full or timed out")]
     Overloaded { backend: String, limit: usize },
+    /// No slot for this request, decided at once or after its wait (limit.rs).
+    #[error("the backend {backend} is busy: request refused ({})", why.reason())]
+    Refused {
+        backend: String,
+        why: crate::limit::Refusal,
+        retry_after: u64,
+    },
     #[error("the backend {backend} failed: {detail}")]
     Protocol { backend: String, detail: String },
     /// The request could not be sent as it is (a FastCGI body of unknown length over
@@ -71,6 +78,15 @@ impl UpstreamError {
             UpstreamError::Overloaded { limit, .. } => format!(
                 "the backend is at its limit of {limit} concurrent requests and the wait queue is full or timed out"
             ),
+            UpstreamError::Refused { why, retry_after, .. } => {
+                use crate::limit::Refusal;
+                let what = match why {
+                    Refusal::NetworkOverShare => "too many requests from your network are waiting for the site's backend",
+                    Refusal::LaneFull | Refusal::LaneWait => "the site is busy serving its readers and editors",
+                    Refusal::QueueFull | Refusal::QueueTimeout => "the backend is at its limit and its wait queue is full or timed out",
+                };
+                format!("{what}; please retry in {retry_after} s")
+            }
             UpstreamError::Protocol { .. } => {
                 "the backend failed to answer; the details are in levee's log".into()
             }
@@ -85,6 +101,7 @@ impl UpstreamError {
             }
             UpstreamError::Timeout { .. } => http::StatusCode::GATEWAY_TIMEOUT,
             UpstreamError::Overloaded { .. } => http::StatusCode::SERVICE_UNAVAILABLE,
+            UpstreamError::Refused { why, .. } => why.status(),
             UpstreamError::BadRequest { status, .. } => *status,
         }
     }

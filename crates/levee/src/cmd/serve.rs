@@ -81,6 +81,14 @@ pub struct ServeArgs {
     /// pm.max_children, an app pool's size, else adapted to the backend's latency).
     #[arg(long, value_name = "N|auto")]
     pub backend_max_concurrency: Option<String>,
+    /// Share of the backend anonymous work (crawlers' lane) may hold while people's
+    /// work waits, like 50% (100%: no cap).
+    #[arg(long, value_name = "PERCENT")]
+    pub backend_anonymous_share: Option<String>,
+    /// A proxy in front of levee whose X-Forwarded-For names the client, like
+    /// 10.0.0.0/8 (repeat for more).
+    #[arg(long, value_name = "NET")]
+    pub trusted_proxy: Vec<String>,
     /// Send responses uncompressed (no gzip, br or zstd).
     #[arg(long)]
     pub no_compression: bool,
@@ -156,6 +164,9 @@ impl ServeArgs {
                     v.parse()
                         .map_or_else(|_| Workers::Word(v.to_string()), Workers::Count)
                 }),
+                backend_anonymous_share: self.backend_anonymous_share.clone(),
+                trusted_proxies: (!self.trusted_proxy.is_empty())
+                    .then(|| self.trusted_proxy.clone()),
                 ..LimitsOptions::default()
             },
             compression: CompressionOptions {

@@ -1,0 +1,378 @@
+//! The anonymous lane: backend work that serves one client (a pass without a session,
+//! a fill of a URL nothing is stored for), where a crawler storm arrives. Its waiters
+//! are kept per client network; a freed slot goes to the network that used the backend
+//! least lately (a decayed count of its admissions), so neither one client nor one
+//! subnet takes the lane, and a reader who rarely asks comes before a crawler who
+//! always does. Bounded three ways: slots per network, waiters per network, and waiters
+//! in all to what the lane can serve within its wait at its recent pace (refused at
+//! once beyond: refuse fast, not late). All under the limiter's lock.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use crate::client_net::ClientNet;
+
+/// What a lane waiter is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Grant {
+    Slot,
+    /// Pushed out of a full queue by a network that used the backend less.
+    Displaced,
+}
+
+pub(super) struct LaneWaiter {
+    pub thread: usize,
+    pub tx: oneshot::Sender<Grant>,
+}
+
+/// A network's usage halves in this long: a crawler's record outlives its pauses.
+const HALF_LIFE: f64 = 10.0;
+/// Networks remembered before idle ones are forgotten.
+const PRUNE_AT: usize = 4096;
+
+#[derive(Default)]
+struct Net {
+    in_flight: usize,
+    queue: VecDeque<LaneWaiter>,
+    /// Admissions, decayed with `HALF_LIFE`, as of `at`.
+    usage: f64,
+    at: Option<Instant>,
+}
+
+impl Net {
+    fn usage(&self, now: Instant) -> f64 {
+        match self.at {
+            None => 0.0,
+            Some(at) => {
+                let dt = now.saturating_duration_since(at).as_secs_f64();
+                self.usage * (-dt * std::f64::consts::LN_2 / HALF_LIFE).exp()
+            }
+        }
+    }
+
+    fn is_idle(&self, now: Instant) -> bool {
+        self.in_flight == 0 && self.queue.is_empty() && self.usage(now) < 0.05
+    }
+}
+
+/// The lane's settings, derived from the limit each time (it moves when adaptive).
+#[derive(Debug, Clone, Copy)]
+pub struct LaneConfig {
+    /// Share of the limit the lane may hold while people's work is busy.
+    pub share: f64,
+    /// Share of the limit one network may hold (as many may wait).
+    pub network_share: f64,
+    /// Longest wait in the lane.
+    pub wait: Duration,
+}
+
+impl LaneConfig {
+    /// No caps: what `backend_anonymous_share = backend_network_share = "100%"` gives.
+    #[cfg(test)]
+    pub const OPEN: LaneConfig = LaneConfig {
+        share: 1.0,
+        network_share: 1.0,
+        wait: Duration::from_secs(10),
+    };
+
+    pub fn cap(&self, limit: usize) -> usize {
+        share_of(limit, self.share)
+    }
+
+    pub fn net_cap(&self, limit: usize) -> usize {
+        share_of(limit, self.network_share)
+    }
+}
+
+fn share_of(limit: usize, share: f64) -> usize {
+    ((limit as f64 * share).ceil() as usize).clamp(1, limit.max(1))
+}
+
+/// What became of a request arriving in the lane with no slot for it now.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Arrival {
+    Queued,
+    /// Its network already has its share waiting.
+    NetworkOverShare,
+    /// The lane's queue is full and no heavier network's waiter could make room.
+    Full,
+}
+
+#[derive(Default)]
+pub(super) struct Lane {
+    pub in_use: usize,
+    pub waiting: usize,
+    nets: HashMap<ClientNet, Net>,
+    /// Average time a lane request holds its slot (seconds), once known.
+    service: Option<f64>,
+}
+
+impl Lane {
+    /// May the lane take one more slot? Beyond its cap only while people's work is
+    /// neither in flight nor waiting.
+    pub fn may_take(&self, cap: usize, people_busy: bool) -> bool {
+        self.in_use < cap || !people_busy
+    }
+
+    /// Would `net` get a free slot now without passing a waiter that could have it?
+    pub fn may_admit_now(&self, net: ClientNet, net_cap: usize) -> bool {
+        let in_flight = self.nets.get(&net).map_or(0, |n| n.in_flight);
+        in_flight < net_cap
+            && !self
+                .nets
+                .values()
+                .any(|n| !n.queue.is_empty() && n.in_flight < net_cap)
+    }
+
+    /// Counts a slot given to `net`.
+    pub fn admit(&mut self, net: ClientNet, now: Instant) {
+        self.in_use += 1;
+        if self.nets.len() >= PRUNE_AT {
+            self.nets.retain(|_, n| !n.is_idle(now));
+        }
+        let n = self.nets.entry(net).or_default();
+        n.usage = n.usage(now) + 1.0;
+        n.at = Some(now);
+        n.in_flight += 1;
+    }
+
+    /// A slot of `net`'s came back after `held`.
+    pub fn release(&mut self, net: ClientNet, held: Duration) {
+        self.in_use = self.in_use.saturating_sub(1);
+        if let Some(n) = self.nets.get_mut(&net) {
+            n.in_flight = n.in_flight.saturating_sub(1);
+        }
+        // A slot granted to a waiter that had left was never used: no pace to learn.
+        if held.is_zero() {
+            return;
+        }
+        let held = held.as_secs_f64();
+        self.service = Some(match self.service {
+            None => held,
+            Some(s) => s * 0.9 + held * 0.1,
+        });
+    }
+
+    /// Waiters the lane can serve within `wait` on `slots` slots at its recent pace,
+    /// at most `max`.
+    fn bound(&self, max: usize, wait: Duration, slots: usize) -> usize {
+        match self.service {
+            Some(s) if s > 0.0 => {
+                let n = (wait.as_secs_f64() / s * slots as f64).floor();
+                (n as usize).clamp(1, max.max(1))
+            }
+            _ => max,
+        }
+    }
+
+    /// The expected wait of one more waiter, for `Retry-After`.
+    pub fn expected_wait(&self, slots: usize) -> Duration {
+        let s = self.service.unwrap_or(1.0);
+        Duration::from_secs_f64((s * (self.waiting + 1) as f64 / slots.max(1) as f64).min(3600.0))
+    }
+
+    /// Queues a request of `net`, or says why not. `slots`: what the lane may hold now.
+    #[allow(clippy::too_many_arguments)]
+    pub fn arrive(
+        &mut self,
+        net: ClientNet,
+        waiter: LaneWaiter,
+        net_cap: usize,
+        max: usize,
+        wait: Duration,
+        slots: usize,
+        now: Instant,
+    ) -> Arrival {
+        let (queued, usage) = self
+            .nets
+            .get(&net)
+            .map_or((0, 0.0), |n| (n.queue.len(), n.usage(now)));
+        if queued >= net_cap {
+            return Arrival::NetworkOverShare;
+        }
+        if self.waiting >= self.bound(max, wait, slots) && !self.displace_heavier(net, usage, now) {
+            return Arrival::Full;
+        }
+        if self.nets.len() >= PRUNE_AT {
+            self.nets.retain(|_, n| !n.is_idle(now));
+        }
+        self.nets.entry(net).or_default().queue.push_back(waiter);
+        self.waiting += 1;
+        Arrival::Queued
+    }
+
+    /// Tells the newest waiter of the network that used the backend most it has been
+    /// pushed out, if that network used it more than `net` by at least one request.
+    fn displace_heavier(&mut self, net: ClientNet, usage: f64, now: Instant) -> bool {
+        let heaviest = self
+            .nets
+            .iter()
+            .filter(|(k, n)| **k != net && !n.queue.is_empty())
+            .map(|(k, n)| (n.usage(now) + n.queue.len() as f64, *k))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        let Some((heavy, victim)) = heaviest else {
+            return false;
+        };
+        if heavy < usage + 1.0 {
+            return false;
+        }
+        let Some(w) = self.nets.get_mut(&victim).and_then(|n| n.queue.pop_back()) else {
+            return false;
+        };
+        self.waiting -= 1;
+        // A waiter that already left is simply gone.
+        let _ = w.tx.send(Grant::Displaced);
+        true
+    }
+
+    /// The next waiter to get a slot: of the networks below their cap, the one that
+    /// used the backend least.
+    pub fn next(&mut self, net_cap: usize, now: Instant) -> Option<(ClientNet, LaneWaiter)> {
+        loop {
+            let net = self
+                .nets
+                .iter()
+                .filter(|(_, n)| !n.queue.is_empty() && n.in_flight < net_cap)
+                .map(|(k, n)| (n.usage(now), *k))
+                .min_by(|a, b| a.0.total_cmp(&b.0))?
+                .1;
+            let w = self.nets.get_mut(&net)?.queue.pop_front()?;
+            self.waiting -= 1;
+            if !w.tx.is_closed() {
+                return Some((net, w));
+            }
+        }
+    }
+
+    /// Forgets `net`'s waiters that gave up.
+    pub fn remove_closed(&mut self, net: ClientNet) {
+        if let Some(n) = self.nets.get_mut(&net) {
+            let before = n.queue.len();
+            n.queue.retain(|w| !w.tx.is_closed());
+            self.waiting -= before - n.queue.len();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(a: &str) -> ClientNet {
+        ClientNet::of(a.parse().unwrap(), 24, 56)
+    }
+
+    fn waiter() -> (LaneWaiter, oneshot::Receiver<Grant>) {
+        let (tx, rx) = oneshot::channel();
+        (LaneWaiter { thread: 0, tx }, rx)
+    }
+
+    #[test]
+    fn shares_are_at_least_one_slot_and_at_most_the_limit() {
+        let c = LaneConfig {
+            share: 0.5,
+            network_share: 0.25,
+            wait: Duration::from_secs(2),
+        };
+        assert_eq!((c.cap(4), c.net_cap(4)), (2, 1));
+        assert_eq!((c.cap(1), c.net_cap(1)), (1, 1));
+        assert_eq!((c.cap(10), c.net_cap(10)), (5, 3));
+        assert_eq!(LaneConfig::OPEN.cap(7), 7);
+    }
+
+    #[test]
+    fn a_network_queues_its_share_then_is_refused() {
+        let mut lane = Lane::default();
+        let now = Instant::now();
+        let a = net("127.2.0.1");
+        let wait = Duration::from_secs(2);
+        let mut keep = Vec::new();
+        for _ in 0..2 {
+            let (w, rx) = waiter();
+            keep.push(rx);
+            assert_eq!(lane.arrive(a, w, 2, 100, wait, 4, now), Arrival::Queued);
+        }
+        let (w, _rx) = waiter();
+        assert_eq!(
+            lane.arrive(a, w, 2, 100, wait, 4, now),
+            Arrival::NetworkOverShare
+        );
+        let (w, _rx2) = waiter();
+        assert_eq!(
+            lane.arrive(net("127.3.0.1"), w, 2, 100, wait, 4, now),
+            Arrival::Queued
+        );
+    }
+
+    #[test]
+    fn the_least_used_network_goes_first() {
+        let mut lane = Lane::default();
+        let now = Instant::now();
+        let (crawler, reader) = (net("127.2.0.1"), net("127.9.0.1"));
+        for _ in 0..5 {
+            lane.admit(crawler, now);
+            lane.release(crawler, Duration::from_millis(100));
+        }
+        let wait = Duration::from_secs(2);
+        let (w, _a) = waiter();
+        lane.arrive(crawler, w, 4, 100, wait, 4, now);
+        let (w, _b) = waiter();
+        lane.arrive(reader, w, 4, 100, wait, 4, now);
+        assert_eq!(lane.next(4, now).map(|(n, _)| n), Some(reader));
+        assert_eq!(lane.next(4, now).map(|(n, _)| n), Some(crawler));
+        assert!(lane.next(4, now).is_none());
+        assert_eq!(lane.waiting, 0);
+    }
+
+    #[test]
+    fn a_full_queue_refuses_at_once_or_pushes_out_a_heavier_network() {
+        let mut lane = Lane::default();
+        let now = Instant::now();
+        let crawler = net("127.2.0.1");
+        // The lane's pace: 1 s a request on one slot; a 2 s wait holds two waiters.
+        lane.admit(crawler, now);
+        lane.release(crawler, Duration::from_secs(1));
+        let wait = Duration::from_secs(2);
+        let (w, mut first) = waiter();
+        assert_eq!(
+            lane.arrive(crawler, w, 8, 100, wait, 1, now),
+            Arrival::Queued
+        );
+        let (w, mut second) = waiter();
+        assert_eq!(
+            lane.arrive(crawler, w, 8, 100, wait, 1, now),
+            Arrival::Queued
+        );
+        // As used as the crawler, no one: refused.
+        let (w, _r) = waiter();
+        let other = net("127.3.0.1");
+        lane.admit(other, now);
+        lane.admit(other, now);
+        lane.admit(other, now);
+        assert_eq!(lane.arrive(other, w, 8, 100, wait, 1, now), Arrival::Full);
+        // A reader that never used it: the crawler's newest waiter makes room.
+        let (w, _reader) = waiter();
+        assert_eq!(
+            lane.arrive(net("127.9.0.1"), w, 8, 100, wait, 1, now),
+            Arrival::Queued
+        );
+        assert_eq!(second.try_recv(), Ok(Grant::Displaced));
+        assert!(first.try_recv().is_err(), "the older waiter stays");
+        assert_eq!(lane.waiting, 2);
+    }
+
+    #[test]
+    fn usage_decays_and_idle_networks_are_forgotten() {
+        let mut lane = Lane::default();
+        let t0 = Instant::now();
+        let a = net("127.2.0.1");
+        lane.admit(a, t0);
+        lane.release(a, Duration::from_millis(1));
+        let n = &lane.nets[&a];
+        let later = t0 + Duration::from_secs(10);
+        assert!((n.usage(later) - 0.5).abs() < 0.01);
+        assert!(n.is_idle(t0 + Duration::from_secs(60)));
+    }
+}
