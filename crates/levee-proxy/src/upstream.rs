@@ -286,7 +286,8 @@ impl Upstream {
                 LaneConfig {
                     share: l.backend_anonymous_share,
                     network_share: l.backend_network_share,
-                    wait: l.backend_anonymous_wait,
+                    // Never longer than anyone waits.
+                    wait: l.backend_anonymous_wait.min(l.backend_queue_timeout),
                 },
             ),
             limit_source,
