@@ -41,6 +41,8 @@ pub(crate) struct Record {
     /// How long this request waited for the backend's response head, if it did.
     pub backend: Option<Duration>,
     pub total: Duration,
+    /// Why, for an error or a stale answer (`network-over-share`, `backend-busy`...).
+    pub reason: Option<crate::outcome::Reason>,
 }
 
 enum Msg {
@@ -158,6 +160,7 @@ fn to_journal(r: &Record, line: &str) {
         bytes = r.bytes,
         backend_seconds = r.backend.map(|b| b.as_secs_f64()),
         total_seconds = r.total.as_secs_f64(),
+        reason = r.reason.as_deref(),
         "{line}"
     );
 }
@@ -237,6 +240,13 @@ fn combined(r: &Record, out: &mut String) {
             .unwrap_or("-")
             .replace(char::is_whitespace, "_")
     );
+    if let Some(reason) = &r.reason {
+        // Before the newline; levee's own words, but quoted like the rest for safety.
+        out.pop();
+        out.push_str(" reason=");
+        out.push_str(&reason.replace(|c: char| c.is_whitespace() || c == '"', "_"));
+        out.push('\n');
+    }
 }
 
 fn json(r: &Record, out: &mut String) {
@@ -254,6 +264,7 @@ fn json(r: &Record, out: &mut String) {
         "site": r.site.as_deref(),
         "backend_seconds": r.backend.map(|b| b.as_secs_f64()),
         "total_seconds": r.total.as_secs_f64(),
+        "reason": r.reason.as_deref(),
     });
     out.push_str(&v.to_string());
     out.push('\n');
@@ -280,6 +291,7 @@ mod tests {
             site: Some("default".into()),
             backend: None,
             total: Duration::from_micros(1500),
+            reason: None,
         }
     }
 

@@ -116,14 +116,23 @@ impl Lane {
         self.in_use < cap || !people_busy
     }
 
-    /// Would `net` get a free slot now without passing a waiter that could have it?
+    /// Would `net` get a free slot now without passing a waiter that should have it?
+    /// Its cap holds while other networks wait: when nobody else asks, one network may
+    /// use what is free (the lane is work-conserving, as a lone client behind a load
+    /// balancer with no `trusted_proxies` would otherwise get a quarter of the backend).
     pub fn may_admit_now(&self, net: ClientNet, net_cap: usize) -> bool {
         let in_flight = self.nets.get(&net).map_or(0, |n| n.in_flight);
-        in_flight < net_cap
-            && !self
-                .nets
-                .values()
-                .any(|n| !n.queue.is_empty() && n.in_flight < net_cap)
+        let eligible_waits = self
+            .nets
+            .values()
+            .any(|n| !n.queue.is_empty() && n.in_flight < net_cap);
+        !eligible_waits && (in_flight < net_cap || !self.others_wait(net))
+    }
+
+    fn others_wait(&self, net: ClientNet) -> bool {
+        self.nets
+            .iter()
+            .any(|(k, n)| *k != net && !n.queue.is_empty())
     }
 
     /// Counts a slot given to `net`.
@@ -189,7 +198,7 @@ impl Lane {
             .nets
             .get(&net)
             .map_or((0, 0.0), |n| (n.queue.len(), n.usage(now)));
-        if queued >= net_cap {
+        if queued >= net_cap && self.others_wait(net) {
             return Arrival::NetworkOverShare;
         }
         if self.waiting >= self.bound(max, wait, slots) && !self.displace_heavier(net, usage, now) {
@@ -228,16 +237,18 @@ impl Lane {
     }
 
     /// The next waiter to get a slot: of the networks below their cap, the one that
-    /// used the backend least.
+    /// used the backend least; when none is below, the least used of the others.
     pub fn next(&mut self, net_cap: usize, now: Instant) -> Option<(ClientNet, LaneWaiter)> {
         loop {
-            let net = self
-                .nets
-                .iter()
-                .filter(|(_, n)| !n.queue.is_empty() && n.in_flight < net_cap)
-                .map(|(k, n)| (n.usage(now), *k))
-                .min_by(|a, b| a.0.total_cmp(&b.0))?
-                .1;
+            let least = |below: bool| {
+                self.nets
+                    .iter()
+                    .filter(|(_, n)| !n.queue.is_empty() && (n.in_flight < net_cap) == below)
+                    .map(|(k, n)| (n.usage(now), *k))
+                    .min_by(|a, b| a.0.total_cmp(&b.0))
+                    .map(|(_, k)| k)
+            };
+            let net = least(true).or_else(|| least(false))?;
             let w = self.nets.get_mut(&net)?.queue.pop_front()?;
             self.waiting -= 1;
             if !w.tx.is_closed() {
@@ -283,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn a_network_queues_its_share_then_is_refused() {
+    fn a_network_queues_its_share_then_is_refused_while_others_wait() {
         let mut lane = Lane::default();
         let now = Instant::now();
         let a = net("127.2.0.1");
@@ -294,15 +305,20 @@ mod tests {
             keep.push(rx);
             assert_eq!(lane.arrive(a, w, 2, 100, wait, 4, now), Arrival::Queued);
         }
-        let (w, _rx) = waiter();
-        assert_eq!(
-            lane.arrive(a, w, 2, 100, wait, 4, now),
-            Arrival::NetworkOverShare
-        );
+        // Alone, it may queue more: nobody else wants the lane.
+        let (w, rx) = waiter();
+        keep.push(rx);
+        assert_eq!(lane.arrive(a, w, 2, 100, wait, 4, now), Arrival::Queued);
         let (w, _rx2) = waiter();
         assert_eq!(
             lane.arrive(net("127.3.0.1"), w, 2, 100, wait, 4, now),
             Arrival::Queued
+        );
+        // Now another network waits: beyond its share, refused at once.
+        let (w, _rx) = waiter();
+        assert_eq!(
+            lane.arrive(a, w, 2, 100, wait, 4, now),
+            Arrival::NetworkOverShare
         );
     }
 

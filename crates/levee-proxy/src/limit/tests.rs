@@ -360,26 +360,28 @@ async fn a_freed_slot_goes_to_people_before_the_lane() {
 }
 
 #[tokio::test]
-async fn a_network_gets_its_share_in_flight_as_many_waiting_then_429_at_once() {
+async fn a_network_keeps_to_its_share_while_others_wait_then_429_at_once() {
     let l = Arc::new(Limiter::new(
-        Mode::Fixed(8),
+        Mode::Fixed(4),
         0.0,
         100,
         ms(5000),
         lanes(1.0, 0.25, ms(5000)),
     ));
+    // Alone, one network may use the whole backend.
     let mut held = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..4 {
         held.push(l.acquire(anon("127.2.0.1")).await.unwrap());
     }
-    let mut waiting = Vec::new();
-    for _ in 0..2 {
+    let queue = |addr: &'static str| {
         let l = l.clone();
-        waiting.push(tokio::spawn(async move {
-            l.acquire(anon("127.2.0.9")).await.is_ok()
-        }));
-    }
+        tokio::spawn(async move { l.acquire(anon(addr)).await.map(|s| (Instant::now(), s)) })
+    };
+    let crawler = queue("127.2.0.9");
+    eventually_waiting(&l, 1).await;
+    let reader = queue("127.3.0.1");
     eventually_waiting(&l, 2).await;
+    // Another network waits: the crawler's network has its share waiting; refused.
     let started = Instant::now();
     let r = l.acquire(anon("127.2.0.200")).await;
     assert_eq!(r.err().map(|r| r.why), Some(Refusal::NetworkOverShare));
@@ -388,12 +390,14 @@ async fn a_network_gets_its_share_in_flight_as_many_waiting_then_429_at_once() {
         "not at once: {:?}",
         started.elapsed()
     );
-    // Another network is served meanwhile.
-    let _other = l.acquire(anon("127.3.0.1")).await.unwrap();
-    drop(held);
-    for w in waiting {
-        assert!(w.await.unwrap());
-    }
+    // A freed slot goes to the network below its share, though it came later.
+    held.pop();
+    let (_, reader_slot) = reader.await.unwrap().unwrap();
+    assert!(
+        tokio::time::timeout(ms(30), crawler).await.is_err(),
+        "the crawler's network, over its share, was served first"
+    );
+    drop(reader_slot);
     assert_eq!(
         l.stats().refused[Refusal::NetworkOverShare as usize].load(Ordering::Relaxed),
         1

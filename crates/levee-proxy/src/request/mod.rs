@@ -56,7 +56,7 @@ use http::Request;
 use hyper::body::Incoming;
 
 use crate::body::{body_len, Resp};
-use crate::outcome::Answer;
+use crate::outcome::{Answer, CacheResult};
 use crate::upstream::ConnInfo;
 use next::Next;
 
@@ -137,6 +137,10 @@ pub(crate) async fn handle(
                 .map(|s| s.name.clone()),
             backend: outcome.backend_wait,
             total,
+            // Why an error or a stale copy: every refusal names its reason.
+            reason: matches!(outcome.result, CacheResult::Error | CacheResult::Stale)
+                .then(|| outcome.reason.clone())
+                .flatten(),
         });
     }
     Ok(resp)
