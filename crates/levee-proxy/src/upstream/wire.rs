@@ -81,8 +81,9 @@ impl UpstreamError {
             UpstreamError::Refused { why, retry_after, .. } => {
                 use crate::limit::Refusal;
                 let what = match why {
-                    Refusal::NetworkOverShare => "too many requests from your network are waiting for the site's backend",
-                    Refusal::LaneFull | Refusal::LaneWait => "the site is busy serving its readers and editors",
+                    Refusal::NetworkOverShare => "too many requests from your network are waiting for the backend",
+                    Refusal::LaneFull => "the backend is busy and its queue for requests without a session is full",
+                    Refusal::LaneWait => "the backend is busy and this request's wait in its queue ran out",
                     Refusal::QueueFull | Refusal::QueueTimeout => "the backend is at its limit and its wait queue is full or timed out",
                 };
                 format!("{what}; please retry in {retry_after} s")

@@ -53,6 +53,9 @@ async fn backend_never_sees_more_than_backend_max_concurrency_requests() {
     let levee = levee!()
         .backend(&origin.url())
         .args(&["--backend-max-concurrency", "4"])
+        // 150 anonymous requests of 50 ms from one client on 2 slots (the lane's share
+        // while sessions work) take ~4 s: past the anonymous lane's default 2 s wait.
+        .config("[limits]\nbackend_anonymous_wait = \"10s\"")
         .start();
     let addr = levee.addr();
     let mut set = JoinSet::new();
