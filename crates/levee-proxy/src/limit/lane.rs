@@ -107,7 +107,13 @@ pub(super) struct Lane {
     nets: HashMap<ClientNet, Net>,
     /// Average time a lane request holds its slot (seconds), once known.
     service: Option<f64>,
+    /// Slots given back so far, up to `LEARNING`.
+    samples: u32,
 }
+
+/// Slot times the lane learns its pace from before it predicts waits: one slow first
+/// request (a cold start) must not make it refuse a burst it can serve.
+const LEARNING: u32 = 16;
 
 impl Lane {
     /// May the lane take one more slot? Beyond its cap only while people's work is
@@ -158,9 +164,11 @@ impl Lane {
             return;
         }
         let held = held.as_secs_f64();
+        self.samples = (self.samples + 1).min(LEARNING);
+        // Quick to follow a backend that speeds up or slows down (a fifth per sample).
         self.service = Some(match self.service {
             None => held,
-            Some(s) => s * 0.9 + held * 0.1,
+            Some(s) => s * 0.8 + held * 0.2,
         });
     }
 
@@ -168,7 +176,7 @@ impl Lane {
     /// at most `max`.
     fn bound(&self, max: usize, wait: Duration, slots: usize) -> usize {
         match self.service {
-            Some(s) if s > 0.0 => {
+            Some(s) if s > 0.0 && self.samples >= LEARNING => {
                 let n = (wait.as_secs_f64() / s * slots as f64).floor();
                 (n as usize).clamp(1, max.max(1))
             }
@@ -348,8 +356,12 @@ mod tests {
         let now = Instant::now();
         let crawler = net("127.2.0.1");
         // The lane's pace: 1 s a request on one slot; a 2 s wait holds two waiters.
+        let pace = net("127.200.0.1");
+        for _ in 0..LEARNING {
+            lane.admit(pace, now);
+            lane.release(pace, Duration::from_secs(1));
+        }
         lane.admit(crawler, now);
-        lane.release(crawler, Duration::from_secs(1));
         let wait = Duration::from_secs(2);
         let (w, mut first) = waiter();
         assert_eq!(
