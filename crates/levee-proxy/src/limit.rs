@@ -176,6 +176,8 @@ struct State {
     /// Arrival numbers: beyond the sessions' share, first come first served.
     arrivals: u64,
     lane: Lane,
+    /// When people's work last came or ended.
+    people_seen: Option<Instant>,
 }
 
 type Queue = VecDeque<(u64, oneshot::Sender<()>)>;
@@ -219,9 +221,13 @@ impl State {
             .sum()
     }
 
-    /// People's work in flight or waiting: the lane keeps to its share.
-    fn people_busy(&self) -> bool {
-        self.in_use > self.lane.in_use || self.people_queued() > 0
+    /// People's work in flight, waiting, or seen within `linger`: the lane keeps to
+    /// its share, so that the next editor's request or reader's revalidation finds a
+    /// free slot rather than waiting for a crawler's request to end.
+    fn people_busy(&self, linger: Duration) -> bool {
+        self.in_use > self.lane.in_use
+            || self.people_queued() > 0
+            || self.people_seen.is_some_and(|t| t.elapsed() < linger)
     }
 
     /// Gives free slots to waiters, `here` being the thread that freed them:
@@ -265,7 +271,10 @@ impl State {
     /// give.
     fn grant_lane(&mut self, lane: &LaneConfig) -> bool {
         let (cap, net_cap) = (lane.cap(self.limit), lane.net_cap(self.limit));
-        if !self.lane.may_take(cap, self.people_busy()) {
+        if !self
+            .lane
+            .may_take(cap, self.people_busy(lane.people_linger))
+        {
             return false;
         }
         let now = Instant::now();
@@ -349,6 +358,7 @@ impl Limiter {
                     threads: Vec::new(),
                     arrivals: 0,
                     lane: Lane::default(),
+                    people_seen: None,
                 }),
                 limit: AtomicUsize::new(limit),
                 in_use: AtomicUsize::new(0),
@@ -394,7 +404,7 @@ impl Limiter {
                 Wait::People(rx) => tokio::time::timeout(timeout, rx)
                     .await
                     .map(|r| r.map(|()| Grant::Slot)),
-                Wait::Lane(rx) => tokio::time::timeout(timeout, rx).await,
+                Wait::Lane(rx) => inner.wait_lane(rx, timeout, thread).await,
             };
             match got {
                 Ok(Ok(Grant::Slot)) => waiter.granted = true,
@@ -466,6 +476,34 @@ impl Inner {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A lane waiter's wait. A freed slot is handed over by whoever frees it; but a
+    /// slot the lane left free only for people's linger is freed by nobody, so while
+    /// lingering, the waiter looks again now and then.
+    async fn wait_lane(
+        &self,
+        rx: &mut oneshot::Receiver<Grant>,
+        timeout: Duration,
+        thread: usize,
+    ) -> Result<Result<Grant, oneshot::error::RecvError>, tokio::time::error::Elapsed> {
+        let linger = self.lane.people_linger;
+        if linger.is_zero() {
+            return tokio::time::timeout(timeout, rx).await;
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let tick = (linger / 4).clamp(Duration::from_millis(10), Duration::from_millis(500));
+        loop {
+            let next = (tokio::time::Instant::now() + tick).min(deadline);
+            match tokio::time::timeout_at(next, &mut *rx).await {
+                Ok(got) => return Ok(got),
+                Err(elapsed) if next >= deadline => return Err(elapsed),
+                Err(_) => {
+                    let mut st = self.lock();
+                    st.grant(thread, self.reserved, &self.lane);
+                }
+            }
+        }
+    }
+
     fn refuse(&self, why: Refusal) -> Refused {
         self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
         let retry_after = match why {
@@ -479,6 +517,7 @@ impl Inner {
     fn arrive_people(&self, thread: usize, class: Class) -> Result<Option<Wait>, Refused> {
         let mut st = self.lock();
         st.local(thread);
+        st.people_seen = Some(Instant::now());
         // Nobody jumps a waiting session; sessions may pass waiting shared work; the
         // lane's waiters never hold people back.
         let queued_ahead = match class {
@@ -515,7 +554,7 @@ impl Inner {
         st.local(thread);
         let limit = st.limit;
         let (cap, net_cap) = (self.lane.cap(limit), self.lane.net_cap(limit));
-        let people_busy = st.people_busy();
+        let people_busy = st.people_busy(self.lane.people_linger);
         let now = Instant::now();
         if st.in_use < limit
             && st.lane.may_take(cap, people_busy)
@@ -559,6 +598,9 @@ impl Inner {
             Class::Session => st.sessions_in_use = st.sessions_in_use.saturating_sub(1),
             Class::Anonymous(net) => st.lane.release(net, held),
             Class::Shared => {}
+        }
+        if !matches!(class, Class::Anonymous(_)) {
+            st.people_seen = Some(Instant::now());
         }
         st.grant(thread, self.reserved, &self.lane);
     }

@@ -288,6 +288,7 @@ impl Upstream {
                     network_share: l.backend_network_share,
                     // Never longer than anyone waits.
                     wait: l.backend_anonymous_wait.min(l.backend_queue_timeout),
+                    people_linger: LaneConfig::PEOPLE_LINGER,
                 },
             ),
             limit_source,

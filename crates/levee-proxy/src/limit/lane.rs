@@ -66,6 +66,8 @@ pub struct LaneConfig {
     pub network_share: f64,
     /// Longest wait in the lane.
     pub wait: Duration,
+    /// How long after people's last work the lane still keeps to its share.
+    pub people_linger: Duration,
 }
 
 impl LaneConfig {
@@ -75,7 +77,13 @@ impl LaneConfig {
         share: 1.0,
         network_share: 1.0,
         wait: Duration::from_secs(10),
+        people_linger: Duration::ZERO,
     };
+
+    /// How long people's work keeps the lane to its share after it was last seen: longer
+    /// than an editor's pause between two page views, short enough that the backend is
+    /// all the crawlers' soon after people leave.
+    pub const PEOPLE_LINGER: Duration = Duration::from_secs(2);
 
     pub fn cap(&self, limit: usize) -> usize {
         share_of(limit, self.share)
@@ -294,6 +302,7 @@ mod tests {
             share: 0.5,
             network_share: 0.25,
             wait: Duration::from_secs(2),
+            people_linger: Duration::ZERO,
         };
         assert_eq!((c.cap(4), c.net_cap(4)), (2, 1));
         assert_eq!((c.cap(1), c.net_cap(1)), (1, 1));

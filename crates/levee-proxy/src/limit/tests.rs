@@ -293,6 +293,7 @@ fn lanes(share: f64, network_share: f64, wait: Duration) -> LaneConfig {
         share,
         network_share,
         wait,
+        people_linger: Duration::ZERO,
     }
 }
 
@@ -321,7 +322,7 @@ async fn the_lane_keeps_to_its_share_while_people_work() {
     let got = tokio::time::timeout(ms(50), blocked).await;
     assert!(got.is_err(), "the lane took a third slot while people work");
     drop(editor);
-    // People done: the lane may have the rest again.
+    // People done (no linger here): the lane may have the rest again.
     let _third = l.acquire(anon("127.9.0.1")).await.unwrap();
     let _fourth = l.acquire(anon("127.10.0.1")).await.unwrap();
 }
@@ -421,4 +422,24 @@ async fn eventually_waiting(l: &Limiter, n: usize) {
         tokio::time::sleep(ms(2)).await;
     }
     panic!("{} waiting, not {n}", l.waiting());
+}
+
+#[tokio::test]
+async fn the_lane_keeps_to_its_share_a_while_after_people_left() {
+    let l = Limiter::new(
+        Mode::Fixed(2),
+        0.0,
+        100,
+        ms(2000),
+        LaneConfig {
+            people_linger: ms(60),
+            ..lanes(0.5, 1.0, ms(2000))
+        },
+    );
+    drop(l.acquire(Class::Shared).await.unwrap());
+    let _a = l.acquire(anon("127.2.0.1")).await.unwrap();
+    // Within the linger the second slot stays free for the next reader or editor.
+    let started = Instant::now();
+    let _b = l.acquire(anon("127.3.0.1")).await.unwrap();
+    assert!(started.elapsed() >= ms(40), "{:?}", started.elapsed());
 }
