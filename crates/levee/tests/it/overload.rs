@@ -54,9 +54,11 @@ async fn a_cached_url_is_served_while_every_backend_slot_is_busy_and_the_queue_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_editor_gets_through_a_saturated_backend_ahead_of_anonymous_traffic() {
     let origin = origin(Duration::from_millis(300));
+    // Ten anonymous requests of 300 ms on the one slot the lane keeps while the editor
+    // works take 3 s: past the lane's default 2 s wait, which lanes.rs tests.
     let levee = levee!()
         .backend(&origin.url())
-        .config("[limits]\nbackend_max_concurrency = 2")
+        .config("[limits]\nbackend_max_concurrency = 2\nbackend_anonymous_wait = \"10s\"")
         .start();
     let addr = levee.addr();
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
