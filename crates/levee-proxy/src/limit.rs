@@ -242,7 +242,7 @@ impl State {
         self.local(here);
         while self.in_use < self.limit {
             let Some((thread, session)) = self.pick(here, reserved) else {
-                if !self.grant_lane(lane) {
+                if !self.grant_lane(here, lane) {
                     return;
                 }
                 continue;
@@ -269,7 +269,7 @@ impl State {
 
     /// One slot to the lane's next waiter, if the lane may take it; false: nothing to
     /// give.
-    fn grant_lane(&mut self, lane: &LaneConfig) -> bool {
+    fn grant_lane(&mut self, here: usize, lane: &LaneConfig) -> bool {
         let (cap, net_cap) = (lane.cap(self.limit), lane.net_cap(self.limit));
         if !self
             .lane
@@ -278,7 +278,7 @@ impl State {
             return false;
         }
         let now = Instant::now();
-        let Some((net, w)) = self.lane.next(net_cap, now) else {
+        let Some((net, w)) = self.lane.next(net_cap, here, now) else {
             return false;
         };
         if w.tx.send(Grant::Slot).is_ok() {

@@ -29,6 +29,8 @@ pub(super) struct LaneWaiter {
 
 /// A network's usage halves in this long: a crawler's record outlives its pauses.
 const HALF_LIFE: f64 = 10.0;
+/// How far into a network's queue a waiter on the freeing thread may be taken first.
+const LOCAL_LOOKAHEAD: usize = 8;
 /// Networks remembered before idle ones are forgotten.
 const PRUNE_AT: usize = 4096;
 
@@ -254,7 +256,12 @@ impl Lane {
 
     /// The next waiter to get a slot: of the networks below their cap, the one that
     /// used the backend least; when none is below, the least used of the others.
-    pub fn next(&mut self, net_cap: usize, now: Instant) -> Option<(ClientNet, LaneWaiter)> {
+    pub fn next(
+        &mut self,
+        net_cap: usize,
+        here: usize,
+        now: Instant,
+    ) -> Option<(ClientNet, LaneWaiter)> {
         loop {
             let least = |below: bool| {
                 self.nets
@@ -265,7 +272,15 @@ impl Lane {
                     .map(|(_, k)| k)
             };
             let net = least(true).or_else(|| least(false))?;
-            let w = self.nets.get_mut(&net)?.queue.pop_front()?;
+            let queue = &mut self.nets.get_mut(&net)?.queue;
+            // Within the network, a waiter on the thread that freed the slot if one is
+            // near the front: no cross-thread wake-up (see limit.rs).
+            let at = queue
+                .iter()
+                .take(LOCAL_LOOKAHEAD)
+                .position(|w| w.thread == here)
+                .unwrap_or(0);
+            let w = queue.remove(at)?;
             self.waiting -= 1;
             if !w.tx.is_closed() {
                 return Some((net, w));
@@ -353,9 +368,9 @@ mod tests {
         lane.arrive(crawler, w, 4, 100, wait, 4, now);
         let (w, _b) = waiter();
         lane.arrive(reader, w, 4, 100, wait, 4, now);
-        assert_eq!(lane.next(4, now).map(|(n, _)| n), Some(reader));
-        assert_eq!(lane.next(4, now).map(|(n, _)| n), Some(crawler));
-        assert!(lane.next(4, now).is_none());
+        assert_eq!(lane.next(4, 0, now).map(|(n, _)| n), Some(reader));
+        assert_eq!(lane.next(4, 0, now).map(|(n, _)| n), Some(crawler));
+        assert!(lane.next(4, 0, now).is_none());
         assert_eq!(lane.waiting, 0);
     }
 
