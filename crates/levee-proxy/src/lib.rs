@@ -34,6 +34,20 @@ pub use systemd::is_journal_stream;
 pub mod __fuzz {
     use http::HeaderMap;
 
+    /// The client network of a request from a trusted proxy with these headers.
+    pub fn client_net(headers: &HeaderMap) {
+        let trusted: [ipnet::IpNet; 2] = [
+            ipnet::IpNet::from(std::net::IpAddr::from([127, 0, 0, 1])),
+            ipnet::IpNet::from(std::net::IpAddr::from([10, 0, 0, 0])),
+        ];
+        let nets = crate::client_net::ClientNets {
+            v4: 24,
+            v6: 56,
+            trusted: &trusted,
+        };
+        let _ = nets.of(std::net::IpAddr::from([127, 0, 0, 1]), headers).to_string();
+    }
+
     /// Cookie fields as classification reads them, after `set_cookies` taught their names.
     pub fn cookies(set_cookies: &HeaderMap, request: &HeaderMap) {
         // Compiling the globs costs more than the rest: once per process.
