@@ -45,7 +45,9 @@ pub mod __fuzz {
             v6: 56,
             trusted: &trusted,
         };
-        let _ = nets.of(std::net::IpAddr::from([127, 0, 0, 1]), headers).to_string();
+        let _ = nets
+            .of(std::net::IpAddr::from([127, 0, 0, 1]), headers)
+            .to_string();
     }
 
     /// Cookie fields as classification reads them, after `set_cookies` taught their names.
