@@ -1,0 +1,515 @@
+//! The load of benchmarks/storm.sh (issue 32, "people first under overload"): people and
+//! crawlers on one MediaWiki, measured apart.
+//!
+//! ```text
+//! storm setup --target http://127.0.0.1:PORT [--pages 8 --revisions 3 --editors 2]
+//! storm run   --target http://127.0.0.1:PORT [--fair-secs 30 --storm-secs 60
+//!             --readers 8 --think-ms 200 --editors 2 --edit-every-secs 5
+//!             --crawler-addrs 64 --crawler-conns 64 --pages 8
+//!             --visible-within-secs 10 --timeout-secs 30]
+//! ```
+//!
+//! - readers: anonymous, from 127.0.0.1, one of the pages, then `think-ms`;
+//! - editors: logged in (the API's clientlogin, cookies kept), view pages with `think-ms`
+//!   between them, save an edit every `edit-every-secs`; after each save they view the
+//!   page (it must show the edit at once) and an anonymous reader polls it until it
+//!   shows the edit or `visible-within-secs` passed;
+//! - crawlers, from the storm phase on: `crawler-conns` connections, no think time,
+//!   connection i bound to address i mod `crawler-addrs` (127.1.0.1 onwards, each in its
+//!   own /24), asking for history, old revisions, diffs, recent changes, what links
+//!   here, searches.
+//!
+//! Readers and editors run on one thread, crawlers on another (each a single-threaded
+//! runtime), so that the crawlers' own work does not delay the people's clocks.
+//! Prints a summary per population and phase, then one `RESULT {json}` line. Only ever
+//! connects to 127.0.0.0/8.
+
+#[path = "storm/http.rs"]
+mod http;
+#[path = "storm/stats.rs"]
+mod stats;
+#[path = "storm/wiki.rs"]
+mod wiki;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use levee_test::apps::MediaWiki;
+use serde_json::{json, Value};
+use tokio::time::sleep_until;
+
+use http::Conn;
+use stats::{Seen, Tally, PHASES};
+use wiki::{Rng, Session, LOCALHOST};
+
+/// No task sends more than this many requests, whatever the clock says.
+const MAX_REQUESTS_PER_TASK: u64 = 5_000_000;
+/// How often the anonymous check asks for an edited page.
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+#[derive(Clone)]
+struct Args {
+    target: SocketAddr,
+    pages: usize,
+    revisions: usize,
+    readers: usize,
+    think: Duration,
+    editors: usize,
+    edit_every: Duration,
+    crawler_addrs: usize,
+    crawler_conns: usize,
+    fair: Duration,
+    storm: Duration,
+    visible_within: Duration,
+    timeout: Duration,
+}
+
+fn usage(why: &str) -> ! {
+    eprintln!("storm: {why}\nusage: storm setup|run --target http://127.0.0.1:PORT [--flag value]... (see the source's header)");
+    std::process::exit(2);
+}
+
+fn parse_args(argv: &[String]) -> Args {
+    let mut a = Args {
+        target: SocketAddr::from(([127, 0, 0, 1], 80)),
+        pages: 8,
+        revisions: 3,
+        readers: 8,
+        think: Duration::from_millis(200),
+        editors: 2,
+        edit_every: Duration::from_secs(5),
+        crawler_addrs: 64,
+        crawler_conns: 64,
+        fair: Duration::from_secs(30),
+        storm: Duration::from_secs(60),
+        visible_within: Duration::from_secs(10),
+        timeout: Duration::from_secs(30),
+    };
+    let mut target = None;
+    let mut it = argv.iter();
+    while let Some(flag) = it.next() {
+        let Some(value) = it.next() else {
+            usage(&format!("{flag} needs a value"))
+        };
+        let num = || -> u64 {
+            value
+                .parse()
+                .unwrap_or_else(|_| usage(&format!("{flag}: not a number: {value}")))
+        };
+        let secs = || Duration::from_secs_f64(num() as f64);
+        match flag.as_str() {
+            "--target" => target = Some(value.clone()),
+            "--pages" => a.pages = num() as usize,
+            "--revisions" => a.revisions = num() as usize,
+            "--readers" => a.readers = num() as usize,
+            "--think-ms" => a.think = Duration::from_millis(num()),
+            "--editors" => a.editors = num() as usize,
+            "--edit-every-secs" => a.edit_every = secs(),
+            "--crawler-addrs" => a.crawler_addrs = num() as usize,
+            "--crawler-conns" => a.crawler_conns = num() as usize,
+            "--fair-secs" => a.fair = secs(),
+            "--storm-secs" => a.storm = secs(),
+            "--visible-within-secs" => a.visible_within = secs(),
+            "--timeout-secs" => a.timeout = secs(),
+            _ => usage(&format!("unknown flag {flag}")),
+        }
+    }
+    let Some(target) = target else {
+        usage("--target is required")
+    };
+    let hostport = target
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    a.target = hostport
+        .parse()
+        .unwrap_or_else(|_| usage(&format!("--target {target}: want http://127.x.y.z:PORT")));
+    // This program floods what it targets: loopback only.
+    if !a.target.ip().is_loopback() || !a.target.is_ipv4() {
+        usage("--target must be on 127.0.0.0/8");
+    }
+    if a.pages == 0 || a.crawler_addrs == 0 || a.crawler_addrs > 254 * 254 * 256 {
+        usage("--pages and --crawler-addrs must be 1 or more (crawler-addrs up to 16516096)");
+    }
+    a
+}
+
+/// When each phase ends; a request belongs to the phase it started in.
+#[derive(Clone, Copy)]
+struct Plan {
+    fair_end: Instant,
+    storm_end: Instant,
+    max_rev: u64,
+}
+
+impl Plan {
+    fn phase(&self, at: Instant) -> usize {
+        usize::from(at >= self.fair_end)
+    }
+
+    fn running(&self) -> bool {
+        Instant::now() < self.storm_end
+    }
+}
+
+/// Sleeps `d`, but not past the end of the run.
+async fn think(plan: &Plan, d: Duration) {
+    let until = (Instant::now() + d).min(plan.storm_end);
+    sleep_until(until.into()).await;
+}
+
+async fn reader(a: Args, plan: Plan, i: usize) -> Seen {
+    let mut seen = Seen::default();
+    let mut conn = Conn::new(a.target, LOCALHOST, a.timeout);
+    let mut rng = Rng::new(1000 + i as u64);
+    for _ in 0..MAX_REQUESTS_PER_TASK {
+        if !plan.running() {
+            break;
+        }
+        let path = wiki::page_path(&wiki::title(rng.below(a.pages as u64) as usize));
+        let start = Instant::now();
+        let r = conn.get(&path, &[]).await;
+        seen.tally[plan.phase(start)].record(&r, start.elapsed());
+        think(&plan, a.think).await;
+    }
+    seen
+}
+
+async fn crawler(a: Args, plan: Plan, i: usize) -> (Tally, u64) {
+    let mut tally = Tally::default();
+    let mut conn = Conn::new(a.target, wiki::crawler_ip(i % a.crawler_addrs), a.timeout);
+    let mut rng = Rng::new(1_000_000 + i as u64);
+    sleep_until(plan.fair_end.into()).await;
+    for _ in 0..MAX_REQUESTS_PER_TASK {
+        if !plan.running() {
+            break;
+        }
+        let path = wiki::crawler_path(&mut rng, a.pages, plan.max_rev);
+        let start = Instant::now();
+        let r = conn.get(&path, &[]).await;
+        tally.record(&r, start.elapsed());
+        if r.is_err() {
+            // A crawler retries at once; a pause only keeps a refused connect from
+            // spinning this thread.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    (tally, conn.opened)
+}
+
+/// Polls `path` anonymously until it shows `marker` or `within` has passed since
+/// `saved`; how long after the save it showed.
+async fn anonymous_check(
+    a: Args,
+    path: String,
+    marker: String,
+    saved: Instant,
+) -> Result<Duration, String> {
+    let mut conn = Conn::new(a.target, LOCALHOST, a.timeout);
+    let deadline = saved + a.visible_within;
+    let mut last = String::from("no answer");
+    for _ in 0..10_000 {
+        let tick = Instant::now() + CHECK_EVERY;
+        match conn.get(&path, &[]).await {
+            Ok(r) if r.status == 200 && wiki::shows(&r.body, &marker) => {
+                // An answer that came after the bound is late, whatever it shows.
+                let after = saved.elapsed();
+                if after <= a.visible_within {
+                    return Ok(after);
+                }
+                last = format!("shown only after {after:?}");
+                break;
+            }
+            Ok(r) => last = format!("HTTP {} without the edit", r.status),
+            Err(e) => last = format!("{e:?}"),
+        }
+        if tick >= deadline {
+            break;
+        }
+        sleep_until(tick.into()).await;
+    }
+    Err(format!(
+        "{marker} not shown to anonymous readers within {:?}: {last}",
+        a.visible_within
+    ))
+}
+
+async fn editor(a: Args, plan: Plan, e: usize, mut s: Session) -> Seen {
+    let mut seen = Seen::default();
+    let mut rng = Rng::new(2000 + e as u64);
+    let mine: Vec<usize> = (0..a.pages).filter(|p| p % a.editors == e).collect();
+    let mut checks = tokio::task::JoinSet::new();
+    // Editors take turns: their saves are spread over the interval.
+    let mut next_edit =
+        plan.fair_end - a.fair + a.edit_every.mul_f64((e as f64 + 0.5) / a.editors as f64);
+    for n in 0..MAX_REQUESTS_PER_TASK {
+        if !plan.running() {
+            break;
+        }
+        let now = Instant::now();
+        if now < next_edit || mine.is_empty() {
+            let path = wiki::page_path(&wiki::title(rng.below(a.pages as u64) as usize));
+            let r = s.conn.get(&path, &s.jar.header()).await;
+            seen.tally[plan.phase(now)].record(&r, now.elapsed());
+            think(
+                &plan,
+                a.think
+                    .min(next_edit.saturating_duration_since(Instant::now())),
+            )
+            .await;
+            continue;
+        }
+        next_edit = (next_edit + a.edit_every).max(now);
+        let phase = plan.phase(now);
+        let title = wiki::title(mine[n as usize % mine.len()]);
+        let marker = format!("storm-edit-{e}-{n}-{:x}", rng.next());
+        let text = wiki::page_text(mine[n as usize % mine.len()], a.pages, &marker);
+        seen.edits[phase].saves += 1;
+        let saved = s.edit(&title, &text).await;
+        let took = now.elapsed();
+        // The save counts in the editors' latencies as any of their requests.
+        seen.tally[phase].record(&saved, took);
+        let stored = match &saved {
+            Ok(r) => wiki::edit_stored(r),
+            Err(f) => Err(format!("{marker}: the save: {f:?}")),
+        };
+        if let Err(why) = stored {
+            seen.edits[phase].problem(why);
+            continue;
+        }
+        seen.edits[phase].stored += 1;
+        seen.edits[phase].save_took(took);
+        let path = wiki::page_path(&title);
+        let at = Instant::now();
+        let view = s.conn.get(&path, &s.jar.header()).await;
+        seen.tally[plan.phase(at)].record(&view, at.elapsed());
+        let editor_saw = match &view {
+            Ok(r) if r.status == 200 && wiki::shows(&r.body, &marker) => true,
+            Ok(r) => {
+                let why = format!(
+                    "{marker}: the editor's view answered {} without it",
+                    r.status
+                );
+                seen.edits[phase].problem(why);
+                false
+            }
+            Err(f) => {
+                seen.edits[phase].problem(format!("{marker}: the editor's view: {f:?}"));
+                false
+            }
+        };
+        seen.edits[phase].shown_editor += u64::from(editor_saw);
+        let check = anonymous_check(a.clone(), path, marker, Instant::now());
+        checks.spawn(async move { (phase, editor_saw, check.await) });
+    }
+    // Bounded: each check ends within visible_within + one request timeout.
+    while let Some(done) = checks.join_next().await {
+        match done {
+            Ok((phase, editor_saw, Ok(after))) => {
+                seen.edits[phase].anonymous_after(after);
+                seen.edits[phase].shown_both += u64::from(editor_saw);
+            }
+            Ok((phase, _, Err(why))) => seen.edits[phase].problem(why),
+            Err(e) => seen.edits[1].problem(format!("a check failed: {e}")),
+        }
+    }
+    seen
+}
+
+/// Before the clock starts: the newest revision, every page viewed once (a cache's
+/// first miss is not the readers'), the editors logged in.
+async fn prepare(a: &Args) -> Result<(u64, Vec<Session>), String> {
+    let mut anon = Session::new(a.target, a.timeout);
+    let max_rev = wiki::max_revision(&mut anon).await?;
+    for p in 0..a.pages {
+        for _ in 0..2 {
+            // Without any cookie api.php may have set: as the readers ask.
+            let r = anon.conn.get(&wiki::page_path(&wiki::title(p)), &[]).await;
+            match r {
+                Ok(r) if r.status == 200 => {}
+                Ok(r) => return Err(format!("{} answered {}", wiki::title(p), r.status)),
+                Err(f) => return Err(format!("{}: {f:?}", wiki::title(p))),
+            }
+        }
+    }
+    let mut editors = Vec::new();
+    for e in 0..a.editors {
+        let mut s = Session::new(a.target, a.timeout);
+        s.login(&wiki::editor_name(e), wiki::EDITOR_PASSWORD)
+            .await?;
+        editors.push(s);
+    }
+    Ok((max_rev, editors))
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+fn run(a: &Args) -> Result<Value, String> {
+    let people_rt = runtime().map_err(|e| format!("runtime: {e}"))?;
+    let (max_rev, sessions) = people_rt.block_on(prepare(a))?;
+    let start = Instant::now() + Duration::from_millis(100);
+    let plan = Plan {
+        fair_end: start + a.fair,
+        storm_end: start + a.fair + a.storm,
+        max_rev,
+    };
+    let crawlers = {
+        let a = a.clone();
+        std::thread::spawn(move || -> Result<(Tally, u64), String> {
+            let rt = runtime().map_err(|e| format!("runtime: {e}"))?;
+            rt.block_on(async move {
+                let tasks: Vec<_> = (0..a.crawler_conns)
+                    .map(|i| tokio::spawn(crawler(a.clone(), plan, i)))
+                    .collect();
+                let (mut all, mut opened) = (Tally::default(), 0);
+                for t in tasks {
+                    let (tally, n) = t.await.map_err(|e| format!("a crawler failed: {e}"))?;
+                    all.merge(&tally);
+                    opened += n;
+                }
+                Ok((all, opened))
+            })
+        })
+    };
+    let (readers, editors) = people_rt.block_on(async {
+        sleep_until(start.into()).await;
+        let r: Vec<_> = (0..a.readers)
+            .map(|i| tokio::spawn(reader(a.clone(), plan, i)))
+            .collect();
+        let e: Vec<_> = sessions
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| tokio::spawn(editor(a.clone(), plan, i, s)))
+            .collect();
+        let (mut readers, mut editors) = (Seen::default(), Seen::default());
+        for t in r {
+            readers.merge(&t.await.map_err(|e| format!("a reader failed: {e}"))?);
+        }
+        for t in e {
+            editors.merge(&t.await.map_err(|e| format!("an editor failed: {e}"))?);
+        }
+        Ok::<_, String>((readers, editors))
+    })?;
+    let (crawlers, crawler_conns_opened) = crawlers
+        .join()
+        .map_err(|_| "the crawlers' thread panicked".to_string())??;
+    let secs = [a.fair.as_secs_f64(), a.storm.as_secs_f64()];
+    // The saves the editors' schedule asks for (editor e's first at (e + 0.5) / editors
+    // of the interval): fewer were made when saves took longer than the interval.
+    let total = secs[0] + secs[1];
+    let every = a.edit_every.as_secs_f64();
+    let saves_due: u64 = (0..a.editors)
+        .map(|e| every * (e as f64 + 0.5) / a.editors as f64)
+        .filter(|first| *first < total)
+        .map(|first| ((total - first) / every).floor() as u64 + 1)
+        .sum();
+    let by_phase = |s: &Seen| {
+        let mut m = serde_json::Map::new();
+        for (i, name) in PHASES.iter().enumerate() {
+            m.insert(name.to_string(), s.tally[i].to_json(secs[i]));
+        }
+        Value::Object(m)
+    };
+    let mut edits = serde_json::Map::new();
+    let mut refusals = serde_json::Map::new();
+    for (i, name) in PHASES.iter().enumerate() {
+        edits.insert(name.to_string(), editors.edits[i].to_json());
+        let mut all: Vec<u32> = readers.tally[i].refusal_latencies().to_vec();
+        all.extend_from_slice(editors.tally[i].refusal_latencies());
+        if i == 1 {
+            all.extend_from_slice(crawlers.refusal_latencies());
+        }
+        refusals.insert(name.to_string(), stats::percentile_ms(&all, 99.0));
+    }
+    Ok(json!({
+        "target": a.target.to_string(),
+        "fair_secs": secs[0],
+        "storm_secs": secs[1],
+        "readers_n": a.readers,
+        "editors_n": a.editors,
+        "crawler_addrs": a.crawler_addrs,
+        "crawler_conns": a.crawler_conns,
+        "visible_within_s": a.visible_within.as_secs_f64(),
+        "max_rev_at_start": max_rev,
+        "readers": by_phase(&readers),
+        "editors": by_phase(&editors),
+        "crawlers": { "storm": crawlers.to_json(secs[1]) },
+        "crawler_connections_opened": crawler_conns_opened,
+        "edits": edits,
+        "saves_due": saves_due,
+        "refusal_p99_ms": refusals,
+    }))
+}
+
+fn show(v: &Value) {
+    let f = |x: &Value| match x {
+        Value::Null => "-".to_string(),
+        x => x.to_string(),
+    };
+    for pop in ["readers", "editors", "crawlers"] {
+        for phase in PHASES {
+            let t = &v[pop][phase];
+            if t.is_null() {
+                continue;
+            }
+            println!(
+                "{pop:8} {phase:5}: {} requests, ok {}%, 2xx {}%, 429 {}, 503 {}, other {}, errors {} (timeouts {}), p50 {} ms, p99 {} ms, ok/s {}, refused/s {}, refusal p99 {} ms",
+                t["requests"], f(&t["ok_pct"]), f(&t["s2xx_pct"]), t["s429"], t["s503"], t["other_status"],
+                t["errors"],
+                t["timeouts"], f(&t["p50_ms"]), f(&t["p99_ms"]), f(&t["ok_per_s"]), f(&t["refused_per_s"]), f(&t["refusal_p99_ms"]),
+            );
+        }
+    }
+    for phase in PHASES {
+        let e = &v["edits"][phase];
+        println!(
+            "edits    {phase:5}: {} saves, {} stored, {} shown to the editor at once, {} to anonymous readers within {} s (slowest {} ms), {} both, save p99 {} ms; problems: {}",
+            e["saves"], e["stored"], e["shown_editor"], e["shown_anonymous"], v["visible_within_s"],
+            f(&e["anonymous_delay_max_ms"]), e["shown_both"], f(&e["save_p99_ms"]), e["problems"],
+        );
+    }
+    println!(
+        "edits    due  : {} saves by the editors' schedule",
+        v["saves_due"]
+    );
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = argv.first() else {
+        usage("setup or run?")
+    };
+    if cmd == "-h" || cmd == "--help" {
+        println!("storm setup|run --target http://127.0.0.1:PORT [--flag value]...; see the header of crates/levee-test/examples/storm.rs");
+        return;
+    }
+    let a = parse_args(&argv[1..]);
+    let result = match cmd.as_str() {
+        "setup" => runtime()
+            .map_err(|e| format!("runtime: {e}"))
+            .and_then(|rt| {
+                rt.block_on(wiki::setup(
+                    a.target,
+                    a.timeout,
+                    (MediaWiki::ADMIN_NAME, MediaWiki::ADMIN_PASSWORD),
+                    a.editors,
+                    a.pages,
+                    a.revisions,
+                ))
+            })
+            .map(|()| println!("SETUP done: {} pages, {} editors", a.pages, a.editors)),
+        "run" => run(&a).map(|v| {
+            show(&v);
+            println!("RESULT {v}");
+        }),
+        _ => usage(&format!("unknown command {cmd}")),
+    };
+    if let Err(e) = result {
+        eprintln!("storm: {e}");
+        std::process::exit(1);
+    }
+}
