@@ -119,6 +119,8 @@ impl Preset {
                 "*/rest.php*",
                 "*oldid=*",
                 "*diff=*",
+                // Searches: a page per query, each asked once (crawlers make them up).
+                "*search=*",
             ],
             Preset::Dokuwiki => &[
                 // Every action: edit, save, login, logout, admin, profile, revisions.
