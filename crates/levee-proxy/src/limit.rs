@@ -26,6 +26,7 @@
 //!
 //! Cache hits and static files never come here: they are never queued behind the backend.
 
+mod governor;
 mod gradient;
 mod lane;
 mod refusal;
@@ -39,6 +40,7 @@ use tokio::sync::oneshot;
 
 use crate::client_net::ClientNet;
 use crate::worker;
+use governor::Governor;
 use gradient::Gradient;
 pub use lane::LaneConfig;
 use lane::{Arrival, Grant, Lane, LaneWaiter};
@@ -107,7 +109,13 @@ struct Inner {
     reserved: usize,
     lane: LaneConfig,
     adaptive: Option<Mutex<Gradient>>,
+    /// When the lane last queued or refused work (ms since `born`; 0: never).
+    pressed_ms: AtomicU64,
+    born: Instant,
 }
+
+/// How long after the lane last queued or refused work the backend counts as saturated.
+const PRESSED_FOR: Duration = Duration::from_secs(1);
 
 /// A priority semaphore with classes: tokio's is fair but has one queue. Hand-written
 /// for the classes and the lane's networks, and to keep slots on the worker thread that
@@ -126,6 +134,8 @@ struct State {
     lane: Lane,
     /// When people's work last came or ended.
     people_seen: Option<Instant>,
+    /// The lane's cap while people have work, learnt from their latency.
+    governor: Governor,
 }
 
 type Queue = VecDeque<(u64, oneshot::Sender<()>)>;
@@ -218,11 +228,14 @@ impl State {
     /// One slot to the lane's next waiter, if the lane may take it; false: nothing to
     /// give.
     fn grant_lane(&mut self, here: usize, lane: &LaneConfig) -> bool {
-        let (cap, net_cap) = (lane.cap(self.limit), lane.net_cap(self.limit));
+        let (cap, net_cap) = (self.lane_cap(lane), lane.net_cap(self.limit));
         if !self
             .lane
             .may_take(cap, self.people_busy(lane.people_linger))
         {
+            if self.lane.waiting > 0 {
+                self.governor.pressed();
+            }
             return false;
         }
         let now = Instant::now();
@@ -233,8 +246,19 @@ impl State {
             self.in_use += 1;
             self.local(w.thread).in_use += 1;
             self.lane.admit(net, now);
+            self.governor.lane_active();
         }
         true
+    }
+
+    /// What the lane may hold while people have work: its share of the limit, as far as
+    /// people's latency allows (governor.rs).
+    fn lane_cap(&self, lane: &LaneConfig) -> usize {
+        let most = lane.cap(self.limit);
+        match lane.governed {
+            true => self.governor.cap(most),
+            false => most,
+        }
     }
 
     fn pick(&self, here: usize, reserved: usize) -> Option<(usize, bool)> {
@@ -307,6 +331,7 @@ impl Limiter {
                     arrivals: 0,
                     lane: Lane::default(),
                     people_seen: None,
+                    governor: Governor::new(),
                 }),
                 limit: AtomicUsize::new(limit),
                 in_use: AtomicUsize::new(0),
@@ -317,6 +342,8 @@ impl Limiter {
                 reserved: reserved_slots(limit, session_share),
                 lane,
                 adaptive,
+                pressed_ms: AtomicU64::new(0),
+                born: Instant::now(),
             }),
         }
     }
@@ -402,15 +429,24 @@ impl Limiter {
 
     /// Would people's work (a revalidation) wait for a slot now? Read without the lock:
     /// a stale copy is served instead of waiting when it would.
+    /// Also while the anonymous lane is turning work away or queueing it: levee's limit
+    /// may be above what the application behind an HTTP backend runs at once, and a
+    /// revalidation would then wait there, behind the crawlers.
     pub fn saturated(&self) -> bool {
         let s = &self.inner.stats;
         self.in_use() >= self.limit()
             || s.queued[0].load(Ordering::Relaxed) + s.queued[1].load(Ordering::Relaxed) > 0
+            || self.inner.pressed_within(PRESSED_FOR)
     }
 
     /// The lane's settings.
     pub fn lane(&self) -> &LaneConfig {
         &self.inner.lane
+    }
+
+    /// What the lane may hold now while people have work.
+    pub fn lane_cap(&self) -> usize {
+        self.inner.lock().lane_cap(&self.inner.lane)
     }
 
     pub fn stats(&self) -> &ClassStats {
@@ -450,6 +486,18 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// The lane queued or refused work just now.
+    fn pressed(&self) {
+        let ms = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.pressed_ms.store(ms.max(1), Ordering::Relaxed);
+    }
+
+    fn pressed_within(&self, d: Duration) -> bool {
+        let at = self.pressed_ms.load(Ordering::Relaxed);
+        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        at > 0 && now.saturating_sub(at) < u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
     }
 
     fn refuse(&self, why: Refusal) -> Refused {
@@ -501,18 +549,21 @@ impl Inner {
         let mut st = self.lock();
         st.local(thread);
         let limit = st.limit;
-        let (cap, net_cap) = (self.lane.cap(limit), self.lane.net_cap(limit));
+        let (cap, net_cap) = (st.lane_cap(&self.lane), self.lane.net_cap(limit));
         let people_busy = st.people_busy(self.lane.people_linger);
         let now = Instant::now();
-        if st.in_use < limit
-            && st.lane.may_take(cap, people_busy)
-            && st.lane.may_admit_now(net, net_cap)
-        {
+        let may_take = st.lane.may_take(cap, people_busy);
+        if st.in_use < limit && may_take && st.lane.may_admit_now(net, net_cap) {
             st.in_use += 1;
             st.threads[thread].in_use += 1;
             st.lane.admit(net, now);
+            st.governor.lane_active();
             return Ok(None);
         }
+        if !may_take {
+            st.governor.pressed();
+        }
+        self.pressed();
         let (tx, rx) = oneshot::channel();
         let slots = if people_busy { cap } else { limit };
         let waiter = LaneWaiter { thread, tx };
@@ -548,7 +599,16 @@ impl Inner {
             Class::Shared => {}
         }
         if !matches!(class, Class::Anonymous(_)) {
-            st.people_seen = Some(Instant::now());
+            let now = Instant::now();
+            st.people_seen = Some(now);
+            if st.lane.in_use > 0 {
+                st.governor.lane_active();
+            }
+            // A slot given back unused (held zero) says nothing of people's latency.
+            if !held.is_zero() {
+                let most = self.lane.cap(st.limit);
+                st.governor.sample(held, most, now);
+            }
         }
         st.grant(thread, self.reserved, &self.lane);
     }

@@ -289,6 +289,8 @@ impl Upstream {
                     // Never longer than anyone waits.
                     wait: l.backend_anonymous_wait.min(l.backend_queue_timeout),
                     people_linger: LaneConfig::PEOPLE_LINGER,
+                    // The share is the most; people's latency decides how much of it.
+                    governed: l.backend_anonymous_share < 1.0,
                 },
             ),
             limit_source,

@@ -70,6 +70,8 @@ pub struct LaneConfig {
     pub wait: Duration,
     /// How long after people's last work the lane still keeps to its share.
     pub people_linger: Duration,
+    /// Whether people's latency sets the lane's cap within its share (governor.rs).
+    pub governed: bool,
 }
 
 impl LaneConfig {
@@ -80,6 +82,7 @@ impl LaneConfig {
         network_share: 1.0,
         wait: Duration::from_secs(10),
         people_linger: Duration::ZERO,
+        governed: false,
     };
 
     /// How long people's work keeps the lane to its share after it was last seen: longer
@@ -318,6 +321,7 @@ mod tests {
             network_share: 0.25,
             wait: Duration::from_secs(2),
             people_linger: Duration::ZERO,
+            governed: false,
         };
         assert_eq!((c.cap(4), c.net_cap(4)), (2, 1));
         assert_eq!((c.cap(1), c.net_cap(1)), (1, 1));

@@ -294,6 +294,7 @@ fn lanes(share: f64, network_share: f64, wait: Duration) -> LaneConfig {
         network_share,
         wait,
         people_linger: Duration::ZERO,
+        governed: false,
     }
 }
 

@@ -299,6 +299,13 @@ pub(super) fn register_classes(r: &mut Registry, backends: &[&crate::limit::Limi
         "Time admitted requests waited for a backend slot, by class",
         wait,
     );
+    let cap = Gauge::<i64>::default();
+    cap.set(gauge(backends.iter().map(|b| b.lane_cap()).sum()));
+    r.register(
+        "backend_anonymous_cap",
+        "Slots anonymous work may hold now while people have work: backend_anonymous_share of the limit at most, less while people's requests slow down",
+        cap,
+    );
     r.register(
         "backend_refused",
         "Requests refused a backend slot (never sent), by class and reason",
