@@ -29,6 +29,7 @@
 #        Tables go to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
 # Env:   FAIR_SECS STORM_SECS VARIANTS FRONTS="nginx varnish levee" ROUNDS=1 READERS EDITORS
 #        PAGES THINK_MS=200 EDIT_EVERY=5 VISIBLE_SECS TIMEOUT_SECS=30 (per request),
+#        REFUSED_PAUSE_MS=20 (a crawler's pause after a refusal; 0: none),
 #        LEVEE, BUILD, KEEP_WORK.
 # Needs: php8.2-fpm php8.2-cli php8.2-mysql mariadb-server mediawiki nginx-light varnish
 #        curl python3. Targets and binds 127.0.0.0/8 only.
@@ -52,6 +53,11 @@ PAGES=${PAGES:-8}
 THINK_MS=${THINK_MS:-200}
 EDIT_EVERY=${EDIT_EVERY:-5}
 VISIBLE_SECS=${VISIBLE_SECS:-10}
+# A crawler ignores Retry-After, but a real one is a network round trip away and does its
+# own work between two requests; here it is on the same 2 cores as levee and the wiki, so
+# asking again within microseconds of a refusal would measure this load generator's own
+# CPU against the wiki's. 0: at once (the worst case, also recorded).
+REFUSED_PAUSE_MS=${REFUSED_PAUSE_MS:-20}
 
 need_tools nginx varnishd curl python3 php mariadbd
 [ -e /usr/share/mediawiki/index.php ] || {
@@ -185,7 +191,8 @@ measure() {
     start_bg "storm-$tag" timeout -k 10 "$limit" "$WORK/storm" run --target "http://127.0.0.1:$FRONT_PORT" \
         --fair-secs "$FAIR_SECS" --storm-secs "$STORM_SECS" --readers "$READERS" --editors "$EDITORS" \
         --pages "$PAGES" --think-ms "$THINK_MS" --edit-every-secs "$EDIT_EVERY" \
-        --visible-within-secs "$VISIBLE_SECS" --timeout-secs "$TIMEOUT_SECS" $(variant_flags "$1")
+        --visible-within-secs "$VISIBLE_SECS" --timeout-secs "$TIMEOUT_SECS" \
+        --refused-pause-ms "$REFUSED_PAUSE_MS" $(variant_flags "$1")
     LOAD_PID=$BG_PID
     wait "$LOAD_PID" || { cat "$WORK/storm-$tag.log" >&2; die "$tag: the load failed"; }
     grep '^[a-z]' "$WORK/storm-$tag.log" | sed "s/^/  $tag /" >&2
@@ -206,7 +213,7 @@ report "- command: \`$([ "$QUICK" = 1 ] && echo "QUICK=1 ")FAIR_SECS=$FAIR_SECS 
 machine_info
 report "- site: MediaWiki $(dpkg-query -W -f '${Version}' mediawiki 2>/dev/null) from Debian's package, unchanged, on php-fpm $(php -r 'echo PHP_VERSION;') with 4 workers (pm = static) and MariaDB $(mariadbd --version | awk '{print $3}'); nginx (2 workers) with fastcgi_pass to it as MediaWiki's manual configures it. A new wiki, nginx and front for every run" \
     "- fronts: nginx alone; Varnish \`-s malloc,256m\` with the default VCL (\`backend default { .host = \"127.0.0.1\"; .port = \"NGINX\"; }\`); levee \`levee serve --listen 127.0.0.1:PORT --backend http://127.0.0.1:NGINX --preset mediawiki --admin-listen 127.0.0.1:ADMIN\`" \
-    "- load (\`cargo run --release -p levee-test --example storm\`): $READERS readers (anonymous, 127.0.0.1, $PAGES articles of ~10 KiB wikitext, ${THINK_MS} ms think time); $EDITORS editors (logged in, viewing pages with the same think time, an API edit every ${EDIT_EVERY} s, then their own view of the page and an anonymous one until it shows the edit, at most ${VISIBLE_SECS} s); crawlers (uncacheable URLs: history with offsets, oldid, diffs, RecentChanges, WhatLinksHere, full-text search; no think time) from the storm on. Keep-alive connections, ${TIMEOUT_SECS} s per request" \
+    "- load (\`cargo run --release -p levee-test --example storm\`): $READERS readers (anonymous, 127.0.0.1, $PAGES articles of ~10 KiB wikitext, ${THINK_MS} ms think time); $EDITORS editors (logged in, viewing pages with the same think time, an API edit every ${EDIT_EVERY} s, then their own view of the page and an anonymous one until it shows the edit, at most ${VISIBLE_SECS} s); crawlers (uncacheable URLs: history with offsets, oldid, diffs, RecentChanges, WhatLinksHere, full-text search; no think time, ${REFUSED_PAUSE_MS} ms after a 429/503, Retry-After ignored) from the storm on. Keep-alive connections, ${TIMEOUT_SECS} s per request" \
     "- phases: ${FAIR_SECS} s fair weather (readers and editors), then ${STORM_SECS} s of storm (crawlers too); a request counts in the phase it started in; p99 over every request of the population, errors included" \
     "- saves shown: saves the editor saw on their next view at once and anonymous readers within ${VISIBLE_SECS} s; made: saves tried; due: what the editors' schedule asked for (fewer are made when saves take longer than ${EDIT_EVERY} s)" \
     "- refused: 429 and 503 answers (crawlers'; readers' and editors' over both phases); refusal p99: of every refusal in the storm, all populations" \

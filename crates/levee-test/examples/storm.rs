@@ -58,6 +58,8 @@ struct Args {
     edit_every: Duration,
     crawler_addrs: usize,
     crawler_conns: usize,
+    /// A crawler's pause after a 429 or 503 (0: it asks again at once).
+    refused_pause: Duration,
     fair: Duration,
     storm: Duration,
     visible_within: Duration,
@@ -80,6 +82,7 @@ fn parse_args(argv: &[String]) -> Args {
         edit_every: Duration::from_secs(5),
         crawler_addrs: 64,
         crawler_conns: 64,
+        refused_pause: Duration::ZERO,
         fair: Duration::from_secs(30),
         storm: Duration::from_secs(60),
         visible_within: Duration::from_secs(10),
@@ -107,6 +110,7 @@ fn parse_args(argv: &[String]) -> Args {
             "--edit-every-secs" => a.edit_every = secs(),
             "--crawler-addrs" => a.crawler_addrs = num() as usize,
             "--crawler-conns" => a.crawler_conns = num() as usize,
+            "--refused-pause-ms" => a.refused_pause = Duration::from_millis(num()),
             "--fair-secs" => a.fair = secs(),
             "--storm-secs" => a.storm = secs(),
             "--visible-within-secs" => a.visible_within = secs(),
@@ -188,10 +192,16 @@ async fn crawler(a: Args, plan: Plan, i: usize) -> (Tally, u64) {
         let start = Instant::now();
         let r = conn.get(&path, &[]).await;
         tally.record(&r, start.elapsed());
-        if r.is_err() {
+        match &r {
             // A crawler retries at once; a pause only keeps a refused connect from
             // spinning this thread.
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            // It ignores Retry-After; `--refused-pause-ms` stands for its round trip
+            // and its own work between two requests (see storm.sh's REFUSED_PAUSE_MS).
+            Ok(resp) if matches!(resp.status, 429 | 503) && !a.refused_pause.is_zero() => {
+                tokio::time::sleep(a.refused_pause).await
+            }
+            Ok(_) => {}
         }
     }
     (tally, conn.opened)
