@@ -7,7 +7,7 @@
 //! in all to what the lane can serve within its wait at its recent pace (refused at
 //! once beyond: refuse fast, not late). All under the limiter's lock.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -118,6 +118,11 @@ pub(super) struct Lane {
     pub in_use: usize,
     pub waiting: usize,
     nets: HashMap<ClientNet, Net>,
+    /// The networks with waiters: what every decision scans, a few dozen at most, where
+    /// `nets` may remember thousands (a refusal must cost microseconds).
+    queued: HashSet<ClientNet>,
+    /// Networks remembered before the next walk that forgets idle ones.
+    prune_at: usize,
     /// Average time a lane request holds its slot (seconds), once known.
     service: Option<f64>,
     /// Slots given back so far, up to `LEARNING`.
@@ -142,24 +147,21 @@ impl Lane {
     pub fn may_admit_now(&self, net: ClientNet, net_cap: usize) -> bool {
         let in_flight = self.nets.get(&net).map_or(0, |n| n.in_flight);
         let eligible_waits = self
-            .nets
-            .values()
-            .any(|n| !n.queue.is_empty() && n.in_flight < net_cap);
+            .queued
+            .iter()
+            .filter_map(|k| self.nets.get(k))
+            .any(|n| n.in_flight < net_cap);
         !eligible_waits && (in_flight < net_cap || !self.others_wait(net))
     }
 
     fn others_wait(&self, net: ClientNet) -> bool {
-        self.nets
-            .iter()
-            .any(|(k, n)| *k != net && !n.queue.is_empty())
+        self.queued.len() > usize::from(self.queued.contains(&net))
     }
 
     /// Counts a slot given to `net`.
     pub fn admit(&mut self, net: ClientNet, now: Instant) {
         self.in_use += 1;
-        if self.nets.len() >= PRUNE_AT {
-            self.nets.retain(|_, n| !n.is_idle(now));
-        }
+        self.prune(now);
         let n = self.nets.entry(net).or_default();
         n.usage = n.usage(now) + 1.0;
         n.at = Some(now);
@@ -185,12 +187,13 @@ impl Lane {
         });
     }
 
-    /// Waiters the lane can serve within `wait` on `slots` slots at its recent pace,
-    /// at most `max`.
+    /// Waiters the lane can serve within half of `wait` on `slots` slots at its recent
+    /// pace, at most `max`: the other half is for the pace's ups and downs, so that a
+    /// waiter is served, not refused late.
     fn bound(&self, max: usize, wait: Duration, slots: usize) -> usize {
         match self.service {
             Some(s) if s > 0.0 && self.samples >= LEARNING => {
-                let n = (wait.as_secs_f64() / s * slots as f64).floor();
+                let n = (wait.as_secs_f64() / 2.0 / s * slots as f64).floor();
                 (n as usize).clamp(1, max.max(1))
             }
             _ => max,
@@ -225,10 +228,9 @@ impl Lane {
         if self.waiting >= self.bound(max, wait, slots) && !self.displace_heavier(net, usage, now) {
             return Arrival::Full;
         }
-        if self.nets.len() >= PRUNE_AT {
-            self.nets.retain(|_, n| !n.is_idle(now));
-        }
+        self.prune(now);
         self.nets.entry(net).or_default().queue.push_back(waiter);
+        self.queued.insert(net);
         self.waiting += 1;
         Arrival::Queued
     }
@@ -237,10 +239,14 @@ impl Lane {
     /// pushed out, if that network used it more than `net` by at least one request.
     fn displace_heavier(&mut self, net: ClientNet, usage: f64, now: Instant) -> bool {
         let heaviest = self
-            .nets
+            .queued
             .iter()
-            .filter(|(k, n)| **k != net && !n.queue.is_empty())
-            .map(|(k, n)| (n.usage(now) + n.queue.len() as f64, *k))
+            .filter(|k| **k != net)
+            .filter_map(|k| {
+                self.nets
+                    .get(k)
+                    .map(|n| (n.usage(now) + n.queue.len() as f64, *k))
+            })
             .max_by(|a, b| a.0.total_cmp(&b.0));
         let Some((heavy, victim)) = heaviest else {
             return false;
@@ -252,6 +258,7 @@ impl Lane {
             return false;
         };
         self.waiting -= 1;
+        self.forget_if_empty(victim);
         // A waiter that already left is simply gone.
         let _ = w.tx.send(Grant::Displaced);
         true
@@ -267,9 +274,10 @@ impl Lane {
     ) -> Option<(ClientNet, LaneWaiter)> {
         loop {
             let least = |below: bool| {
-                self.nets
+                self.queued
                     .iter()
-                    .filter(|(_, n)| !n.queue.is_empty() && (n.in_flight < net_cap) == below)
+                    .filter_map(|k| self.nets.get(k).map(|n| (k, n)))
+                    .filter(|(_, n)| (n.in_flight < net_cap) == below)
                     .map(|(k, n)| (n.usage(now), *k))
                     .min_by(|a, b| a.0.total_cmp(&b.0))
                     .map(|(_, k)| k)
@@ -285,6 +293,7 @@ impl Lane {
                 .unwrap_or(0);
             let w = queue.remove(at)?;
             self.waiting -= 1;
+            self.forget_if_empty(net);
             if !w.tx.is_closed() {
                 return Some((net, w));
             }
@@ -297,6 +306,23 @@ impl Lane {
             let before = n.queue.len();
             n.queue.retain(|w| !w.tx.is_closed());
             self.waiting -= before - n.queue.len();
+        }
+        self.forget_if_empty(net);
+    }
+
+    /// Forgets idle networks once there are many; if most are not idle, waits until
+    /// there are twice as many, so that the walk stays rare.
+    fn prune(&mut self, now: Instant) {
+        if self.nets.len() < self.prune_at.max(PRUNE_AT) {
+            return;
+        }
+        self.nets.retain(|_, n| !n.is_idle(now));
+        self.prune_at = self.nets.len() * 2;
+    }
+
+    fn forget_if_empty(&mut self, net: ClientNet) {
+        if self.nets.get(&net).is_none_or(|n| n.queue.is_empty()) {
+            self.queued.remove(&net);
         }
     }
 }
@@ -383,14 +409,14 @@ mod tests {
         let mut lane = Lane::default();
         let now = Instant::now();
         let crawler = net("127.2.0.1");
-        // The lane's pace: 1 s a request on one slot; a 2 s wait holds two waiters.
+        // The lane's pace: 1 s a request on one slot; a 4 s wait holds two waiters.
         let pace = net("127.200.0.1");
         for _ in 0..LEARNING {
             lane.admit(pace, now);
             lane.release(pace, Duration::from_secs(1));
         }
         lane.admit(crawler, now);
-        let wait = Duration::from_secs(2);
+        let wait = Duration::from_secs(4);
         let (w, mut first) = waiter();
         assert_eq!(
             lane.arrive(crawler, w, 8, 100, wait, 1, now),
