@@ -1,6 +1,6 @@
 //! HTTP clients for tests: every operation has a time limit, so a hang fails the test.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -11,7 +11,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 /// The longest any single request of a test may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
@@ -198,10 +198,42 @@ impl Req {
     /// Sends the request on a new connection; returns as soon as the response head is in.
     /// The connection lives as long as the response body is being read.
     pub async fn send_streaming(self, addr: SocketAddr) -> Response<Incoming> {
-        let stream = tokio::time::timeout(REQUEST_TIMEOUT, TcpStream::connect(addr))
+        self.send_streaming_over(addr, None).await
+    }
+
+    /// [`Req::send_to`] from the local address `local_ip` (port chosen by the kernel):
+    /// the server sees this client as `local_ip`. On Linux any `127.x.y.z` works, so that
+    /// one test can be many clients from many networks.
+    pub async fn send_from(self, addr: SocketAddr, local_ip: IpAddr) -> Resp {
+        let fut = async {
+            let resp = self.send_streaming_from(addr, local_ip).await;
+            Resp::read(resp).await
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, fut)
+            .await
+            .unwrap_or_else(|_| {
+                panic!("request from {local_ip} to {addr} timed out after {REQUEST_TIMEOUT:?}")
+            })
+    }
+
+    /// [`Req::send_streaming`] from the local address `local_ip`.
+    pub async fn send_streaming_from(
+        self,
+        addr: SocketAddr,
+        local_ip: IpAddr,
+    ) -> Response<Incoming> {
+        self.send_streaming_over(addr, Some(local_ip)).await
+    }
+
+    async fn send_streaming_over(
+        self,
+        addr: SocketAddr,
+        local_ip: Option<IpAddr>,
+    ) -> Response<Incoming> {
+        let stream = tokio::time::timeout(REQUEST_TIMEOUT, connect(addr, local_ip))
             .await
             .expect("connect timed out")
-            .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot connect to {addr} from {local_ip:?}: {e}"));
         let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
             .await
             .expect("HTTP/1.1 handshake");
@@ -215,6 +247,19 @@ impl Req {
             .unwrap_or_else(|_| panic!("response head from {addr} timed out"))
             .unwrap_or_else(|e| panic!("request to {addr} failed: {e}"))
     }
+}
+
+/// A TCP connection to `addr`, from `local_ip` (any free port) when given.
+async fn connect(addr: SocketAddr, local_ip: Option<IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(ip) = local_ip else {
+        return TcpStream::connect(addr).await;
+    };
+    let socket = match ip {
+        IpAddr::V4(_) => TcpSocket::new_v4()?,
+        IpAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.bind(SocketAddr::new(ip, 0))?;
+    socket.connect(addr).await
 }
 
 /// One HTTP/1.1 client connection, for several requests in turn (keep-alive).

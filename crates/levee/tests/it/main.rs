@@ -23,6 +23,7 @@ mod edits;
 mod frameworks;
 mod hostile;
 mod http2;
+mod lanes;
 mod limits;
 mod metrics;
 mod overload;
