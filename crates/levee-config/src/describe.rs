@@ -197,6 +197,10 @@ impl Settings {
             secs(l.backend_anonymous_wait),
         );
         global(
+            "limits.backend_anonymous_adaptive",
+            l.backend_anonymous_adaptive.to_string(),
+        );
+        global(
             "limits.client_network_v4",
             format!("/{}", l.client_network_v4),
         );

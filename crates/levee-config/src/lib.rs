@@ -12,6 +12,7 @@
 //! - convert.rs: the conversions the tables share (durations, sizes, percentages).
 //! - presets.rs, matcher.rs: applications' session cookies and pass paths, as globs.
 
+mod backend_limit;
 mod convert;
 mod describe;
 mod duration;

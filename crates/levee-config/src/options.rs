@@ -61,6 +61,7 @@ backend_queue_timeout = "10s"
 backend_anonymous_share = "50%"
 backend_network_share = "25%"
 backend_anonymous_wait = "2s"
+backend_anonymous_adaptive = true
 client_network_v4 = 24
 client_network_v6 = 56
 trusted_proxies = []
@@ -319,6 +320,7 @@ options_table! {
         pub backend_anonymous_share: Option<String>,
         pub backend_network_share: Option<String>,
         pub backend_anonymous_wait: Option<String>,
+        pub backend_anonymous_adaptive: Option<bool>,
         pub client_network_v4: Option<u8>,
         pub client_network_v6: Option<u8>,
         pub trusted_proxies: Option<Vec<String>>,

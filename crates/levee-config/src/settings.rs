@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use crate::backend_limit::BackendLimit;
 use crate::convert::{
     address, duration, need, networks, percent, positive, prefix_len, share, size, MAX_WORKERS,
 };
@@ -63,31 +64,15 @@ pub struct Limits {
     /// Longest wait of anonymous work for a backend slot; a request that would wait
     /// longer is refused at once.
     pub backend_anonymous_wait: Duration,
-    /// Prefix lengths that make a client network (IPv4, IPv6).
+    /// People's latency sets the lane's cap within its share (and 2 s of linger).
+    pub backend_anonymous_adaptive: bool,
+    /// Client networks' prefix lengths (IPv4, IPv6).
     pub client_network_v4: u8,
     pub client_network_v6: u8,
     /// Peers whose `X-Forwarded-For` / `Forwarded` name the client.
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Longest wait for in-flight requests after SIGTERM.
     pub shutdown_timeout: Duration,
-}
-
-/// How many requests the backend sees at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendLimit {
-    Fixed(usize),
-    /// An app pool's processes × concurrency; php-fpm's `pm.max_children`; else
-    /// adapted to the backend's latency.
-    Auto,
-}
-
-impl std::fmt::Display for BackendLimit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BackendLimit::Fixed(n) => write!(f, "{n}"),
-            BackendLimit::Auto => f.write_str("auto"),
-        }
-    }
 }
 
 /// Response compression.
@@ -607,6 +592,10 @@ impl Limits {
             backend_anonymous_wait: duration(
                 "limits.backend_anonymous_wait",
                 l.backend_anonymous_wait,
+            )?,
+            backend_anonymous_adaptive: need(
+                l.backend_anonymous_adaptive,
+                "limits.backend_anonymous_adaptive",
             )?,
             client_network_v4: prefix_len("limits.client_network_v4", l.client_network_v4, 32)?,
             client_network_v6: prefix_len("limits.client_network_v6", l.client_network_v6, 128)?,

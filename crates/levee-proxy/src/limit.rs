@@ -26,6 +26,7 @@
 //!
 //! Cache hits and static files never come here: they are never queued behind the backend.
 
+mod class;
 mod governor;
 mod gradient;
 mod lane;
@@ -40,34 +41,12 @@ use tokio::sync::oneshot;
 
 use crate::client_net::ClientNet;
 use crate::worker;
+pub use class::{Class, ClassStats};
 use governor::Governor;
 use gradient::Gradient;
 pub use lane::LaneConfig;
 use lane::{Arrival, Grant, Lane, LaneWaiter};
 pub use refusal::{Refusal, Refused};
-
-/// What a request is worth to people, for the backend's scheduling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    /// A revalidation of a stored page: serves everyone.
-    Shared,
-    /// A request with a session cookie or Authorization.
-    Session,
-    /// Anything else that reaches the backend without a session: serves one client.
-    Anonymous(ClientNet),
-}
-
-impl Class {
-    pub const LABELS: [&'static str; 3] = ["shared", "session", "anonymous"];
-
-    fn index(self) -> usize {
-        match self {
-            Class::Shared => 0,
-            Class::Session => 1,
-            Class::Anonymous(_) => 2,
-        }
-    }
-}
 
 /// How the limit is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,18 +58,6 @@ pub enum Mode {
         min: usize,
         max: usize,
     },
-}
-
-/// Counters per class, read without the lock by `/metrics`.
-#[derive(Default)]
-pub struct ClassStats {
-    pub admitted: [AtomicU64; 3],
-    pub in_flight: [AtomicUsize; 3],
-    pub queued: [AtomicUsize; 3],
-    /// Time spent waiting for a slot, in microseconds, by those admitted.
-    pub wait_micros: [AtomicU64; 3],
-    /// By [`Refusal::index`].
-    pub refused: [AtomicU64; 5],
 }
 
 pub struct Limiter {

@@ -288,9 +288,12 @@ impl Upstream {
                     network_share: l.backend_network_share,
                     // Never longer than anyone waits.
                     wait: l.backend_anonymous_wait.min(l.backend_queue_timeout),
-                    people_linger: LaneConfig::PEOPLE_LINGER,
+                    people_linger: match l.backend_anonymous_adaptive {
+                        true => LaneConfig::PEOPLE_LINGER,
+                        false => Duration::ZERO,
+                    },
                     // The share is the most; people's latency decides how much of it.
-                    governed: l.backend_anonymous_share < 1.0,
+                    governed: l.backend_anonymous_adaptive && l.backend_anonymous_share < 1.0,
                 },
             ),
             limit_source,

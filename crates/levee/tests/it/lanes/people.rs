@@ -204,7 +204,9 @@ async fn logged_in_requests_are_never_refused_by_the_lane_nor_served_stored_page
             ),
             (
                 "s-auth",
-                Req::post("/work.php?tag=s-auth", "a=1").header("authorization", "Basic dTpw"),
+                // A GET: a POST with Authorization is an edit, which would mark the
+                // page stale again whenever it ended after the revalidation.
+                work("s-auth", 0).header("authorization", "Basic dTpw"),
             ),
         ];
         let mut logged_in = JoinSet::new();
@@ -250,68 +252,103 @@ async fn logged_in_requests_are_never_refused_by_the_lane_nor_served_stored_page
 }
 
 /// `trusted_proxies`: from any other peer, `X-Forwarded-For` is ignored (three clients
-/// claimed by one peer are one network: N = 1 in flight, 1 waiting, 1 refused); from a
-/// trusted proxy it names the client (three networks: all served), the rightmost address
-/// that is not itself a trusted proxy, or `Forwarded: for=`.
+/// claimed by one peer are one network: 1 waiting, 2 refused while another network
+/// waits); from a trusted proxy it names the client (three networks: none refused), the
+/// rightmost address that is not itself a trusted proxy, or `Forwarded: for=`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forwarded_addresses_count_only_from_trusted_proxies() {
     levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start(8);
     let levee = site
         .levee(
-            "backend_max_concurrency = 4\nbackend_network_share = \"25%\"\n\
+            "backend_max_concurrency = 2\nbackend_network_share = \"25%\"\n\
              backend_anonymous_wait = \"30s\"\ntrusted_proxies = [\"127.5.0.0/24\"]",
         )
         .start();
     bounded(async {
         let addr = levee.addr();
         warm_up(&levee).await;
-        let xff = |tag: &str, ms: u64, value: &str| work(tag, ms).header("x-forwarded-for", value);
-        let refused = |done: &[Done]| done.iter().filter(|(_, r, _)| r.status == 429).count();
-
+        let xff = |tag: &str, value: &str| work(tag, 0).header("x-forwarded-for", value);
         let mut set = JoinSet::new();
-        for (i, client) in ["10.1.0.1", "10.2.0.1", "10.3.0.1"].iter().enumerate() {
-            let tag = format!("untrusted{i}");
-            spawn(&mut set, addr, &tag, net(2, 1), xff(&tag, 800, client));
+        // The backend busy, another network waiting: networks keep to their share.
+        for i in 1..=2 {
+            let name = format!("busy{i}");
+            spawn(&mut set, addr, &name, net(9, i), work(&name, 2500));
         }
-        let done = join_all(&mut set).await;
-        assert_eq!(
-            refused(&done),
-            1,
-            "an untrusted peer's X-Forwarded-For counted: {done:#?}"
-        );
-
-        for (i, client) in ["10.1.0.1", "10.2.0.1", "10.3.0.1"].iter().enumerate() {
-            let tag = format!("trusted{i}");
-            spawn(&mut set, addr, &tag, net(5, 1), xff(&tag, 800, client));
-        }
-        let done = join_all(&mut set).await;
-        assert_ok(&done);
-        for (name, _, took) in &done {
-            assert!(
-                *took < Duration::from_millis(1500),
-                "{name} waited: {took:?}"
-            );
-        }
-
-        // One client network behind the proxy, however it is named.
-        let same = [
-            ("fwd1", xff("fwd1", 800, "10.9.0.1")),
-            ("fwd2", xff("fwd2", 800, "10.9.0.2, 127.5.0.9")),
+        wait_class(&levee, "levee_backend_in_flight", "anonymous", |v| v == 2.0).await;
+        spawn(&mut set, addr, "other", net(8, 1), work("other", 0));
+        let mut queued = 1.0;
+        wait_class(&levee, "levee_backend_queued", "anonymous", |v| v == queued).await;
+        let groups: [(&str, u8, Vec<Req>); 3] = [
+            // An untrusted peer's claims: one network.
             (
-                "fwd3",
-                work("fwd3", 800).header("forwarded", "for=10.9.0.3;proto=http"),
+                "untrusted",
+                2,
+                ["10.1.0.1", "10.2.0.1", "10.3.0.1"]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| xff(&format!("untrusted{i}"), c))
+                    .collect(),
+            ),
+            // A trusted proxy's: three networks.
+            (
+                "trusted",
+                5,
+                ["10.1.0.1", "10.2.0.1", "10.3.0.1"]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| xff(&format!("trusted{i}"), c))
+                    .collect(),
+            ),
+            // One client network behind the proxy, however it is named.
+            (
+                "fwd",
+                5,
+                // Distinct URLs: one URL's requests would share one fill.
+                vec![
+                    xff("fwd0", "10.9.0.1"),
+                    xff("fwd1", "10.9.0.2, 127.5.0.9"),
+                    work("fwd2", 0).header("forwarded", "for=10.9.0.3;proto=http"),
+                ],
             ),
         ];
-        for (tag, req) in same {
-            spawn(&mut set, addr, tag, net(5, 1), req);
+        let mut refused_by = Vec::new();
+        for (group, n, reqs) in groups {
+            let mut mine = JoinSet::new();
+            let mut waiting = Vec::new();
+            for (i, req) in reqs.into_iter().enumerate() {
+                let name = format!("{group}{i}");
+                let from = net(n, 1);
+                let start = Instant::now();
+                let h = tokio::spawn(async move {
+                    let r = req.send_from(addr, from).await;
+                    (name, r, start.elapsed())
+                });
+                // Each in turn, so that the queue is as the rule sees it.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if h.is_finished() {
+                    mine.spawn(async move { h.await.expect("client task") });
+                } else {
+                    waiting.push(h);
+                }
+            }
+            let done = join_all(&mut mine).await;
+            for (name, r, took) in &done {
+                assert_refused(name, r, *took, 429, "network-over-share");
+            }
+            queued += waiting.len() as f64;
+            wait_class(&levee, "levee_backend_queued", "anonymous", |v| v == queued).await;
+            refused_by.push((group, done.len()));
+            for h in waiting {
+                set.spawn(async move { h.await.expect("client task") });
+            }
         }
-        let done = join_all(&mut set).await;
         assert_eq!(
-            refused(&done),
-            1,
-            "one client network behind the proxy: {done:#?}"
+            refused_by,
+            [("untrusted", 2), ("trusted", 0), ("fwd", 2)],
+            "X-Forwarded-For counted from an untrusted peer, or not from a trusted one"
         );
+        assert_ok(&join_all(&mut set).await);
 
         let top = levee.admin(Req::get("/top.json")).await;
         let top: serde_json::Value = serde_json::from_slice(&top.body).unwrap();

@@ -101,14 +101,19 @@ impl Site {
         }
     }
 
-    /// `levee serve` in front of it (Unix socket), with these `[limits]` lines.
+    /// `levee serve` in front of it (Unix socket), with these `[limits]` lines and the
+    /// lane's share fixed (`backend_anonymous_adaptive = false`).
     pub(super) fn levee(&self, limits: &str) -> LeveeBuilder {
         let fpm = self.fpm.as_ref().unwrap();
         levee!()
             .backend(&format!("fastcgi+unix:{}", fpm.socket_path().display()))
             .arg("--root")
             .arg(self.base.join("www").to_str().unwrap())
-            .config(&format!("[limits]\n{limits}"))
+            // The share as it is written: people's latency does not move it here (the
+            // governor's own tests are levee-proxy's limit/governor.rs).
+            .config(&format!(
+                "[limits]\nbackend_anonymous_adaptive = false\n{limits}"
+            ))
     }
 
     pub(super) fn state(&self, name: &str) -> PathBuf {

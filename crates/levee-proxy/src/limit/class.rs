@@ -1,0 +1,40 @@
+//! The classes of backend work and their counters.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+
+use crate::client_net::ClientNet;
+
+/// What a request is worth to people, for the backend's scheduling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// A revalidation of a stored page: serves everyone.
+    Shared,
+    /// A request with a session cookie or Authorization.
+    Session,
+    /// Anything else that reaches the backend without a session: serves one client.
+    Anonymous(ClientNet),
+}
+
+impl Class {
+    pub const LABELS: [&'static str; 3] = ["shared", "session", "anonymous"];
+
+    pub(super) fn index(self) -> usize {
+        match self {
+            Class::Shared => 0,
+            Class::Session => 1,
+            Class::Anonymous(_) => 2,
+        }
+    }
+}
+
+/// Counters per class, read without the lock by `/metrics`.
+#[derive(Default)]
+pub struct ClassStats {
+    pub admitted: [AtomicU64; 3],
+    pub in_flight: [AtomicUsize; 3],
+    pub queued: [AtomicUsize; 3],
+    /// Time spent waiting for a slot, in microseconds, by those admitted.
+    pub wait_micros: [AtomicU64; 3],
+    /// By [`Refusal::index`].
+    pub refused: [AtomicU64; 5],
+}
