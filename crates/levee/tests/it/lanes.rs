@@ -16,17 +16,21 @@ use tokio::task::JoinSet;
 use support::*;
 
 /// R2: two slots, both busy with anonymous work and three more anonymous requests
-/// waiting. A reader's stale page queues one revalidation (shared), two editors queue
-/// (session). The slots that free go to the first session (sessions hold less than their
-/// 25%), then the revalidation, then the second session, and only then to the anonymous
-/// requests that came first; and while people's work runs, anonymous work holds at most
-/// its 50% (one slot).
+/// waiting; two editors queue (session), then a reader's stale page queues one
+/// revalidation (shared). The slots that free go to the first session (sessions hold
+/// less than their 25%), then the revalidation, though it came after the second session,
+/// then the second session, and only then to the anonymous requests that came first;
+/// and while people's work runs, anonymous work holds at most its 50% (one slot).
+///
+/// One worker thread: a slot freed on a thread may go to that thread's own waiter first
+/// (limit.rs keeps slots on their thread); with one, the order is the classes' alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn freed_slots_go_to_a_session_then_a_revalidation_then_a_session_then_anonymous_work() {
     levee_test::require!(levee_test::tools::PHP_FPM);
     let site = Site::start(6);
     let levee = site
         .levee("backend_max_concurrency = 2\nbackend_anonymous_wait = \"30s\"")
+        .args(&["--workers", "1"])
         .start();
     bounded(async {
         let addr = levee.addr();
@@ -42,6 +46,10 @@ async fn freed_slots_go_to_a_session_then_a_revalidation_then_a_session_then_ano
             spawn(&mut set, addr, "q", net(n, 1), work(&format!("q{i}"), 300));
         }
         wait_class(&levee, "levee_backend_queued", "anonymous", |v| v == 3.0).await;
+        for (i, who) in [(1.0, "s1"), (2.0, "s2")] {
+            spawn(&mut set, addr, who, net(8, 1), session(work(who, 600), who));
+            wait_class(&levee, "levee_backend_queued", "session", |v| v == i).await;
+        }
         // The reader is not kept waiting: the stale copy, and one revalidation queued.
         let start = Instant::now();
         let r = Req::get("/page.php").send_from(addr, net(7, 1)).await;
@@ -49,10 +57,6 @@ async fn freed_slots_go_to_a_session_then_a_revalidation_then_a_session_then_ano
         assert_eq!(r.text(), "<p>revision 1</p>");
         assert!(start.elapsed() < AT_ONCE, "{:?}", start.elapsed());
         wait_class(&levee, "levee_backend_queued", "shared", |v| v == 1.0).await;
-        for (i, who) in [(1.0, "s1"), (2.0, "s2")] {
-            spawn(&mut set, addr, who, net(8, 1), session(work(who, 600), who));
-            wait_class(&levee, "levee_backend_queued", "session", |v| v == i).await;
-        }
         assert_ok(&join_all(&mut set).await);
 
         let started = site.started();
@@ -63,7 +67,7 @@ async fn freed_slots_go_to_a_session_then_a_revalidation_then_a_session_then_ano
             .skip(2)
             .collect();
         // Granted a moment apart, the first two may log in either order; the queued
-        // anonymous ones in their own arrival order.
+        // anonymous ones in any order (networks are served least-used first).
         let mut first_two = after.get(..2).unwrap_or_default().to_vec();
         first_two.sort_unstable();
         let mut rest = after.get(3..).unwrap_or_default().to_vec();
@@ -128,17 +132,22 @@ async fn anonymous_work_holds_its_share_beside_a_session_and_all_slots_otherwise
         );
         wait_class(&levee, "levee_backend_queued", "session", |v| v == 1.0).await;
 
-        // While the session is in flight or waiting: never more than two anonymous.
-        let (mut beside, mut held_back) = (0.0_f64, false);
+        // Once the session is in flight: the four let in before it are never cut, but as
+        // they end, no more than two anonymous are let in beside it. The gauge lags the
+        // slots (down before a slot is freed, up after it is given): once it has shown
+        // two or fewer, more would be a grant beyond the share.
+        let (mut settled, mut beside, mut held_back) = (false, 0.0_f64, false);
         wait_class(&levee, "levee_backend_in_flight", "session", |v| v == 1.0).await;
         loop {
             let m = Metrics::of(&levee).await;
-            let people = m.class("levee_backend_in_flight", "session");
-            if people == 0.0 {
+            if m.class("levee_backend_in_flight", "session") == 0.0 {
                 break;
             }
             let anon = m.class("levee_backend_in_flight", "anonymous");
-            beside = beside.max(anon);
+            settled |= anon <= 2.0;
+            if settled {
+                beside = beside.max(anon);
+            }
             held_back |= anon == 2.0 && m.class("levee_backend_queued", "anonymous") >= 1.0;
             tokio::time::sleep(Duration::from_millis(15)).await;
         }
