@@ -87,8 +87,8 @@ async fn freed_slots_go_to_a_session_then_a_revalidation_then_a_session_then_ano
 
 /// R3: with four slots and nobody else, anonymous work takes all four; while a session
 /// runs it holds at most ceil(4 × 50%) = 2, even though a slot stays free and anonymous
-/// requests wait. (With `backend_anonymous_share = "100%"` it would take three: the
-/// assertions on `beside` fail.)
+/// requests wait. (With `backend_anonymous_share = "100%"` it takes three: it is never
+/// seen holding two with one waiting, and the log shows three beside the session.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anonymous_work_holds_its_share_beside_a_session_and_all_slots_otherwise() {
     levee_test::require!(levee_test::tools::PHP_FPM);
@@ -179,7 +179,8 @@ async fn anonymous_work_holds_its_share_beside_a_session_and_all_slots_otherwise
 /// = 1, one waiting; the other nine are refused at once with 429, never reach php-fpm,
 /// and are named in `/top.json` and the access log. Alone, a network may use what is
 /// free (work-conserving): the first network holds all four slots. (With
-/// `backend_network_share = "100%"`, N = 4 and all ten wait their turn.)
+/// `backend_network_share = "100%"`, N = 4: more of network 2's requests wait and are
+/// served, and the test fails.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_network_gets_its_share_in_flight_and_waiting_and_the_rest_429_at_once() {
     levee_test::require!(levee_test::tools::PHP_FPM);
@@ -271,7 +272,8 @@ async fn one_network_gets_its_share_in_flight_and_waiting_and_the_rest_429_at_on
 /// R5: with the anonymous lane full (backend_queue = 1 waiting), a newcomer of the same
 /// network is answered 503 `anonymous-lane-full` at once, GET or POST; the waiter gets
 /// 503 `anonymous-wait` after backend_anonymous_wait. Neither reaches php-fpm; metrics
-/// and the access log count them.
+/// and the access log count them. (With `backend_anonymous_wait = "30s"` the waiter is
+/// served and the test fails.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_lane_and_a_long_wait_are_answered_503_with_retry_after() {
     levee_test::require!(levee_test::tools::PHP_FPM);
