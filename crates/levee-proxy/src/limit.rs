@@ -12,8 +12,8 @@
 //!   - **anonymous**: a pass without a session, a fill of a URL nothing is stored for
 //!     (it serves one client, so far): the lane where a crawler storm lands (lane.rs).
 //!
-//!   A freed slot goes to sessions below their share, then to people's work (shared and
-//!   sessions, first come first served), then to the lane. The lane may hold more than
+//!   A freed slot goes to sessions below their share, then to revalidations, then to
+//!   sessions, then to the lane. The lane may hold more than
 //!   `backend_anonymous_share` of the slots only while people have nothing in flight or
 //!   waiting; inside it, client networks are served least-used first, each with at most
 //!   `backend_network_share` of the slots in flight and as many waiting.
@@ -96,7 +96,7 @@ struct State {
     sessions_in_use: usize,
     /// People's waiters per worker thread (`worker::id()`), grown as threads show up.
     threads: Vec<Local>,
-    /// Arrival numbers: beyond the sessions' share, first come first served.
+    /// Arrival numbers: the order of waiters within a class.
     arrivals: u64,
     lane: Lane,
     /// When people's work last came or ended.
@@ -118,16 +118,6 @@ struct Local {
 impl Local {
     fn is_empty(&self) -> bool {
         self.shared.is_empty() && self.sessions.is_empty()
-    }
-
-    /// The queue of whoever came first here: (arrival, is a session).
-    fn oldest(&self) -> Option<(u64, bool)> {
-        match (self.sessions.front(), self.shared.front()) {
-            (None, None) => None,
-            (Some((s, _)), None) => Some((*s, true)),
-            (None, Some((n, _))) => Some((*n, false)),
-            (Some((s, _)), Some((n, _))) => Some(if s < n { (*s, true) } else { (*n, false) }),
-        }
     }
 }
 
@@ -158,10 +148,10 @@ impl State {
     /// Gives free slots to waiters, `here` being the thread that freed them:
     /// - sessions first while they hold less than their share (this thread's, else the
     ///   oldest anywhere);
-    /// - then this thread's oldest people's waiter while the thread holds less than its
-    ///   fair share of the limit, or no other thread waits;
-    /// - else the oldest people's waiter of any thread, so that no thread starves
-    ///   another;
+    /// - then revalidations (shared work), likewise;
+    /// - then this thread's oldest session while the thread holds less than its fair
+    ///   share of the limit, or no other thread waits;
+    /// - else the oldest session of any thread, so that no thread starves another;
     /// - then the anonymous lane, within its share while people are busy.
     fn grant(&mut self, here: usize, reserved: usize, lane: &LaneConfig) {
         self.local(here);
@@ -228,6 +218,37 @@ impl State {
         }
     }
 
+    /// The thread whose waiter of one class (sessions or shared work) goes next: this
+    /// thread's while it holds less than its fair share of the limit or no other thread
+    /// waits, else the oldest anywhere.
+    fn pick_in(&self, here: usize, session: bool) -> Option<usize> {
+        fn of(l: &Local, session: bool) -> &Queue {
+            if session {
+                &l.sessions
+            } else {
+                &l.shared
+            }
+        }
+        let queue = |l: &Local| of(l, session).front().map(|(a, _)| *a);
+        if queue(&self.threads[here]).is_some() {
+            let others_wait = self
+                .threads
+                .iter()
+                .enumerate()
+                .any(|(t, l)| t != here && queue(l).is_some());
+            let fair_share = self.limit.div_ceil(self.threads.len());
+            if !others_wait || self.threads[here].in_use < fair_share {
+                return Some(here);
+            }
+        }
+        self.threads
+            .iter()
+            .enumerate()
+            .filter_map(|(t, l)| queue(l).map(|a| (a, t)))
+            .min()
+            .map(|(_, t)| t)
+    }
+
     fn pick(&self, here: usize, reserved: usize) -> Option<(usize, bool)> {
         if self.sessions_in_use < reserved {
             if !self.threads[here].sessions.is_empty() {
@@ -243,24 +264,13 @@ impl State {
                 return Some((t, true));
             }
         }
-        let local = &self.threads[here];
-        if let Some((_, session)) = local.oldest() {
-            let others_wait = self
-                .threads
-                .iter()
-                .enumerate()
-                .any(|(t, l)| t != here && !l.is_empty());
-            let fair_share = self.limit.div_ceil(self.threads.len());
-            if !others_wait || local.in_use < fair_share {
-                return Some((here, session));
+        // Then revalidations, which serve everyone who reads the page; then sessions.
+        for session in [false, true] {
+            if let Some(t) = self.pick_in(here, session) {
+                return Some((t, session));
             }
         }
-        self.threads
-            .iter()
-            .enumerate()
-            .filter_map(|(t, l)| l.oldest().map(|(a, s)| (a, t, s)))
-            .min()
-            .map(|(_, t, s)| (t, s))
+        None
     }
 }
 
