@@ -208,21 +208,8 @@ pub struct Jar {
 impl Jar {
     pub fn keep(&mut self, headers: &HeaderMap) {
         for line in headers.get_all(http::header::SET_COOKIE) {
-            let Ok(line) = line.to_str() else { continue };
-            let mut attrs = line.split(';');
-            let Some((name, value)) = attrs.next().and_then(|p| p.split_once('=')) else {
-                continue;
-            };
-            let gone = value == "deleted"
-                || attrs.any(|a| {
-                    let a = a.trim().to_ascii_lowercase();
-                    a == "max-age=0" || a.contains("1970")
-                });
-            if gone {
-                self.cookies.remove(name.trim());
-            } else {
-                self.cookies
-                    .insert(name.trim().to_string(), value.trim().to_string());
+            if let Ok(line) = line.to_str() {
+                levee_test::apps::keep_set_cookie(&mut self.cookies, line);
             }
         }
     }

@@ -66,6 +66,26 @@ pub fn form_value(html: &str, name: &str) -> Option<String> {
     )
 }
 
+/// One `Set-Cookie` line applied to a cookie jar as a browser would, without expiry
+/// dates: a cookie set with `Max-Age=0`, an expiry in 1970 or the value `deleted` is
+/// removed, any other is kept (also for the storm benchmark's clients).
+pub fn keep_set_cookie(cookies: &mut BTreeMap<String, String>, line: &str) {
+    let mut parts = line.split(';');
+    let Some((name, value)) = parts.next().and_then(|p| p.split_once('=')) else {
+        return;
+    };
+    let gone = value == "deleted"
+        || parts.any(|a| {
+            let a = a.trim().to_ascii_lowercase();
+            a == "max-age=0" || a.contains("1970")
+        });
+    if gone {
+        cookies.remove(name.trim());
+    } else {
+        cookies.insert(name.trim().to_string(), value.trim().to_string());
+    }
+}
+
 /// A client that keeps the cookies it is given, as a browser does (no expiry dates:
 /// a cookie set with `Max-Age=0`, an expiry in 1970 or the value `deleted` is removed).
 pub struct Browser<'a> {
@@ -93,21 +113,7 @@ impl<'a> Browser<'a> {
 
     fn keep(&mut self, r: &Resp) {
         for line in r.header_all("set-cookie") {
-            let mut parts = line.split(';');
-            let Some((name, value)) = parts.next().and_then(|p| p.split_once('=')) else {
-                continue;
-            };
-            let gone = value == "deleted"
-                || parts.any(|a| {
-                    let a = a.trim().to_ascii_lowercase();
-                    a == "max-age=0" || a.contains("1970")
-                });
-            if gone {
-                self.cookies.remove(name.trim());
-            } else {
-                self.cookies
-                    .insert(name.trim().to_string(), value.to_string());
-            }
+            keep_set_cookie(&mut self.cookies, line);
         }
     }
 

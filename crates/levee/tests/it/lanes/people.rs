@@ -321,8 +321,21 @@ async fn forwarded_addresses_count_only_from_trusted_proxies() {
                     let r = req.send_from(addr, from).await;
                     (name, r, start.elapsed())
                 });
-                // Each in turn, so that the queue is as the rule sees it.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Each in turn, so that the queue is as the rule sees it: refused (the
+                // answer came) or queued (the gauge counts it) before the next is sent.
+                let queued_now = queued + waiting.len() as f64 + 1.0;
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !h.is_finished() {
+                    let m = Metrics::of(&levee).await;
+                    if m.class("levee_backend_queued", "anonymous") >= queued_now {
+                        break;
+                    }
+                    assert!(
+                        Instant::now() < deadline,
+                        "{group}{i} neither answered nor queued"
+                    );
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
                 if h.is_finished() {
                     mine.spawn(async move { h.await.expect("client task") });
                 } else {
