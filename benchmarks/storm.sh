@@ -30,6 +30,7 @@
 # Env:   FAIR_SECS STORM_SECS VARIANTS FRONTS="nginx varnish levee" ROUNDS=1 READERS EDITORS
 #        PAGES THINK_MS=200 EDIT_EVERY=5 VISIBLE_SECS TIMEOUT_SECS=30 (per request),
 #        REFUSED_PAUSE_MS=20 (a crawler's pause after a refusal; 0: none),
+#        SLOW_MS=0 (print each editor's request slower than this, and when it started),
 #        LEVEE, BUILD, KEEP_WORK.
 # Needs: php8.2-fpm php8.2-cli php8.2-mysql mariadb-server mediawiki nginx-light varnish
 #        curl python3. Targets and binds 127.0.0.0/8 only.
@@ -58,6 +59,7 @@ VISIBLE_SECS=${VISIBLE_SECS:-10}
 # asking again within microseconds of a refusal would measure this load generator's own
 # CPU against the wiki's. 0: at once (the worst case, also recorded).
 REFUSED_PAUSE_MS=${REFUSED_PAUSE_MS:-20}
+SLOW_MS=${SLOW_MS:-0}
 
 need_tools nginx varnishd curl python3 php mariadbd
 [ -e /usr/share/mediawiki/index.php ] || {
@@ -192,10 +194,10 @@ measure() {
         --fair-secs "$FAIR_SECS" --storm-secs "$STORM_SECS" --readers "$READERS" --editors "$EDITORS" \
         --pages "$PAGES" --think-ms "$THINK_MS" --edit-every-secs "$EDIT_EVERY" \
         --visible-within-secs "$VISIBLE_SECS" --timeout-secs "$TIMEOUT_SECS" \
-        --refused-pause-ms "$REFUSED_PAUSE_MS" $(variant_flags "$1")
+        --refused-pause-ms "$REFUSED_PAUSE_MS" --slow-ms "$SLOW_MS" $(variant_flags "$1")
     LOAD_PID=$BG_PID
     wait "$LOAD_PID" || { cat "$WORK/storm-$tag.log" >&2; die "$tag: the load failed"; }
-    grep '^[a-z]' "$WORK/storm-$tag.log" | sed "s/^/  $tag /" >&2
+    grep -E '^([a-z]|SLOW)' "$WORK/storm-$tag.log" | sed "s/^/  $tag /" >&2
     sed -n 's/^RESULT //p' "$WORK/storm-$tag.log" >"$WORK/$tag.json"
     cp "$WORK/$tag.json" "$OUT_BASE-$tag.json"
     if [ "$2" = levee ]; then
@@ -230,9 +232,25 @@ for v in $VARIANTS; do
     done
 done
 
-python3 - "$WORK" "$ROUNDS" "$VARIANTS" "${FRONTS[@]}" <<'PY' | tee -a "$OUT_FILE"
-import json, sys
-work, rounds, variants, fronts = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
+python3 - "$WORK" "$OUT_BASE" "$ROUNDS" "$VARIANTS" "${FRONTS[@]}" <<'PY' | tee -a "$OUT_FILE"
+import json, os, re, sys
+work, out_base, rounds, variants, fronts = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(), sys.argv[5:]
+
+def levee_refusal_p99(tag):
+    """p99 of levee's own time to refuse (its levee_refusal_duration_seconds histogram,
+    a bucket's upper bound): what the client's measure adds is this machine's CPU."""
+    path = f"{out_base}-{tag}.metrics"
+    if not os.path.exists(path):
+        return None
+    buckets = []
+    for line in open(path):
+        m = re.match(r'levee_refusal_duration_seconds_bucket\{le="([^"]+)"\} (\d+)', line)
+        if m:
+            buckets.append((float(m.group(1)), int(m.group(2))))
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    want = 0.99 * buckets[-1][1]
+    return next(b * 1000 for b, n in buckets if n >= want)
 titles = {"many": "64 crawler connections from 64 addresses",
           "one": "one abusive client: 256 connections from one address",
           "thousand": "1,000 crawler connections from 1,000 addresses"}
@@ -243,7 +261,7 @@ def ms(v):
 def pct(v):
     return "-" if v is None else f"{v:.1f}"
 
-def verdicts(d):
+def verdicts(d, tag):
     r, e, ed = d["readers"], d["editors"], d["edits"]
     out = []
     fair, storm = r["fair"]["p99_ms"] or 0, r["storm"]["p99_ms"]
@@ -264,6 +282,9 @@ def verdicts(d):
         out.append("refusal p99: no refusals, PASS")
     else:
         out.append(f"refusal p99 {ms(rp)} ms <= 10 ms: {'PASS' if rp <= 10 else 'FAIL'}")
+        own = levee_refusal_p99(tag)
+        if own is not None:
+            out.append(f"levee's own refusal p99 <= {own:g} ms")
     return out
 
 for v in variants:
@@ -285,7 +306,7 @@ for v in variants:
                   f"| {shown} / {saves} / {d['saves_due']} | {c['ok_per_s']:,.1f} | {c['s429']}/{c['s503']}; {people[0]}/{people[1]} "
                   f"| {ms(d['refusal_p99_ms']['storm'])} |")
             if f == "levee":
-                notes.append(f"- {name}: " + "; ".join(verdicts(d)))
+                notes.append(f"- {name}: " + "; ".join(verdicts(d, f"{v}-{f}-r{rnd}")))
             problems = [p for ph in ("fair", "storm") for p in ed[ph]["problems"]]
             errs = {k: r["storm"][k] + e["storm"][k] for k in ("timeouts", "connect_errors", "io_errors", "other_status")}
             if problems or any(errs.values()):

@@ -185,17 +185,14 @@ impl State {
     /// One slot to the lane's next waiter, if the lane may take it; false: nothing to
     /// give.
     fn grant_lane(&mut self, here: usize, lane: &LaneConfig) -> bool {
-        let (cap, net_cap) = (self.lane_cap(lane), lane.net_cap(self.limit));
-        if !self
-            .lane
-            .may_take(cap, self.people_busy(lane.people_linger))
-        {
+        let now = Instant::now();
+        let net_cap = lane.net_cap(self.limit);
+        if !self.lane_open(lane, self.people_busy(lane.people_linger), now) {
             if self.lane.waiting > 0 {
                 self.governor.pressed();
             }
             return false;
         }
-        let now = Instant::now();
         let Some((net, w)) = self.lane.next(net_cap, here, now) else {
             return false;
         };
@@ -215,6 +212,23 @@ impl State {
         match lane.governed {
             true => self.governor.cap(most),
             false => most,
+        }
+    }
+
+    /// May the lane take one more slot now? Within its cap while people are busy, and
+    /// not while its one slot rests (a governed cap below one slot).
+    fn lane_open(&self, lane: &LaneConfig, people_busy: bool, now: Instant) -> bool {
+        self.lane.may_take(self.lane_cap(lane), people_busy)
+            && !(people_busy && lane.governed && self.governor.resting(now))
+    }
+
+    /// The slots the lane serves its queue with now, a fraction while its governed
+    /// cap is below one: what its waiters' expected wait is reckoned on.
+    fn lane_slots(&self, lane: &LaneConfig, people_busy: bool) -> f64 {
+        match (people_busy, lane.governed) {
+            (false, _) => self.limit as f64,
+            (true, true) => self.lane_cap(lane) as f64 * self.governor.duty(),
+            (true, false) => self.lane_cap(lane) as f64,
         }
     }
 
@@ -451,7 +465,8 @@ impl Inner {
             return tokio::time::timeout(timeout, rx).await;
         }
         let deadline = tokio::time::Instant::now() + timeout;
-        let tick = (linger / 4).clamp(Duration::from_millis(10), Duration::from_millis(500));
+        // Often enough to end a governed rest (governor.rs) within a tenth of a second.
+        let tick = (linger / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
         loop {
             let next = (tokio::time::Instant::now() + tick).min(deadline);
             match tokio::time::timeout_at(next, &mut *rx).await {
@@ -526,10 +541,10 @@ impl Inner {
         let mut st = self.lock();
         st.local(thread);
         let limit = st.limit;
-        let (cap, net_cap) = (st.lane_cap(&self.lane), self.lane.net_cap(limit));
+        let net_cap = self.lane.net_cap(limit);
         let people_busy = st.people_busy(self.lane.people_linger);
         let now = Instant::now();
-        let may_take = st.lane.may_take(cap, people_busy);
+        let may_take = st.lane_open(&self.lane, people_busy, now);
         if st.in_use < limit && may_take && st.lane.may_admit_now(net, net_cap) {
             st.in_use += 1;
             st.threads[thread].in_use += 1;
@@ -542,7 +557,7 @@ impl Inner {
         }
         self.pressed();
         let (tx, rx) = oneshot::channel();
-        let slots = if people_busy { cap } else { limit };
+        let slots = st.lane_slots(&self.lane, people_busy);
         let waiter = LaneWaiter { thread, tx };
         let arrival = st.lane.arrive(
             net,
@@ -572,7 +587,12 @@ impl Inner {
         local.in_use = local.in_use.saturating_sub(1);
         match class {
             Class::Session => st.sessions_in_use = st.sessions_in_use.saturating_sub(1),
-            Class::Anonymous(net) => st.lane.release(net, held),
+            Class::Anonymous(net) => {
+                st.lane.release(net, held);
+                if self.lane.governed && st.people_busy(self.lane.people_linger) {
+                    st.governor.lane_released(held, Instant::now());
+                }
+            }
             Class::Shared => {}
         }
         if !matches!(class, Class::Anonymous(_)) {

@@ -42,6 +42,9 @@ pub(crate) struct Stats {
     response_bytes: Counter,
     /// Time from the request's head to the response's head.
     latency: Latency,
+    /// The same, of the requests the backend limiter refused (429/503 `X-Cache: ERROR`):
+    /// what a refusal costs levee, apart from what the client's own machine adds.
+    refusals: Latency,
     /// Backend requests by outcome (`BACKEND_RESULTS`).
     backend: [AtomicU64; BACKEND_RESULTS.len()],
     /// Requests that joined a fill another request started (coalesced).
@@ -86,6 +89,14 @@ impl Stats {
             self.response_bytes.inc_by(len);
         }
         self.latency.observe(took);
+        if result == CacheResult::Error
+            && matches!(
+                status,
+                http::StatusCode::TOO_MANY_REQUESTS | http::StatusCode::SERVICE_UNAVAILABLE
+            )
+        {
+            self.refusals.observe(took);
+        }
     }
 
     /// Counts what a backend request came to.
@@ -276,13 +287,9 @@ impl Latency {
     }
 
     /// OpenMetrics text of the histogram, cumulative buckets.
-    fn encode(&self, out: &mut String) {
+    fn encode(&self, out: &mut String, name: &str, help: &str) {
         use std::fmt::Write;
-        let name = "levee_request_duration_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Time from a request's head to its response's head."
-        );
+        let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} histogram");
         let _ = writeln!(out, "# UNIT {name} seconds");
         let mut cumulative = 0;
@@ -589,7 +596,16 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
     // The hand-made histogram goes before the end marker.
     let end = out.rfind("# EOF").unwrap_or(out.len());
     let mut tail = out.split_off(end);
-    s.latency.encode(&mut out);
+    s.latency.encode(
+        &mut out,
+        "levee_request_duration_seconds",
+        "Time from a request's head to its response's head.",
+    );
+    s.refusals.encode(
+        &mut out,
+        "levee_refusal_duration_seconds",
+        "Time from a request's head to its refusal (429 or 503 for want of a backend slot).",
+    );
     if tail.is_empty() {
         tail.push_str("# EOF\n");
     }

@@ -64,6 +64,9 @@ struct Args {
     storm: Duration,
     visible_within: Duration,
     timeout: Duration,
+    /// People's requests slower than this are printed, with when they started
+    /// (`--slow-ms`; 0: none): where a p99 comes from.
+    slow: Duration,
 }
 
 fn usage(why: &str) -> ! {
@@ -87,6 +90,7 @@ fn parse_args(argv: &[String]) -> Args {
         storm: Duration::from_secs(60),
         visible_within: Duration::from_secs(10),
         timeout: Duration::from_secs(30),
+        slow: Duration::ZERO,
     };
     let mut target = None;
     let mut it = argv.iter();
@@ -115,6 +119,7 @@ fn parse_args(argv: &[String]) -> Args {
             "--storm-secs" => a.storm = secs(),
             "--visible-within-secs" => a.visible_within = secs(),
             "--timeout-secs" => a.timeout = secs(),
+            "--slow-ms" => a.slow = Duration::from_millis(num()),
             _ => usage(&format!("unknown flag {flag}")),
         }
     }
@@ -149,6 +154,18 @@ struct Plan {
 impl Plan {
     fn phase(&self, at: Instant) -> usize {
         usize::from(at >= self.fair_end)
+    }
+
+    /// Prints a people's request that took longer than `--slow-ms`.
+    fn note_slow(&self, a: &Args, who: &str, what: &str, at: Instant, took: Duration) {
+        if !a.slow.is_zero() && took > a.slow {
+            let since = at.saturating_duration_since(self.fair_end).as_secs_f64()
+                - self.fair_end.saturating_duration_since(at).as_secs_f64();
+            println!(
+                "SLOW {who} {what}: {:.0} ms, started {since:+.2} s from the storm",
+                took.as_secs_f64() * 1000.0
+            );
+        }
     }
 
     fn running(&self) -> bool {
@@ -261,6 +278,7 @@ async fn editor(a: Args, plan: Plan, e: usize, mut s: Session) -> Seen {
             let path = wiki::page_path(&wiki::title(rng.below(a.pages as u64) as usize));
             let r = s.conn.get(&path, &s.jar.header()).await;
             seen.tally[plan.phase(now)].record(&r, now.elapsed());
+            plan.note_slow(&a, "editor", &path, now, now.elapsed());
             think(
                 &plan,
                 a.think
@@ -279,6 +297,7 @@ async fn editor(a: Args, plan: Plan, e: usize, mut s: Session) -> Seen {
         let took = now.elapsed();
         // The save counts in the editors' latencies as any of their requests.
         seen.tally[phase].record(&saved, took);
+        plan.note_slow(&a, "editor", "save", now, took);
         let stored = match &saved {
             Ok(r) => wiki::edit_stored(r),
             Err(f) => Err(format!("{marker}: the save: {f:?}")),
@@ -293,6 +312,7 @@ async fn editor(a: Args, plan: Plan, e: usize, mut s: Session) -> Seen {
         let at = Instant::now();
         let view = s.conn.get(&path, &s.jar.header()).await;
         seen.tally[plan.phase(at)].record(&view, at.elapsed());
+        plan.note_slow(&a, "editor", "own view", at, at.elapsed());
         let editor_saw = match &view {
             Ok(r) if r.status == 200 && wiki::shows(&r.body, &marker) => true,
             Ok(r) => {

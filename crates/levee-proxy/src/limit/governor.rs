@@ -6,6 +6,12 @@
 //! is cut by a third when people's requests take half as long again as they did at their
 //! best lately, and climbs back one slot a window while they do not: the crawlers get
 //! what does not slow people down (AIMD, as TCP shares a link).
+//!
+//! Below one slot the cap is a duty cycle: one crawler's page running beside people's
+//! still takes a core of a two-core machine (php-fpm and the database), so at a cap of
+//! 0.25 the lane's one slot rests three times as long as its last request held it
+//! before the next is admitted. It never goes below `FLOOR`: anonymous misses (a
+//! reader's first visit of a page) go through the lane too.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -13,11 +19,23 @@ use std::time::{Duration, Instant};
 /// A window ends after this long and at least `MIN_SAMPLES` people's requests.
 const WINDOW: Duration = Duration::from_millis(500);
 const MIN_SAMPLES: u32 = 4;
-/// Windows whose best average is people's reference latency (~10 s or more).
-const HISTORY: usize = 20;
+/// Windows whose best average is people's reference latency (~30 s or more): long
+/// enough that a storm does not become the reference before it ends.
+const HISTORY: usize = 60;
 /// People's latency may grow this much over their reference before the lane is cut.
 const TOLERANCE: f64 = 1.5;
 const CUT: f64 = 0.67;
+/// One people's request this many times their reference cuts the lane at once, by
+/// `EARLY_CUT`, at most once per `EARLY_EVERY`: a storm's first wave fills the lane in
+/// a millisecond, and waiting for whole windows of evidence left people's requests
+/// queued behind it inside the application for a second and a half.
+const EARLY: f64 = 2.0;
+const EARLY_CUT: f64 = 0.5;
+const EARLY_EVERY: Duration = Duration::from_millis(100);
+/// The least the lane's cap falls to: a tenth of one slot's time.
+const FLOOR: f64 = 0.1;
+/// Below one slot the cap climbs back by this much a window (a slot at a time above).
+const STEP_BELOW_ONE: f64 = 0.1;
 
 pub(super) struct Governor {
     cap: f64,
@@ -30,6 +48,10 @@ pub(super) struct Governor {
     pressed: bool,
     /// The lane had work in flight in this window.
     lane_active: bool,
+    /// While the cap is below one slot: the lane admits nothing before this.
+    rest_until: Option<Instant>,
+    /// The last early cut.
+    cut_at: Option<Instant>,
 }
 
 impl Governor {
@@ -44,12 +66,35 @@ impl Governor {
             count: 0,
             pressed: false,
             lane_active: false,
+            rest_until: None,
+            cut_at: None,
         }
     }
 
     /// The lane's cap now, within `most` (its share of the limit).
     pub fn cap(&self, most: usize) -> usize {
         (self.cap.floor() as usize).clamp(1, most.max(1))
+    }
+
+    /// The share of one slot's time the lane may use while people have work: below 1
+    /// only when the cap is.
+    pub fn duty(&self) -> f64 {
+        self.cap.clamp(FLOOR, 1.0)
+    }
+
+    /// Whether the lane's slot is resting at `now` (a cap below one slot).
+    pub fn resting(&self, now: Instant) -> bool {
+        self.rest_until.is_some_and(|t| now < t)
+    }
+
+    /// A lane request held its slot for `held` while people had work: below one slot,
+    /// the slot rests so that it is busy `duty` of the time.
+    pub fn lane_released(&mut self, held: Duration, now: Instant) {
+        let duty = self.duty();
+        if duty < 1.0 && !held.is_zero() {
+            let rest = held.as_secs_f64() * (1.0 / duty - 1.0);
+            self.rest_until = Some(now + Duration::from_secs_f64(rest.min(60.0)));
+        }
     }
 
     /// The lane was held at its cap (it would have taken more).
@@ -67,15 +112,25 @@ impl Governor {
     pub fn sample(&mut self, held: Duration, most: usize, now: Instant) {
         self.sum += held.as_secs_f64();
         self.count += 1;
+        let best = self.history.iter().copied().fold(f64::INFINITY, f64::min);
+        let early_due = self
+            .cut_at
+            .is_none_or(|t| now.duration_since(t) >= EARLY_EVERY);
+        if self.lane_active && held.as_secs_f64() > best * EARLY && early_due {
+            self.cap = (self.cap.min(most.max(1) as f64) * EARLY_CUT).max(FLOOR);
+            self.cut_at = Some(now);
+        }
         if self.count < MIN_SAMPLES || now.duration_since(self.window_start) < WINDOW {
             return;
         }
         let avg = self.sum / f64::from(self.count);
-        let best = self.history.iter().copied().fold(f64::INFINITY, f64::min);
         if self.lane_active && avg > best * TOLERANCE {
-            self.cap = (self.cap * CUT).max(1.0);
+            self.cap = (self.cap.min(most.max(1) as f64) * CUT).max(FLOOR);
         } else if self.pressed {
-            self.cap += 1.0;
+            self.cap += if self.cap < 1.0 { STEP_BELOW_ONE } else { 1.0 };
+            if self.cap >= 1.0 {
+                self.rest_until = None;
+            }
         }
         self.cap = self.cap.min(most.max(1) as f64);
         if self.history.len() == HISTORY {
@@ -127,14 +182,65 @@ mod tests {
         for _ in 0..6 {
             window(&mut g, ms(50), &mut now);
         }
-        window(&mut g, ms(200), &mut now);
-        assert_eq!(g.cap(8), 5, "8 cut by a third");
-        window(&mut g, ms(200), &mut now);
-        window(&mut g, ms(200), &mut now);
-        window(&mut g, ms(200), &mut now);
-        assert_eq!(g.cap(8), 1, "down to one slot, never none");
+        window(&mut g, ms(90), &mut now);
+        assert_eq!(g.cap(8), 5, "8 cut by a third (1.8x: no early cut)");
+        window(&mut g, ms(90), &mut now);
+        window(&mut g, ms(90), &mut now);
+        window(&mut g, ms(90), &mut now);
+        assert_eq!(g.cap(8), 1, "down to one slot");
+        assert_eq!(g.duty(), 1.0);
         window(&mut g, ms(50), &mut now);
         assert_eq!(g.cap(8), 2);
+    }
+
+    #[test]
+    fn below_one_slot_the_slot_rests_but_never_stops() {
+        let mut g = Governor::new();
+        let mut now = Instant::now();
+        for _ in 0..6 {
+            window(&mut g, ms(50), &mut now);
+        }
+        for _ in 0..12 {
+            window(&mut g, ms(500), &mut now);
+        }
+        assert_eq!(g.cap(8), 1);
+        assert!(
+            (g.duty() - FLOOR).abs() < 1e-9,
+            "a tenth of a slot, never none"
+        );
+        // A crawler's page held the slot 100 ms: it rests 900 ms.
+        g.lane_released(ms(100), now);
+        assert!(g.resting(now + ms(899)));
+        assert!(!g.resting(now + ms(901)));
+        // People fast again: back to whole slots, no rest.
+        for _ in 0..10 {
+            window(&mut g, ms(50), &mut now);
+        }
+        assert!(g.duty() >= 1.0);
+        g.lane_released(ms(100), now);
+        assert!(!g.resting(now));
+    }
+
+    #[test]
+    fn one_very_slow_request_cuts_at_once() {
+        let mut g = Governor::new();
+        let mut now = Instant::now();
+        for _ in 0..6 {
+            window(&mut g, ms(50), &mut now);
+        }
+        g.lane_active();
+        now += ms(10);
+        g.sample(ms(150), 8, now);
+        assert_eq!(g.cap(8), 4, "halved by one request three times as slow");
+        now += ms(10);
+        g.sample(ms(150), 8, now);
+        assert_eq!(g.cap(8), 4, "not twice within EARLY_EVERY");
+        now += EARLY_EVERY;
+        g.sample(ms(150), 8, now);
+        assert_eq!(g.cap(8), 2);
+        now += ms(10);
+        g.sample(ms(90), 8, now);
+        assert_eq!(g.cap(8), 2, "within twice the reference: no early cut");
     }
 
     #[test]

@@ -190,10 +190,10 @@ impl Lane {
     /// Waiters the lane can serve within half of `wait` on `slots` slots at its recent
     /// pace, at most `max`: the other half is for the pace's ups and downs, so that a
     /// waiter is served, not refused late.
-    fn bound(&self, max: usize, wait: Duration, slots: usize) -> usize {
+    fn bound(&self, max: usize, wait: Duration, slots: f64) -> usize {
         match self.service {
             Some(s) if s > 0.0 && self.samples >= LEARNING => {
-                let n = (wait.as_secs_f64() / 2.0 / s * slots as f64).floor();
+                let n = (wait.as_secs_f64() / 2.0 / s * slots).floor();
                 (n as usize).clamp(1, max.max(1))
             }
             _ => max,
@@ -201,9 +201,9 @@ impl Lane {
     }
 
     /// The expected wait of one more waiter, for `Retry-After`.
-    pub fn expected_wait(&self, slots: usize) -> Duration {
+    pub fn expected_wait(&self, slots: f64) -> Duration {
         let s = self.service.unwrap_or(1.0);
-        Duration::from_secs_f64((s * (self.waiting + 1) as f64 / slots.max(1) as f64).min(3600.0))
+        Duration::from_secs_f64((s * (self.waiting + 1) as f64 / slots.max(0.01)).min(3600.0))
     }
 
     /// Queues a request of `net`, or says why not. `slots`: what the lane may hold now.
@@ -215,7 +215,7 @@ impl Lane {
         net_cap: usize,
         max: usize,
         wait: Duration,
-        slots: usize,
+        slots: f64,
         now: Instant,
     ) -> Arrival {
         let (queued, usage) = self
@@ -235,8 +235,9 @@ impl Lane {
         Arrival::Queued
     }
 
-    /// Tells the newest waiter of the network that used the backend most it has been
-    /// pushed out, if that network used it more than `net` by at least one request.
+    /// Tells the newest waiter of the network that used the backend most (admissions
+    /// and waiters) it has been pushed out, if that network weighs more than `net` by
+    /// at least two: one more than `net` after the move.
     fn displace_heavier(&mut self, net: ClientNet, usage: f64, now: Instant) -> bool {
         let heaviest = self
             .queued
@@ -251,7 +252,11 @@ impl Lane {
         let Some((heavy, victim)) = heaviest else {
             return false;
         };
-        if heavy < usage + 1.0 {
+        // Only if the victim's network still weighs as much as the newcomer's once the
+        // waiter has changed hands: between networks of equal weight a push-out is
+        // churn (a thousand one-connection crawlers pushed each other out a million
+        // times a minute, each a wake-up and a refusal that had waited).
+        if heavy - 1.0 < usage + 1.0 {
             return false;
         }
         let Some(w) = self.nets.get_mut(&victim).and_then(|n| n.queue.pop_back()) else {
@@ -365,21 +370,21 @@ mod tests {
         for _ in 0..2 {
             let (w, rx) = waiter();
             keep.push(rx);
-            assert_eq!(lane.arrive(a, w, 2, 100, wait, 4, now), Arrival::Queued);
+            assert_eq!(lane.arrive(a, w, 2, 100, wait, 4.0, now), Arrival::Queued);
         }
         // Alone, it may queue more: nobody else wants the lane.
         let (w, rx) = waiter();
         keep.push(rx);
-        assert_eq!(lane.arrive(a, w, 2, 100, wait, 4, now), Arrival::Queued);
+        assert_eq!(lane.arrive(a, w, 2, 100, wait, 4.0, now), Arrival::Queued);
         let (w, _rx2) = waiter();
         assert_eq!(
-            lane.arrive(net("127.3.0.1"), w, 2, 100, wait, 4, now),
+            lane.arrive(net("127.3.0.1"), w, 2, 100, wait, 4.0, now),
             Arrival::Queued
         );
         // Now another network waits: beyond its share, refused at once.
         let (w, _rx) = waiter();
         assert_eq!(
-            lane.arrive(a, w, 2, 100, wait, 4, now),
+            lane.arrive(a, w, 2, 100, wait, 4.0, now),
             Arrival::NetworkOverShare
         );
     }
@@ -395,9 +400,9 @@ mod tests {
         }
         let wait = Duration::from_secs(2);
         let (w, _a) = waiter();
-        lane.arrive(crawler, w, 4, 100, wait, 4, now);
+        lane.arrive(crawler, w, 4, 100, wait, 4.0, now);
         let (w, _b) = waiter();
-        lane.arrive(reader, w, 4, 100, wait, 4, now);
+        lane.arrive(reader, w, 4, 100, wait, 4.0, now);
         assert_eq!(lane.next(4, 0, now).map(|(n, _)| n), Some(reader));
         assert_eq!(lane.next(4, 0, now).map(|(n, _)| n), Some(crawler));
         assert!(lane.next(4, 0, now).is_none());
@@ -419,12 +424,12 @@ mod tests {
         let wait = Duration::from_secs(4);
         let (w, mut first) = waiter();
         assert_eq!(
-            lane.arrive(crawler, w, 8, 100, wait, 1, now),
+            lane.arrive(crawler, w, 8, 100, wait, 1.0, now),
             Arrival::Queued
         );
         let (w, mut second) = waiter();
         assert_eq!(
-            lane.arrive(crawler, w, 8, 100, wait, 1, now),
+            lane.arrive(crawler, w, 8, 100, wait, 1.0, now),
             Arrival::Queued
         );
         // As used as the crawler, no one: refused.
@@ -433,15 +438,29 @@ mod tests {
         lane.admit(other, now);
         lane.admit(other, now);
         lane.admit(other, now);
-        assert_eq!(lane.arrive(other, w, 8, 100, wait, 1, now), Arrival::Full);
+        assert_eq!(lane.arrive(other, w, 8, 100, wait, 1.0, now), Arrival::Full);
         // A reader that never used it: the crawler's newest waiter makes room.
         let (w, _reader) = waiter();
         assert_eq!(
-            lane.arrive(net("127.9.0.1"), w, 8, 100, wait, 1, now),
+            lane.arrive(net("127.9.0.1"), w, 8, 100, wait, 1.0, now),
             Arrival::Queued
         );
         assert_eq!(second.try_recv(), Ok(Grant::Displaced));
         assert!(first.try_recv().is_err(), "the older waiter stays");
+        assert_eq!(lane.waiting, 2);
+        // The crawler used it once more than a newcomer: its last waiter makes room.
+        let (w, _fresh) = waiter();
+        assert_eq!(
+            lane.arrive(net("127.10.0.1"), w, 8, 100, wait, 1.0, now),
+            Arrival::Queued
+        );
+        assert_eq!(first.try_recv(), Ok(Grant::Displaced));
+        // Now every waiter's network weighs what a newcomer's would: no churn.
+        let (w, _r) = waiter();
+        assert_eq!(
+            lane.arrive(net("127.11.0.1"), w, 8, 100, wait, 1.0, now),
+            Arrival::Full
+        );
         assert_eq!(lane.waiting, 2);
     }
 
