@@ -359,6 +359,27 @@ fn describe_site(s: &Site, out: &mut Vec<Described>) {
     add("static.asset_max_age", secs(st.asset_max_age));
     add("static.memory", size(st.memory));
     add("static.memory_max_file", size(st.memory_max_file));
+    add(
+        "static.link_dirs",
+        list(
+            &st.link_dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>(),
+        ),
+    );
+    let h = &s.hardening;
+    add("preset hardening: denied", words(h.deny_patterns()));
+    add("preset hardening: no PHP under", words(&h.no_php));
+    add(
+        "preset hardening: installers denied once installed",
+        words(
+            &h.installers
+                .iter()
+                .map(|(p, _)| p.clone())
+                .collect::<Vec<_>>(),
+        ),
+    );
     let f = &s.fastcgi;
     add("fastcgi.index", f.index.clone());
     add("fastcgi.keep_alive", f.keep_alive.to_string());

@@ -16,6 +16,7 @@ mod backend_limit;
 mod convert;
 mod describe;
 mod duration;
+mod hardening;
 mod matcher;
 mod options;
 mod presets;
@@ -26,6 +27,7 @@ mod tiers;
 use std::path::PathBuf;
 
 pub use describe::Described;
+pub use hardening::{Alias, Hardening, Installer, PresetHardening};
 pub use matcher::{CookieMatcher, PathMatcher};
 pub use options::{
     AdminOptions, AnonymousOptions, AppOptions, CacheOptions, Combine, CompressionOptions,

@@ -73,6 +73,7 @@ asset_extensions = ["css", "js", "mjs", "map", "png", "jpg", "jpeg", "gif", "web
 asset_max_age = "7d"
 memory = "64MiB"
 memory_max_file = "1MiB"
+link_dirs = []
 
 [fastcgi]
 index = "index.php"
@@ -336,6 +337,9 @@ options_table! {
         pub asset_max_age: Option<String>,
         pub memory: Option<String>,
         pub memory_max_file: Option<String>,
+        /// Directories outside the root that its symlinks may lead into (the presets
+        /// add their packages' own).
+        pub link_dirs: Option<Vec<PathBuf>>,
     }
 }
 

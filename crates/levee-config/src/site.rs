@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::convert::{duration, need, optional_duration, size, MAX_WORKERS};
 use crate::duration::parse_size;
+use crate::hardening::Hardening;
 use crate::options::{
     AnonymousOptions, AppOptions, CacheOptions, Combine, FastCgiOptions, OneOrMany, Options,
     RouteOptions, SiteOptions, StaticOptions,
@@ -39,6 +40,8 @@ pub struct Site {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Path prefixes sent elsewhere, longest first.
     pub routes: Vec<Route>,
+    /// What the presets keep from the web (hardening.rs).
+    pub hardening: Hardening,
 }
 
 /// `[[site.route]]`: requests whose path starts with `path` go to `target`.
@@ -121,6 +124,9 @@ pub struct StaticSettings {
     pub memory: u64,
     /// Larger files stream from disk.
     pub memory_max_file: u64,
+    /// Directories outside the root its symlinks may lead into: the site's own and its
+    /// presets' (Debian's package layouts).
+    pub link_dirs: Vec<PathBuf>,
 }
 
 /// How PHP is reached over FastCGI.
@@ -274,6 +280,34 @@ impl Site {
                 format!("two routes for the path {}", w[0].path),
             ));
         }
+        let mut static_files =
+            StaticSettings::from_options(s.static_files.combine(o.static_files.clone()))?;
+        let params: Vec<(String, String)> = fastcgi
+            .params
+            .clone()
+            .map(|p| p.into_iter().collect())
+            .unwrap_or_default();
+        let hardening = Hardening::new(
+            &presets,
+            root.as_deref(),
+            static_files.link_dirs.clone(),
+            &params,
+        )?;
+        static_files.link_dirs = hardening.link_dirs.clone();
+        // The application's index first (`doku.php`), as its nginx config's `index`.
+        for (i, name) in hardening.index.iter().enumerate() {
+            static_files.index.retain(|n| n != name);
+            static_files.index.insert(i, name.clone());
+        }
+        add_aliases(&mut routes, &presets, root.as_deref());
+        let mut fastcgi = FastCgiSettings::from_options(fastcgi)?;
+        // DokuWiki's nginx guide: `index doku.php` and every other path to doku.php.
+        // Only over the default: a front controller the user named stays.
+        if let Some(script) = hardening.index.iter().find(|n| n.ends_with(".php")) {
+            if fastcgi.index == "index.php" {
+                fastcgi.index = script.clone();
+            }
+        }
         let cache_set = anonymous_ttl_set || s.cache.anonymous_ttl.is_some();
         Ok(Site {
             name,
@@ -282,10 +316,9 @@ impl Site {
             backend,
             health,
             root,
-            static_files: StaticSettings::from_options(
-                s.static_files.combine(o.static_files.clone()),
-            )?,
-            fastcgi: FastCgiSettings::from_options(fastcgi)?,
+            static_files,
+            hardening,
+            fastcgi,
             cache: CacheRules::from_options(s.cache.combine(o.cache.clone()), &presets, cache_set)?,
             anonymous: AnonymousSettings::from_options(
                 s.anonymous.combine(o.anonymous.clone()),
@@ -306,6 +339,31 @@ impl Site {
     pub fn route_for(&self, path: &str) -> Option<&Route> {
         self.routes.iter().find(|r| path.starts_with(&r.path))
     }
+}
+
+/// The presets' asset directories where Debian's package puts them (WordPress's
+/// `wp-content` in /var/lib/wordpress): a files-only route each, unless the site routes
+/// that path itself. Files only: PHP never runs from there, as no upload's may.
+fn add_aliases(routes: &mut Vec<Route>, presets: &[Preset], root: Option<&Path>) {
+    let Some(root) = root.and_then(|r| r.canonicalize().ok()) else {
+        return;
+    };
+    for alias in presets.iter().flat_map(|p| p.hardening().aliases) {
+        let dir = Path::new(alias.root);
+        if root != Path::new(alias.when_root)
+            || !dir.is_dir()
+            || routes.iter().any(|r| r.path == alias.path)
+        {
+            continue;
+        }
+        routes.push(Route {
+            path: alias.path.to_string(),
+            target: RouteTarget::Static {
+                root: dir.to_path_buf(),
+            },
+        });
+    }
+    routes.sort_by_key(|r| std::cmp::Reverse(r.path.len()));
 }
 
 /// Whether a site's host `pattern` matches `host`: equal, or `*.example.com` and a
@@ -476,6 +534,15 @@ impl StaticSettings {
             asset_max_age: duration("static.asset_max_age", st.asset_max_age)?,
             memory: size("static.memory", st.memory)?,
             memory_max_file: size("static.memory_max_file", st.memory_max_file)?,
+            link_dirs: match need(st.link_dirs, "static.link_dirs")? {
+                dirs if dirs.iter().all(|d| d.is_absolute()) => dirs,
+                _ => {
+                    return Err(ConfigError::invalid(
+                        "static.link_dirs",
+                        "give absolute directories, like [\"/var/lib/dokuwiki/lib\"]",
+                    ))
+                }
+            },
         })
     }
 }

@@ -19,6 +19,8 @@ use crate::path::{check_real, is_php_script, RequestPath};
 #[derive(Debug)]
 pub(crate) struct Settings {
     pub root: PathBuf,
+    /// Where links out of the root may lead (`StaticConfig::link_dirs`).
+    pub link_dirs: Vec<PathBuf>,
     pub index: Vec<String>,
     /// Lowercase extensions without the dot.
     pub assets: HashSet<String>,
@@ -144,10 +146,18 @@ pub(crate) fn resolve(
     };
     let mut path = root.clone();
     path.extend(&req.segments);
-    match locate(&root, &path) {
+    let bases = Bases {
+        root: &root,
+        links: settings
+            .link_dirs
+            .iter()
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .collect(),
+    };
+    match bases.locate(&path) {
         Located::Other(r) => (r, None),
-        Located::File(_) if req.trailing_slash => (Resolved::NotFound, None),
-        Located::File(file) => open(settings, &root, file, prev),
+        Located::File(..) if req.trailing_slash => (Resolved::NotFound, None),
+        Located::File(file, base) => open(settings, &base, file, prev),
         Located::Dir(_) if !req.trailing_slash => (Resolved::Directory, None),
         Located::Dir(dir) => {
             for name in &settings.index {
@@ -158,8 +168,8 @@ pub(crate) fn resolve(
                     }
                     continue;
                 }
-                match locate(&root, &candidate) {
-                    Located::File(file) => return open(settings, &root, file, prev),
+                match bases.locate(&candidate) {
+                    Located::File(file, base) => return open(settings, &base, file, prev),
                     Located::Other(Resolved::Failed) => return (Resolved::Failed, None),
                     _ => {}
                 }
@@ -175,38 +185,59 @@ pub(crate) fn resolve(
 }
 
 enum Located {
-    File(PathBuf),
+    /// A file, and the directory it was found beneath (the root or a link directory):
+    /// what its open is confined to.
+    File(PathBuf, PathBuf),
     Dir(PathBuf),
     Other(Resolved),
 }
 
-/// The real path of `path`, if it is inside `root` and allowed.
-///
-/// Symlinks are followed, and allowed when their target is inside the root and passes
-/// the same rules as a requested path: such a target is public under its own URL
-/// anyway, and sites use in-root links (`uploads -> ../shared/uploads` within the
-/// release, theme aliases). A link out of the root is refused: that is where
-/// `/etc/passwd` and the other sites on the server are.
-fn locate(root: &Path, path: &Path) -> Located {
-    let real = match std::fs::canonicalize(path) {
-        Ok(real) => real,
-        Err(e) => return Located::Other(from_io(e, path)),
-    };
-    let Ok(relative) = real.strip_prefix(root) else {
-        tracing::debug!(path = %path.display(), real = %real.display(), "refused: outside the document root");
-        return Located::Other(Resolved::Forbidden);
-    };
-    if !check_real(relative) {
-        return Located::Other(Resolved::Forbidden);
+/// Where a file may really be: the root (canonical), and the directories links may
+/// lead into (canonical; those that do not exist are left out).
+struct Bases<'a> {
+    root: &'a Path,
+    links: Vec<PathBuf>,
+}
+
+impl Bases<'_> {
+    /// The real path of `path`, if it is inside the root (or a link directory) and
+    /// allowed.
+    ///
+    /// Symlinks are followed, and allowed when their target is inside the root and
+    /// passes the same rules as a requested path: such a target is public under its own
+    /// URL anyway, and sites use in-root links (`uploads -> ../shared/uploads` within
+    /// the release, theme aliases). A link out of the root is refused, unless it leads
+    /// into one of the link directories the site names, where its target passes the
+    /// same rules relative to that directory: elsewhere are `/etc/passwd` and the other
+    /// sites on the server.
+    fn locate(&self, path: &Path) -> Located {
+        let real = match std::fs::canonicalize(path) {
+            Ok(real) => real,
+            Err(e) => return Located::Other(from_io(e, path)),
+        };
+        let found = std::iter::once(self.root)
+            .chain(self.links.iter().map(PathBuf::as_path))
+            .find_map(|base| Some((base, real.strip_prefix(base).ok()?)));
+        let Some((base, relative)) = found else {
+            tracing::debug!(path = %path.display(), real = %real.display(), "refused: outside the document root");
+            return Located::Other(Resolved::Forbidden);
+        };
+        if !check_real(relative) {
+            return Located::Other(Resolved::Forbidden);
+        }
+        locate_real(real, base)
     }
+}
+
+fn locate_real(real: PathBuf, base: &Path) -> Located {
     let meta = match std::fs::metadata(&real) {
         Ok(meta) => meta,
-        Err(e) => return Located::Other(from_io(e, path)),
+        Err(e) => return Located::Other(from_io(e, &real)),
     };
     if meta.is_dir() {
         Located::Dir(real)
     } else if meta.is_file() {
-        Located::File(real)
+        Located::File(real, base.to_path_buf())
     } else {
         // FIFOs, sockets, devices: opening one could block or read forever.
         Located::Other(Resolved::Forbidden)

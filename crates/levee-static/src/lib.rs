@@ -69,6 +69,12 @@ pub struct StaticConfig {
     /// (nginx `open_file_cache_valid`). Default 1 s: an edit shows up at once for
     /// practical purposes, while a hot file costs at most one `stat` per second.
     pub revalidate_every: Duration,
+    /// Directories outside the root that a symlink in it may lead into (Debian's
+    /// packages link `lib/tpl` to `/var/lib/dokuwiki/lib/tpl`, `images` to
+    /// `/var/lib/mediawiki/images`). What a link reaches there passes the same checks
+    /// as a requested path (no hidden file, no PHP source); a link anywhere else is
+    /// still refused. Default: none.
+    pub link_dirs: Vec<PathBuf>,
 }
 
 impl StaticConfig {
@@ -82,7 +88,33 @@ impl StaticConfig {
             memory_cache: 64 * 1024 * 1024,
             memory_max_file: 1024 * 1024,
             revalidate_every: Duration::from_secs(1),
+            link_dirs: Vec::new(),
         }
+    }
+}
+
+/// The PHP script a request path names, decoded (`/a/x.php/more` gives `/a/x.php`),
+/// by the same rules the file server routes PHP with; `None` when it names none.
+pub fn php_script(raw_path: &str) -> Option<String> {
+    match path::parse(raw_path) {
+        Parsed::Php(script) => Some(script),
+        _ => None,
+    }
+}
+
+/// A request path as the filesystem would see it: each segment percent-decoded, empty
+/// segments dropped (`//inc//x` is `/inc/x`), the final slash kept. `None` when it
+/// could never name a file (traversal, a hidden segment, an encoded `/`, not UTF-8):
+/// what a rule about paths (the presets' denied directories) must be matched against,
+/// so that `/%69nc/` or `//inc/` cannot walk around `/inc/`.
+pub fn decoded_path(raw_path: &str) -> Option<String> {
+    match path::parse(raw_path) {
+        Parsed::Path(req) => Some(req.key()),
+        Parsed::Php(_) => {
+            let req = path::parse_segments(raw_path)?;
+            Some(req.key())
+        }
+        Parsed::Forbidden | Parsed::NotFound => None,
     }
 }
 
@@ -198,6 +230,7 @@ impl StaticFiles {
         ))
         .unwrap_or(HeaderValue::from_static("no-cache"));
         let settings = Settings {
+            link_dirs: config.link_dirs,
             root: config.root,
             index: config.index,
             assets: config

@@ -73,31 +73,14 @@ impl RequestPath {
 }
 
 pub(crate) fn parse(raw: &str) -> Parsed {
-    let Some(rest) = raw.strip_prefix('/') else {
-        // `OPTIONS *` and the like name no file.
-        return Parsed::NotFound;
+    let RequestPath {
+        segments,
+        trailing_slash,
+        normalized_raw,
+    } = match split(raw) {
+        Ok(req) => req,
+        Err(refused) => return refused,
     };
-    let trailing_slash = rest.is_empty() || rest.ends_with('/');
-    let mut segments = Vec::new();
-    let mut normalized_raw = String::with_capacity(raw.len());
-    for raw_segment in rest.split('/').filter(|s| !s.is_empty()) {
-        let decoded: Vec<u8> = percent_decode_str(raw_segment).collect();
-        // `%2f` would let two segments pass the checks apart and traverse together;
-        // a backslash is a separator on Windows and in some PHP code; NUL ends a C path.
-        if decoded.iter().any(|&b| matches!(b, b'/' | b'\\' | 0)) {
-            return Parsed::Forbidden;
-        }
-        let Ok(segment) = String::from_utf8(decoded) else {
-            // Also refuses overlong encodings such as `%c0%ae` for `.`.
-            return Parsed::NotFound;
-        };
-        segments.push(segment);
-        normalized_raw.push('/');
-        normalized_raw.push_str(raw_segment);
-    }
-    if trailing_slash {
-        normalized_raw.push('/');
-    }
     match check(segments.iter().map(String::as_str)) {
         Verdict::Allowed => Parsed::Path(RequestPath {
             segments,
@@ -114,6 +97,44 @@ pub(crate) fn parse(raw: &str) -> Parsed {
             Parsed::Php(script)
         }
     }
+}
+
+/// The decoded segments of a request path, before the checks on what they name.
+pub(crate) fn parse_segments(raw: &str) -> Option<RequestPath> {
+    split(raw).ok()
+}
+
+fn split(raw: &str) -> Result<RequestPath, Parsed> {
+    let Some(rest) = raw.strip_prefix('/') else {
+        // `OPTIONS *` and the like name no file.
+        return Err(Parsed::NotFound);
+    };
+    let trailing_slash = rest.is_empty() || rest.ends_with('/');
+    let mut segments = Vec::new();
+    let mut normalized_raw = String::with_capacity(raw.len());
+    for raw_segment in rest.split('/').filter(|s| !s.is_empty()) {
+        let decoded: Vec<u8> = percent_decode_str(raw_segment).collect();
+        // `%2f` would let two segments pass the checks apart and traverse together;
+        // a backslash is a separator on Windows and in some PHP code; NUL ends a C path.
+        if decoded.iter().any(|&b| matches!(b, b'/' | b'\\' | 0)) {
+            return Err(Parsed::Forbidden);
+        }
+        let Ok(segment) = String::from_utf8(decoded) else {
+            // Also refuses overlong encodings such as `%c0%ae` for `.`.
+            return Err(Parsed::NotFound);
+        };
+        segments.push(segment);
+        normalized_raw.push('/');
+        normalized_raw.push_str(raw_segment);
+    }
+    if trailing_slash {
+        normalized_raw.push('/');
+    }
+    Ok(RequestPath {
+        segments,
+        trailing_slash,
+        normalized_raw,
+    })
 }
 
 /// The same rules for the real path of a file, relative to the real root, after symlinks

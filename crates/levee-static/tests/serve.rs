@@ -83,6 +83,53 @@ async fn symlinks_inside_the_root_are_followed_under_the_same_rules() {
     ));
 }
 
+/// Debian's layout: `lib/tpl -> /var/lib/dokuwiki/lib/tpl`. A link into a directory
+/// the site names is followed, under the same rules relative to it; a link elsewhere,
+/// and a hidden file or PHP source reached through a named one, are still refused.
+#[cfg(unix)]
+#[tokio::test]
+async fn links_into_named_directories_are_followed_under_the_same_rules() {
+    let outer = tempfile::tempdir().unwrap();
+    let (root, var, elsewhere) = (
+        outer.path().join("share"),
+        outer.path().join("var/lib"),
+        outer.path().join("etc"),
+    );
+    write(&root.join("doku.php"), "<?php");
+    write(&var.join("tpl/logo.png"), "png");
+    write(&var.join("tpl/.env"), "SECRET=1");
+    write(&var.join("tpl/main.php"), "<?php $secret = 1;");
+    write(&elsewhere.join("passwd"), "root:x:0:0");
+    std::os::unix::fs::symlink(var.join("tpl"), root.join("tpl")).unwrap();
+    std::os::unix::fs::symlink(var.join("tpl/.env"), root.join("env.txt")).unwrap();
+    std::os::unix::fs::symlink(var.join("tpl/main.php"), root.join("main.txt")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, root.join("etc")).unwrap();
+    let files = |link_dirs: Vec<std::path::PathBuf>| {
+        StaticFiles::new(StaticConfig {
+            link_dirs,
+            ..StaticConfig::new(&root)
+        })
+        .unwrap()
+    };
+    // Without naming it, as before: refused.
+    let closed = files(vec![]);
+    assert!(matches!(
+        get(&closed, "/tpl/logo.png").await,
+        Outcome::Forbidden
+    ));
+    let open = files(vec![var.clone()]);
+    let r = response(get(&open, "/tpl/logo.png").await);
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(body(r).await, "png");
+    for refused in ["/env.txt", "/main.txt", "/etc/passwd", "/tpl/.env"] {
+        let outcome = get(&open, refused).await;
+        assert!(
+            matches!(outcome, Outcome::Forbidden),
+            "{refused}: {outcome:?}"
+        );
+    }
+}
+
 #[cfg(unix)]
 #[tokio::test]
 async fn a_root_that_is_a_symlink_follows_a_deploy_switch() {

@@ -41,6 +41,10 @@ pub(crate) fn early(
     if !conn.tls && shared.tls.is_some() && shared.conf().settings.tls.redirect_http {
         return Next::Respond(to_https(shared, parts));
     }
+    // Before the cache: a stored copy must not answer what the presets deny either.
+    if let Some(answer) = super::harden::check(site, parts) {
+        return Next::Respond(answer);
+    }
     let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
     if (read_only && site.files.is_some()) || !site.routes.is_empty() {
         // Files first, never through the cache nor the backend (nginx's try_files):

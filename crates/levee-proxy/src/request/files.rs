@@ -27,6 +27,13 @@ pub(crate) async fn serve(shared: &Shared, site: &Site, parts: &request::Parts) 
     };
     match files.serve(parts).await {
         Outcome::Response(r) => Next::Respond(respond::static_file(shared, parts, r).await),
+        // A directory's index.php under uploads: an uploaded script, never run.
+        Outcome::Php { script } if !super::harden::runs_php(site, &script) => {
+            Next::Respond(respond::error(
+                http::StatusCode::FORBIDDEN,
+                "PHP does not run here (an upload directory)",
+            ))
+        }
         // With PHP behind, levee is the web server: hidden files, paths outside the
         // root and PHP source are refused here.
         Outcome::Forbidden if matches!(site.conf().settings.backend, Backend::FastCgi(_)) => {

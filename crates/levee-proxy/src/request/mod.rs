@@ -30,6 +30,7 @@
 mod classify;
 mod files;
 mod fill;
+mod harden;
 mod lookup;
 mod next;
 mod partial;

@@ -210,6 +210,7 @@ pub(crate) fn static_config(root: &std::path::Path, s: &StaticSettings) -> Stati
         asset_max_age: s.asset_max_age,
         memory_cache: s.memory,
         memory_max_file: s.memory_max_file,
+        link_dirs: s.link_dirs.clone(),
         // Not an option: how often a file in memory is checked against the disk.
         ..StaticConfig::new(root)
     }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{copy_tree, form_value, scratch, Browser};
+use super::{copy_tree, copy_tree_keeping_links, form_value, scratch, Browser};
 use crate::phpfpm::PhpFpm;
 
 /// DokuWiki 2022-07-31 from Debian's `dokuwiki` package, as shipped: its code, its
@@ -23,7 +23,8 @@ impl DokuWiki {
     pub fn start() -> DokuWiki {
         let dir = scratch("dokuwiki");
         let (www, conf, data) = (dir.join("www"), dir.join("conf"), dir.join("data"));
-        copy_tree(Path::new("/usr/share/dokuwiki"), &www);
+        // As installed: `lib/tpl` and `lib/plugins` stay links into /var/lib/dokuwiki.
+        copy_tree_keeping_links(Path::new("/usr/share/dokuwiki"), &www);
         copy_tree(Path::new("/etc/dokuwiki"), &conf);
         copy_tree(Path::new("/var/lib/dokuwiki/data"), &data);
         // Debian's preload.php points at /etc/dokuwiki; this copy has its own.
@@ -83,6 +84,11 @@ impl DokuWiki {
             dir,
             fpm: Some(fpm),
         }
+    }
+
+    /// Its document root (a copy of Debian's, links kept).
+    pub fn www(&self) -> PathBuf {
+        self.dir.join("www")
     }
 
     /// `--backend` and `--root` for levee.

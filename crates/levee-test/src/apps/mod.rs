@@ -49,6 +49,102 @@ pub(crate) fn copy_tree(from: &Path, to: &Path) {
     );
 }
 
+/// `cp -a from to`: a copy with the package's symlinks kept as they are (Debian's
+/// layouts, links into /var/lib), as installed.
+pub(crate) fn copy_tree_keeping_links(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("run cp");
+    assert!(
+        status.success(),
+        "cp -a {} {} failed",
+        from.display(),
+        to.display()
+    );
+}
+
+/// The same-site images, styles, scripts and icons an HTML page references (`src` of
+/// `img`/`script`, `href` of `link` with rel stylesheet, icon, preload or
+/// modulepreload), as paths with their query; `host`: the site's own absolute URLs'
+/// host (`127.0.0.1:PORT`).
+pub fn page_assets(html: &str, host: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = html;
+    while let Some(at) = rest.find('<') {
+        rest = &rest[at + 1..];
+        let end = rest.find('>').unwrap_or(rest.len());
+        let tag = &rest[..end];
+        let name: String = tag
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        let attr = match name.as_str() {
+            "img" | "script" => "src",
+            "link" => {
+                let rel = attribute(tag, "rel")
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
+                let asset = rel
+                    .split_whitespace()
+                    .any(|r| matches!(r, "stylesheet" | "icon" | "preload" | "modulepreload"));
+                if !asset {
+                    continue;
+                }
+                "href"
+            }
+            _ => continue,
+        };
+        let Some(url) = attribute(tag, attr) else {
+            continue;
+        };
+        let url = url.replace("&amp;", "&");
+        let path = if let Some(p) = url
+            .strip_prefix(&format!("http://{host}"))
+            .or_else(|| url.strip_prefix(&format!("//{host}")))
+        {
+            p.to_string()
+        } else if url.starts_with('/') && !url.starts_with("//") {
+            url
+        } else {
+            continue;
+        };
+        let path = path.split('#').next().unwrap_or_default().to_string();
+        if !found.contains(&path) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// The value of `name="..."` (or `'...'`) in a tag's text.
+fn attribute(tag: &str, name: &str) -> Option<String> {
+    let lower = tag.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find(&format!("{name}=")) {
+        let at = from + i;
+        from = at + name.len() + 1;
+        // A whole attribute name: `data-src=` is not `src=`.
+        if at > 0 && !lower.as_bytes()[at - 1].is_ascii_whitespace() {
+            continue;
+        }
+        let value = &tag[from..];
+        let quote = value.chars().next()?;
+        if quote == '"' || quote == '\'' {
+            let inner = &value[1..];
+            return Some(inner[..inner.find(quote)?].to_string());
+        }
+        let end = value
+            .find(|c: char| c.is_ascii_whitespace() || c == '/')
+            .unwrap_or(value.len());
+        return Some(value[..end].to_string());
+    }
+    None
+}
+
 /// The `value` of the first `<input>` named `name` in `html`, whichever order the tag
 /// writes its attributes in (`&amp;`, `&quot;` and `&#039;` decoded).
 pub fn form_value(html: &str, name: &str) -> Option<String> {

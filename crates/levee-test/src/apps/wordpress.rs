@@ -137,6 +137,11 @@ echo "private_slug=" . get_post_field('post_name', $private) . "\n";
         }
     }
 
+    /// Its document root (one directory, `wp-content` inside).
+    pub fn www(&self) -> PathBuf {
+        self.dir.join("www")
+    }
+
     /// `--backend` and `--root` for levee.
     pub fn levee_args(&self) -> Vec<String> {
         let fpm = self.fpm.as_ref().unwrap();

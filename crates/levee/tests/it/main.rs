@@ -7,6 +7,7 @@
 
 mod access_log;
 mod acme;
+mod alone;
 mod anonymous;
 mod anonymous_ttl;
 mod app_pool;

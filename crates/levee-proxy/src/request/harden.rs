@@ -1,0 +1,62 @@
+//! The presets' hardening (levee-config's hardening.rs) on the request path: a path the
+//! application's own nginx config keeps from the web is answered 403 before the cache,
+//! the files and the backend, so a stored copy, a file or php-fpm never answers it.
+
+use std::borrow::Cow;
+
+use http::request;
+
+use super::respond;
+use super::site::Site;
+use crate::outcome::Answer;
+
+/// 403 for a path the site's presets deny, or a PHP script under a directory where PHP
+/// never runs (uploads); `None` for everything else.
+pub(crate) fn check(site: &Site, parts: &request::Parts) -> Option<Answer> {
+    let conf = site.conf();
+    let h = &conf.settings.hardening;
+    if h.is_empty() {
+        return None;
+    }
+    let raw = parts.uri.path();
+    // Matched as the filesystem sees the path, so that `/%69nc/` or `//inc/` cannot walk
+    // around `/inc/`; a path with nothing to decode is used as it is (no allocation).
+    let plain = !raw.contains(['%', '\\']) && !raw.contains("//") && !raw.contains("/.");
+    let decoded: Cow<str> = match plain {
+        true => Cow::Borrowed(raw),
+        false => match levee_static::decoded_path(raw) {
+            Some(d) => Cow::Owned(d),
+            // Traversal, hidden segments, an encoded `/`: never a file, refused by the
+            // file server; the backend decides for an HTTP one, as before.
+            None => return None,
+        },
+    };
+    if h.denies(&decoded) {
+        return Some(refused(&h.by));
+    }
+    // Every PHP extension starts `.ph` (php, phtml, phar...): other paths, nearly all
+    // of them, skip the parse.
+    let maybe_php = decoded
+        .as_bytes()
+        .windows(3)
+        .any(|w| w.eq_ignore_ascii_case(b".ph"));
+    if !maybe_php || h.no_php.is_empty() {
+        return None;
+    }
+    match levee_static::php_script(raw) {
+        Some(script) if !h.runs_php(&script) => Some(refused(&h.by)),
+        _ => None,
+    }
+}
+
+/// Whether PHP may run `script` (a directory's `index.php` the file server found).
+pub(crate) fn runs_php(site: &Site, script: &str) -> bool {
+    site.conf().settings.hardening.runs_php(script)
+}
+
+fn refused(by: &str) -> Answer {
+    respond::error(
+        http::StatusCode::FORBIDDEN,
+        &format!("this path is not served ({by}: the application's own web server configuration keeps it from the web)"),
+    )
+}
