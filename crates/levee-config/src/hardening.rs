@@ -103,11 +103,8 @@ impl Preset {
                     "/readme.html",
                     "/license.txt",
                 ],
-                no_php: &[
-                    "/wp-content/uploads/",
-                    "/wp-content/files/",
-                    "/wp-includes/js/",
-                ],
+                // Not wp-includes: its TinyMCE loader (wp-tinymce.php) is asked for directly.
+                no_php: &["/wp-content/uploads/", "/wp-content/files/"],
                 link_dirs: &[
                     "/usr/share/wordpress",
                     "/usr/share/javascript",

@@ -7,6 +7,7 @@
 //! - apps.rs: which application, its preset and its own settings
 //! - system.rs: `--system`, the host's limits against levee's settings
 //! - report.rs: the JSON shape, the summary, the text
+//! - root.rs: `--root`, what a document root holds that the preset keeps from the web
 //!
 //! levee's verdict is not computed here: `levee_proxy::verdict::anonymous_get` calls the
 //! functions `levee serve` runs (classify's pass rule, the fill's storage decision) on the
@@ -17,6 +18,7 @@ pub mod checks;
 pub mod crawl;
 pub mod fetch;
 pub mod report;
+pub mod root;
 pub mod system;
 
 use std::collections::HashSet;

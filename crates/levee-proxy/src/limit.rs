@@ -205,33 +205,6 @@ impl State {
         true
     }
 
-    /// What the lane may hold while people have work: its share of the limit, as far as
-    /// people's latency allows (governor.rs).
-    fn lane_cap(&self, lane: &LaneConfig) -> usize {
-        let most = lane.cap(self.limit);
-        match lane.governed {
-            true => self.governor.cap(most),
-            false => most,
-        }
-    }
-
-    /// May the lane take one more slot now? Within its cap while people are busy, and
-    /// not while its one slot rests (a governed cap below one slot).
-    fn lane_open(&self, lane: &LaneConfig, people_busy: bool, now: Instant) -> bool {
-        self.lane.may_take(self.lane_cap(lane), people_busy)
-            && !(people_busy && lane.governed && self.governor.resting(now))
-    }
-
-    /// The slots the lane serves its queue with now, a fraction while its governed
-    /// cap is below one: what its waiters' expected wait is reckoned on.
-    fn lane_slots(&self, lane: &LaneConfig, people_busy: bool) -> f64 {
-        match (people_busy, lane.governed) {
-            (false, _) => self.limit as f64,
-            (true, true) => self.lane_cap(lane) as f64 * self.governor.duty(),
-            (true, false) => self.lane_cap(lane) as f64,
-        }
-    }
-
     /// The thread whose waiter of one class (sessions or shared work) goes next: this
     /// thread's while it holds less than its fair share of the limit or no other thread
     /// waits, else the oldest anywhere.

@@ -14,6 +14,8 @@
 //! reader's first visit of a page) go through the lane too.
 
 use std::collections::VecDeque;
+
+use super::lane::LaneConfig;
 use std::time::{Duration, Instant};
 
 /// A window ends after this long and at least `MIN_SAMPLES` people's requests.
@@ -142,6 +144,36 @@ impl Governor {
         self.count = 0;
         self.pressed = false;
         self.lane_active = false;
+    }
+}
+
+/// The lane's cap as the grant decisions read it (`State` lives in limit.rs).
+impl super::State {
+    /// What the lane may hold while people have work: its share of the limit, as far as
+    /// people's latency allows (governor.rs).
+    pub(super) fn lane_cap(&self, lane: &LaneConfig) -> usize {
+        let most = lane.cap(self.limit);
+        match lane.governed {
+            true => self.governor.cap(most),
+            false => most,
+        }
+    }
+
+    /// May the lane take one more slot now? Within its cap while people are busy, and
+    /// not while its one slot rests (a governed cap below one slot).
+    pub(super) fn lane_open(&self, lane: &LaneConfig, people_busy: bool, now: Instant) -> bool {
+        self.lane.may_take(self.lane_cap(lane), people_busy)
+            && !(people_busy && lane.governed && self.governor.resting(now))
+    }
+
+    /// The slots the lane serves its queue with now, a fraction while its governed
+    /// cap is below one: what its waiters' expected wait is reckoned on.
+    pub(super) fn lane_slots(&self, lane: &LaneConfig, people_busy: bool) -> f64 {
+        match (people_busy, lane.governed) {
+            (false, _) => self.limit as f64,
+            (true, true) => self.lane_cap(lane) as f64 * self.governor.duty(),
+            (true, false) => self.lane_cap(lane) as f64,
+        }
     }
 }
 

@@ -62,6 +62,11 @@ pub struct DoctorArgs {
     /// As for levee serve: memory for cached responses, like 256MiB (--system).
     #[arg(long, value_name = "SIZE")]
     pub cache_size: Option<String>,
+    /// Check a document root: what levee alone would serve or run there that the
+    /// application's nginx guide keeps from the web (its preset found from the files,
+    /// or --preset), and PHP files under upload directories.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
 }
 
 /// A mistake in the command line (exit status 2).
@@ -139,8 +144,28 @@ pub fn audit_text(url: &str) -> anyhow::Result<String> {
         micro_cache: None,
         anonymous_ttl: None,
         cache_size: None,
+        root: None,
     };
     render(&args, false)
+}
+
+/// `--root`: the document root's report, as text or JSON.
+fn root_text(args: &DoctorArgs, dir: &std::path::Path) -> anyhow::Result<String> {
+    let given = args
+        .preset
+        .iter()
+        .map(|p| levee_config::Preset::parse(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| DoctorUsage(e.to_string()))?;
+    let (presets, detected) = match given.is_empty() {
+        true => (levee_doctor::root::detect(dir).into_iter().collect(), true),
+        false => (given, false),
+    };
+    let report = levee_doctor::root::audit(dir, &presets, detected).map_err(DoctorUsage)?;
+    Ok(match args.json {
+        true => format!("{}\n", serde_json::to_string(&report)?),
+        false => levee_doctor::root::text(&report),
+    })
 }
 
 /// What `levee doctor` prints: the audit as text or JSON.
@@ -152,6 +177,13 @@ fn render(args: &DoctorArgs, colour: bool) -> anyhow::Result<String> {
             f.display()
         ))
         .into());
+    }
+    let root = match &args.root {
+        Some(dir) => Some(root_text(args, dir)?),
+        None => None,
+    };
+    if let (Some(text), true) = (&root, urls.is_empty() && !args.system) {
+        return Ok(text.clone());
     }
     if urls.is_empty() && !args.system {
         return Err(DoctorUsage(

@@ -232,6 +232,33 @@ async fn wordpress_alone_serves_its_assets_and_never_runs_an_upload() {
     let m = Marker::plant(blog.www().join("wp-content/uploads/2026/index.php"));
     refused(&levee, &["/wp-content/uploads/2026/"]).await;
     assert!(!m.ran());
+
+    // `levee doctor --root` finds the same script, and the preset from the files.
+    let www = blog.www();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
+            .args(["doctor", "--root"])
+            .arg(&www)
+            .output()
+            .expect("run levee doctor")
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("preset wordpress, found from its files"),
+        "{text}"
+    );
+    assert!(
+        text.contains("/wp-content/uploads/2026/index.php"),
+        "{text}"
+    );
+    assert!(text.contains("/wp-config-sample.php"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
