@@ -102,6 +102,13 @@ pub fn php_script(raw_path: &str) -> Option<String> {
     }
 }
 
+/// Whether `raw_path` names a PHP script (`/x.php`, `/x.php/more`) in plain segments,
+/// without allocating: what [`StaticFiles::serve`] would answer `Php` for at once. An
+/// escaped or unusual path says false: ask `serve`.
+pub fn names_php_script(raw_path: &str) -> bool {
+    path::names_php_script(raw_path)
+}
+
 /// A request path as the filesystem would see it: each segment percent-decoded, empty
 /// segments dropped (`//inc//x` is `/inc/x`), the final slash kept. `None` when it
 /// could never name a file (traversal, a hidden segment, an encoded `/`, not UTF-8):

@@ -195,13 +195,33 @@ enum PhpKind {
     Leak,
 }
 
+/// Whether a raw request path names a PHP script by its plain segments (no escapes, no
+/// hidden segment before it): decided without allocating, for the request path's
+/// shortcut past the file server (`Php` is all it would answer).
+pub(crate) fn names_php_script(raw: &str) -> bool {
+    if raw.contains(['%', '\\', '\0']) {
+        return false;
+    }
+    for segment in raw.split('/').filter(|s| !s.is_empty()) {
+        if segment.starts_with('.') {
+            return false;
+        }
+        match php_kind(segment) {
+            PhpKind::None => {}
+            PhpKind::Script => return true,
+            PhpKind::Leak => return false,
+        }
+    }
+    false
+}
+
 fn php_kind(name: &str) -> PhpKind {
     // The text before the first dot is the stem, not an extension: `php` alone is not.
-    let extensions: Vec<&str> = name.split('.').skip(1).collect();
-    for (i, ext) in extensions.iter().enumerate() {
+    let mut extensions = name.split('.').skip(1).peekable();
+    while let Some(ext) = extensions.next() {
         let bare = ext.trim_end_matches(|c: char| c == '~' || c.is_whitespace());
         if PHP_EXTENSIONS.iter().any(|p| bare.eq_ignore_ascii_case(p)) {
-            let last = i + 1 == extensions.len();
+            let last = extensions.peek().is_none();
             return if last && bare.len() == ext.len() {
                 PhpKind::Script
             } else {
@@ -215,6 +235,39 @@ fn php_kind(name: &str) -> PhpKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_php_script_agrees_with_parse_without_allocating() {
+        for raw in [
+            "/doku.php",
+            "/index.php/Main_Page",
+            "/a/b.PHTML",
+            "/x.php~",
+            "/x.php.bak",
+            "/.git/x.php",
+            "/%78.php",
+            "/",
+            "/style.css",
+            "/php",
+            "/a.php/.env",
+            "/wp-admin/",
+        ] {
+            let by_parse = matches!(parse(raw), Parsed::Php(_));
+            if names_php_script(raw) {
+                assert!(
+                    by_parse,
+                    "{raw}: named a script that parse does not route to PHP"
+                );
+            }
+        }
+        assert!(names_php_script("/doku.php"));
+        assert!(names_php_script("/index.php/Main_Page"));
+        assert!(!names_php_script("/x.php.bak"));
+        assert!(
+            !names_php_script("/%78.php"),
+            "escaped: left to the file server"
+        );
+    }
 
     fn path(segments: &[&str], trailing_slash: bool, raw: &str) -> Parsed {
         Parsed::Path(RequestPath {

@@ -46,7 +46,10 @@ pub(crate) fn early(
         return Next::Respond(answer);
     }
     let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
-    if (read_only && site.files.is_some()) || !site.routes.is_empty() {
+    // A script URL (`/doku.php?id=start`) is never a file: straight on, without the
+    // file server's parse and lookup on every cached page.
+    let script = site.routes.is_empty() && levee_static::names_php_script(parts.uri.path());
+    if !script && ((read_only && site.files.is_some()) || !site.routes.is_empty()) {
         // Files first, never through the cache nor the backend (nginx's try_files):
         // they are public, and their own memory cache and validators make them cheap.
         return Next::Files;

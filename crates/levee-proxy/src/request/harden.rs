@@ -34,13 +34,9 @@ pub(crate) fn check(site: &Site, parts: &request::Parts) -> Option<Answer> {
     if h.denies(&decoded) {
         return Some(refused(&h.by));
     }
-    // Every PHP extension starts `.ph` (php, phtml, phar...): other paths, nearly all
-    // of them, skip the parse.
-    let maybe_php = decoded
-        .as_bytes()
-        .windows(3)
-        .any(|w| w.eq_ignore_ascii_case(b".ph"));
-    if !maybe_php || h.no_php.is_empty() {
+    // Only a path under an upload directory is parsed for a script (most paths are
+    // not; the check is a prefix compare).
+    if h.runs_php(&decoded) {
         return None;
     }
     match levee_static::php_script(raw) {
