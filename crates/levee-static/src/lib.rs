@@ -32,7 +32,8 @@ use http::header::{
     ETAG, LAST_MODIFIED, LOCATION, X_CONTENT_TYPE_OPTIONS,
 };
 use http::{Method, Response, StatusCode};
-use moka::sync::Cache;
+use quick_cache::sync::Cache;
+use quick_cache::Weighter;
 
 pub use body::FileBody;
 
@@ -189,7 +190,21 @@ struct Inner {
     settings: Settings,
     revalidate_every: Duration,
     /// Decoded request path (with its final slash) to what it resolved to.
-    cache: Cache<String, Slot>,
+    cache: Cache<String, Slot, SlotWeight>,
+}
+
+/// A slot's weight in bytes: the file's (bytes kept) or a small answer's.
+#[derive(Clone)]
+struct SlotWeight;
+
+impl Weighter<String, Slot> for SlotWeight {
+    fn weight(&self, key: &String, slot: &Slot) -> u64 {
+        let value = match &slot.resolved {
+            Resolved::File(entry) => entry.weight(),
+            _ => 64,
+        };
+        key.len() as u64 + value
+    }
 }
 
 #[derive(Clone)]
@@ -203,7 +218,7 @@ impl std::fmt::Debug for StaticFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StaticFiles")
             .field("root", &self.inner.settings.root)
-            .field("cached", &self.inner.cache.entry_count())
+            .field("cached", &self.inner.cache.len())
             .finish()
     }
 }
@@ -252,16 +267,12 @@ impl StaticFiles {
             other_cache_control: HeaderValue::from_static("no-cache"),
             memory_max_file: config.memory_max_file,
         };
-        let cache = Cache::builder()
-            .max_capacity(config.memory_cache)
-            .weigher(|key: &String, slot: &Slot| {
-                let value = match &slot.resolved {
-                    Resolved::File(entry) => entry.weight(),
-                    _ => 64,
-                };
-                u32::try_from(key.len() as u64 + value).unwrap_or(u32::MAX)
-            })
-            .build();
+        // quick_cache, as the response store: a read is a shard's read lock and a
+        // hash, cheaper than moka's on every request a document root sees first.
+        let items = usize::try_from(config.memory_cache / 2048)
+            .unwrap_or(usize::MAX)
+            .clamp(64, 1 << 20);
+        let cache = Cache::with_weighter(items, config.memory_cache.max(1), SlotWeight);
         Ok(StaticFiles {
             inner: Arc::new(Inner {
                 settings,
@@ -311,7 +322,7 @@ impl StaticFiles {
             match respond(parts, &entry, open).await {
                 Some(response) => return Outcome::Response(response),
                 None => {
-                    self.inner.cache.invalidate(&key);
+                    self.inner.cache.remove(&key);
                     force = true;
                 }
             }
