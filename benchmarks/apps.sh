@@ -10,7 +10,8 @@
 # (levee-test's apps: a private MariaDB, php-fpm with PHP_WORKERS=4 workers on a Unix
 # socket, the package's files), through `cargo run -p levee-test --example app`.
 #
-# Load: `levee bench URL -c CONNS -d DURATION`, ROUNDS runs per server, alternating; medians.
+# Load: `levee bench URL -c CONNS -d DURATION`, ROUNDS runs per server, the order rotated
+# each round (3 s after each uncached run for php-fpm to drain); medians.
 # Usage: benchmarks/apps.sh            (about 4 minutes)
 #        APPS="wordpress" benchmarks/apps.sh
 #        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
@@ -145,12 +146,18 @@ for app in $APPS; do
 
     declare -A runs=() p99s=() errs=()
     for ((r = 0; r < ROUNDS; r++)); do
-        for s in $([ $((r % 2)) = 0 ] && echo direct levee front || echo front levee direct); do
+        # Each server in each place of the order once in 3 rounds: the one after
+        # `direct` meets php-fpm still working off the queue direct left behind.
+        order=(direct levee front)
+        for ((k = 0; k < 3; k++)); do
+            s=${order[$(((k + r) % 3))]}
             read -r rps p99 err <<<"$(bench "http://127.0.0.1:${PORT[$s]}$FRONT")"
             runs[$s]+="$rps "
             p99s[$s]+="$p99 "
             errs[$s]=$((${errs[$s]:-0} + err))
             log "  $app round $((r + 1))/$ROUNDS $s: $rps req/s, p99 $p99 ms, errors $err"
+            # Let php-fpm finish what the uncached run queued before the next one.
+            [ "$s" = direct ] && sleep 3
         done
     done
     # shellcheck disable=SC2086
