@@ -301,7 +301,8 @@ fn describe_site(s: &Site, out: &mut Vec<Described>) {
                 crate::RouteTarget::Static { root } => {
                     format!("{} -> files of {} only", r.path, root.display())
                 }
-            },
+                crate::RouteTarget::Site => format!("{} -> the site's", r.path),
+            } + &rules_text(&r.rules),
         );
     }
     if let Backend::App(a) = &s.backend {
@@ -422,4 +423,45 @@ fn describe_site(s: &Site, out: &mut Vec<Described>) {
             crate::EditInvalidation::Url => "url".into(),
         },
     );
+}
+
+/// A route's rules, for `--check`: ", deny", ", allow 10.0.0.0/8", ...
+fn rules_text(r: &crate::RouteRules) -> String {
+    let mut out = String::new();
+    if r.deny {
+        out.push_str(", deny (403)");
+    }
+    let nets = |n: &[ipnet::IpNet]| {
+        n.iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    if !r.allow_networks.is_empty() {
+        out.push_str(&format!(", only from {}", nets(&r.allow_networks)));
+    }
+    if !r.deny_networks.is_empty() {
+        out.push_str(&format!(", refused from {}", nets(&r.deny_networks)));
+    }
+    if let Some(a) = &r.auth {
+        out.push_str(&format!(
+            ", basic auth \"{}\" ({} users of {})",
+            a.realm,
+            a.users.len(),
+            a.file.display()
+        ));
+    }
+    if let Some(rd) = &r.redirect {
+        out.push_str(&format!(
+            ", {} to {} (+ the rest and the query)",
+            rd.status, rd.to
+        ));
+    }
+    if let Some(rw) = &r.rewrite {
+        out.push_str(&format!(", rewritten to {rw}"));
+    }
+    for (k, v) in &r.headers {
+        out.push_str(&format!(", header {k}: {v}"));
+    }
+    out
 }

@@ -20,6 +20,7 @@ mod hardening;
 mod matcher;
 mod options;
 mod presets;
+mod route_rules;
 mod settings;
 mod site;
 mod tiers;
@@ -35,6 +36,7 @@ pub use options::{
     SiteOptions, SiteTlsOptions, StaticOptions, TlsOptions, Workers, DEFAULTS,
 };
 pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
+pub use route_rules::{BasicAuth, Redirect, RouteRules};
 pub use settings::{
     AccessLog, AccessLogFormat, AcmeChallenge, AcmeSettings, AdminSettings, BackendLimit,
     CacheSettings, CompressionSettings, Limits, PurgeSettings, Settings, SiteIndex, TlsSettings,

@@ -242,6 +242,16 @@ options_table! {
         #[serde(rename = "static")]
         pub static_only: Option<bool>,
         pub root: Option<PathBuf>,
+        /// Rules (route_rules.rs): a route may carry only these and serve like its site.
+        pub deny: Option<bool>,
+        pub allow_networks: Option<Vec<String>>,
+        pub deny_networks: Option<Vec<String>>,
+        pub auth_basic: Option<String>,
+        pub auth_basic_user_file: Option<PathBuf>,
+        pub redirect: Option<String>,
+        pub redirect_status: Option<u16>,
+        pub rewrite: Option<String>,
+        pub headers: Option<std::collections::BTreeMap<String, String>>,
     }
 }
 

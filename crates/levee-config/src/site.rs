@@ -14,6 +14,7 @@ use crate::options::{
     AnonymousOptions, AppOptions, CacheOptions, Combine, FastCgiOptions, OneOrMany, Options,
     RouteOptions, SiteOptions, StaticOptions,
 };
+use crate::route_rules::RouteRules;
 use crate::{AppSettings, Backend, ConfigError, CookieMatcher, PathMatcher, Preset};
 
 /// One site.
@@ -50,6 +51,8 @@ pub struct Route {
     /// Starts with `/`; matched as a prefix of the request's path.
     pub path: String,
     pub target: RouteTarget,
+    /// Deny, networks, basic auth, redirect, rewrite, headers (route_rules.rs).
+    pub rules: RouteRules,
 }
 
 #[derive(Debug, Clone)]
@@ -62,6 +65,8 @@ pub enum RouteTarget {
     /// Files of this directory only (the site's root unless the route names one);
     /// a path that is no file is 404, and the backend is never asked.
     Static { root: PathBuf },
+    /// Served as the site is (its files, its backend): a route of rules only.
+    Site,
 }
 
 /// What may be stored for a site, how long it is fresh, how long served stale (the
@@ -361,6 +366,7 @@ fn add_aliases(routes: &mut Vec<Route>, presets: &[Preset], root: Option<&Path>)
             target: RouteTarget::Static {
                 root: dir.to_path_buf(),
             },
+            rules: RouteRules::default(),
         });
     }
     routes.sort_by_key(|r| std::cmp::Reverse(r.path.len()));
@@ -409,7 +415,7 @@ fn health(path: Option<String>) -> Result<Option<String>, ConfigError> {
 
 impl Route {
     fn from_options(r: RouteOptions, site_root: Option<&Path>) -> Result<Route, ConfigError> {
-        let path = match r.path {
+        let path = match r.path.clone() {
             Some(p) if p.starts_with('/') => p,
             _ => {
                 return Err(ConfigError::invalid(
@@ -418,6 +424,7 @@ impl Route {
                 ))
             }
         };
+        let rules = RouteRules::from_options(&r, &path)?;
         let target = match (r.backend, r.static_only.unwrap_or(false)) {
             (Some(b), false) => {
                 let backend = Backend::parse_list(&b.into_vec())?;
@@ -453,16 +460,27 @@ impl Route {
                 };
                 RouteTarget::Static { root }
             }
+            (None, false) if !rules.is_empty() => RouteTarget::Site,
             _ => {
                 return Err(ConfigError::invalid(
                     "site.route",
                     format!(
-                        "the route {path} needs either backend = \"http://...\" or static = true"
+                        "the route {path} needs backend = \"http://...\", static = true, or a rule (deny, allow_networks, auth_basic, redirect, rewrite, headers)"
                     ),
                 ))
             }
         };
-        Ok(Route { path, target })
+        if rules.redirect.is_some() && !matches!(target, RouteTarget::Site) {
+            return Err(ConfigError::invalid(
+                "site.route.redirect",
+                format!("the route {path} redirects: it needs no backend nor static files"),
+            ));
+        }
+        Ok(Route {
+            path,
+            target,
+            rules,
+        })
     }
 }
 

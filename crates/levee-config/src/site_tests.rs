@@ -162,7 +162,7 @@ fn mistakes_in_sites_are_named_with_their_site() {
         ("[[site]]\nhosts = [\"http://a.test\"]", "not a host name"),
         (
             "[[site]]\nhosts = [\"a.test\"]\n[[site.route]]\npath = \"/api/\"",
-            "needs either backend",
+            "needs backend = ",
         ),
         (
             "[[site]]\nhosts = [\"a.test\"]\n[[site.route]]\npath = \"api\"\nbackend = \"http://127.0.0.1:1\"",

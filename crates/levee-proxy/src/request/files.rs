@@ -18,8 +18,12 @@ pub(crate) async fn serve(shared: &Shared, site: &Site, parts: &request::Parts) 
             to: RouteTo::Files(files),
             ..
         }) => return only_files(shared, files, parts).await,
+        // A route of rules only serves as the site does.
+        Some(Route {
+            to: RouteTo::Site, ..
+        })
+        | None => {}
         Some(_) => return Next::Classify,
-        None => {}
     }
     let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
     let (Some(files), true) = (&site.files, read_only) else {

@@ -37,6 +37,7 @@ mod partial;
 mod pass;
 mod range_miss;
 mod respond;
+mod rules;
 mod sessions;
 mod shared;
 mod site;
@@ -174,6 +175,37 @@ async fn run(
     conn: ConnInfo,
 ) -> Answer {
     let mut next = classify::early(shared, site, &mut parts, conn);
+    // The route's rules, after levee's own answers and before the cache; its headers
+    // go on whatever answers the request.
+    let route = match site.routes.is_empty() {
+        true => None,
+        false => site.route(parts.uri.path()).filter(|r| !r.rules.is_empty()),
+    };
+    if let (Some(r), false) = (route, matches!(next, Next::Respond(_))) {
+        let rewrites = r.rules.rewrite.is_some();
+        match rules::apply(shared, &r.path, &r.rules, r.auth.as_ref(), &mut parts, conn).await {
+            Some(answer) => next = Next::Respond(answer),
+            // Where the rewritten target goes is decided afresh.
+            None if rewrites => next = classify::early(shared, site, &mut parts, conn),
+            None => {}
+        }
+    }
+    let mut answer = phases(shared, site, parts, body, conn, next).await;
+    if let Some(r) = route {
+        rules::add_headers(&r.rules, &mut answer);
+    }
+    answer
+}
+
+/// From what `early` decided to the answer.
+async fn phases(
+    shared: &Arc<Shared>,
+    site: &site::Site,
+    parts: http::request::Parts,
+    body: Incoming,
+    conn: ConnInfo,
+    mut next: Next,
+) -> Answer {
     loop {
         next = match next {
             Next::Files => Box::pin(files::serve(shared, site, &parts)).await,

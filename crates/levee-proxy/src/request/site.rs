@@ -44,6 +44,9 @@ pub(crate) struct Site {
 pub(crate) struct Route {
     pub path: String,
     pub to: RouteTo,
+    /// Deny, networks, basic auth, redirect, rewrite, headers (rules.rs).
+    pub rules: levee_config::RouteRules,
+    pub auth: Option<super::rules::Auth>,
 }
 
 // A handful per site, built once: the size difference costs nothing.
@@ -53,6 +56,8 @@ pub(crate) enum RouteTo {
     Upstream(Upstream),
     /// Files only: the backend is never asked.
     Files(StaticFiles),
+    /// As the site serves (its files, its backend): a route of rules only.
+    Site,
 }
 
 /// What a reload replaces of a site.
@@ -87,10 +92,13 @@ impl Site {
                         StaticFiles::new(static_config(root, &site.static_files))
                             .map_err(ServeError::Root)?,
                     ),
+                    RouteTarget::Site => RouteTo::Site,
                 };
                 Ok(Route {
                     path: r.path.clone(),
                     to,
+                    rules: r.rules.clone(),
+                    auth: r.rules.auth.clone().map(super::rules::Auth::new),
                 })
             })
             .collect::<Result<Vec<_>, ServeError>>()?;
@@ -142,7 +150,7 @@ impl Site {
         std::iter::once(("/", &self.upstream)).chain(self.routes.iter().filter_map(
             |r| match &r.to {
                 RouteTo::Upstream(u) => Some((r.path.as_str(), u)),
-                RouteTo::Files(_) => None,
+                RouteTo::Files(_) | RouteTo::Site => None,
             },
         ))
     }

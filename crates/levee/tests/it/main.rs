@@ -34,6 +34,7 @@ mod purge;
 mod ranges;
 mod reload;
 mod rfc9111;
+mod route_rules;
 mod sendfile;
 mod sessions;
 mod sites;
