@@ -187,7 +187,11 @@ impl State {
     fn grant_lane(&mut self, here: usize, lane: &LaneConfig) -> bool {
         let now = Instant::now();
         let net_cap = lane.net_cap(self.limit);
-        if !self.lane_open(lane, self.people_busy(lane.people_linger), now) {
+        let busy = self.people_busy(lane.people_linger);
+        if !self
+            .governor
+            .lane_open(lane, &self.lane, self.limit, busy, now)
+        {
             if self.lane.waiting > 0 {
                 self.governor.pressed();
             }
@@ -410,7 +414,8 @@ impl Limiter {
 
     /// What the lane may hold now while people have work.
     pub fn lane_cap(&self) -> usize {
-        self.inner.lock().lane_cap(&self.inner.lane)
+        let st = self.inner.lock();
+        st.governor.lane_cap(&self.inner.lane, st.limit)
     }
 
     pub fn stats(&self) -> &ClassStats {
@@ -517,7 +522,9 @@ impl Inner {
         let net_cap = self.lane.net_cap(limit);
         let people_busy = st.people_busy(self.lane.people_linger);
         let now = Instant::now();
-        let may_take = st.lane_open(&self.lane, people_busy, now);
+        let may_take = st
+            .governor
+            .lane_open(&self.lane, &st.lane, limit, people_busy, now);
         if st.in_use < limit && may_take && st.lane.may_admit_now(net, net_cap) {
             st.in_use += 1;
             st.threads[thread].in_use += 1;
@@ -530,7 +537,7 @@ impl Inner {
         }
         self.pressed();
         let (tx, rx) = oneshot::channel();
-        let slots = st.lane_slots(&self.lane, people_busy);
+        let slots = st.governor.lane_slots(&self.lane, limit, people_busy);
         let waiter = LaneWaiter { thread, tx };
         let arrival = st.lane.arrive(
             net,

@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 
-use super::lane::LaneConfig;
+use super::lane::{Lane, LaneConfig};
 use std::time::{Duration, Instant};
 
 /// A window ends after this long and at least `MIN_SAMPLES` people's requests.
@@ -147,32 +147,39 @@ impl Governor {
     }
 }
 
-/// The lane's cap as the grant decisions read it (`State` lives in limit.rs).
-impl super::State {
+/// The lane's cap as the grant decisions read it, from the limit now.
+impl Governor {
     /// What the lane may hold while people have work: its share of the limit, as far as
-    /// people's latency allows (governor.rs).
-    pub(super) fn lane_cap(&self, lane: &LaneConfig) -> usize {
-        let most = lane.cap(self.limit);
-        match lane.governed {
-            true => self.governor.cap(most),
+    /// people's latency allows.
+    pub fn lane_cap(&self, cfg: &LaneConfig, limit: usize) -> usize {
+        let most = cfg.cap(limit);
+        match cfg.governed {
+            true => self.cap(most),
             false => most,
         }
     }
 
     /// May the lane take one more slot now? Within its cap while people are busy, and
     /// not while its one slot rests (a governed cap below one slot).
-    pub(super) fn lane_open(&self, lane: &LaneConfig, people_busy: bool, now: Instant) -> bool {
-        self.lane.may_take(self.lane_cap(lane), people_busy)
-            && !(people_busy && lane.governed && self.governor.resting(now))
+    pub fn lane_open(
+        &self,
+        cfg: &LaneConfig,
+        lane: &Lane,
+        limit: usize,
+        people_busy: bool,
+        now: Instant,
+    ) -> bool {
+        lane.may_take(self.lane_cap(cfg, limit), people_busy)
+            && !(people_busy && cfg.governed && self.resting(now))
     }
 
     /// The slots the lane serves its queue with now, a fraction while its governed
     /// cap is below one: what its waiters' expected wait is reckoned on.
-    pub(super) fn lane_slots(&self, lane: &LaneConfig, people_busy: bool) -> f64 {
-        match (people_busy, lane.governed) {
-            (false, _) => self.limit as f64,
-            (true, true) => self.lane_cap(lane) as f64 * self.governor.duty(),
-            (true, false) => self.lane_cap(lane) as f64,
+    pub fn lane_slots(&self, cfg: &LaneConfig, limit: usize, people_busy: bool) -> f64 {
+        match (people_busy, cfg.governed) {
+            (false, _) => limit as f64,
+            (true, true) => self.lane_cap(cfg, limit) as f64 * self.duty(),
+            (true, false) => self.lane_cap(cfg, limit) as f64,
         }
     }
 }

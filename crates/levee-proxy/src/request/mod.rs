@@ -27,6 +27,7 @@
 //! `Authorization` never reads from nor writes to the cache, and a stored response never
 //! carries a `Set-Cookie`.
 
+mod auth;
 mod classify;
 mod files;
 mod fill;
@@ -177,13 +178,17 @@ async fn run(
     let mut next = classify::early(shared, site, &mut parts, conn);
     // The route's rules, after levee's own answers and before the cache; its headers
     // go on whatever answers the request.
+    // Matched on the path as the backend will read it: `/%61dmin/`, `//admin/` and
+    // `/x/../admin/` are `/admin/` to php-fpm and to an nginx behind.
+    let path = rules::normalized(parts.uri.path());
     let route = match site.routes.is_empty() {
         true => None,
-        false => site.route(parts.uri.path()).filter(|r| !r.rules.is_empty()),
+        false => site.route(&path).filter(|r| !r.rules.is_empty()),
     };
     if let (Some(r), false) = (route, matches!(next, Next::Respond(_))) {
         let rewrites = r.rules.rewrite.is_some();
-        match rules::apply(shared, &r.path, &r.rules, r.auth.as_ref(), &mut parts, conn).await {
+        let rest = path.get(r.path.len()..).unwrap_or_default().to_string();
+        match rules::apply(shared, &rest, &r.rules, r.auth.as_ref(), &mut parts, conn).await {
             Some(answer) => next = Next::Respond(answer),
             // Where the rewritten target goes is decided afresh.
             None if rewrites => next = classify::early(shared, site, &mut parts, conn),

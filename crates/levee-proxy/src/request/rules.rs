@@ -3,17 +3,12 @@
 //! answers and before the cache, so that no stored copy answers what a rule refuses;
 //! and the route's response headers, set on whatever the request is answered with.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use base64::Engine;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{request, Response, StatusCode};
-use levee_config::{BasicAuth, RouteRules};
-use sha2::{Digest, Sha256};
-use tokio::sync::Semaphore;
+use levee_config::RouteRules;
 
+use super::auth::Auth;
 use super::respond;
 use super::shared::Shared;
 use crate::body::ProxyBody;
@@ -21,92 +16,45 @@ use crate::client_net::ClientNets;
 use crate::outcome::{Answer, CacheResult};
 use crate::upstream::ConnInfo;
 
-/// Credentials already checked, by a SHA-256 of the whole `Authorization` value (never
-/// the password): bcrypt takes tens of milliseconds a check, by design.
-const VERIFIED: u64 = 10_000;
-const VERIFIED_FOR: Duration = Duration::from_secs(600);
-
-/// What a route's basic authentication keeps while serving.
-pub(crate) struct Auth {
-    pub conf: BasicAuth,
-    verified: moka::sync::Cache<[u8; 32], ()>,
-    /// A hash of the users' cost, checked for a user who does not exist, so that an
-    /// unknown name takes as long as a wrong password.
-    dummy: String,
-    /// bcrypt checks at once: a flood of wrong passwords waits here instead of taking
-    /// every core.
-    checks: Arc<Semaphore>,
-}
-
-impl Auth {
-    pub fn new(conf: BasicAuth) -> Auth {
-        let cost = conf
-            .users
-            .first()
-            .and_then(|(_, h)| h.get(4..6)?.parse::<u32>().ok())
-            .unwrap_or(10);
-        let dummy = bcrypt::hash("levee: no such user", cost).unwrap_or_default();
-        Auth {
-            conf,
-            verified: moka::sync::Cache::builder()
-                .max_capacity(VERIFIED)
-                .time_to_live(VERIFIED_FOR)
-                .build(),
-            dummy,
-            checks: Arc::new(Semaphore::new(2)),
+/// A request path as a backend reads it, for matching the routes whose rules guard it:
+/// percent-decoded (`%2F` too), `.` and `..` resolved, empty segments dropped, the final
+/// slash kept. A path with nothing to normalize is returned as it is.
+pub(crate) fn normalized(raw: &str) -> std::borrow::Cow<'_, str> {
+    if !raw.contains('%') && !raw.contains("//") && !raw.contains("/.") && !raw.contains('\\') {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let decoded = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
+    let mut segments: Vec<&str> = Vec::new();
+    for s in decoded.split(['/', '\\']) {
+        match s {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            s => segments.push(s),
         }
     }
-
-    /// Whether `authorization` names a user of the file with the right password.
-    async fn allows(&self, authorization: Option<&HeaderValue>) -> bool {
-        let Some(value) = authorization else {
-            return false;
-        };
-        let digest: [u8; 32] = Sha256::digest(value.as_bytes()).into();
-        if self.verified.contains_key(&digest) {
-            return true;
-        }
-        let Some((user, password)) = basic_credentials(value) else {
-            return false;
-        };
-        let known = self.conf.users.iter().find(|(u, _)| *u == user);
-        let hash = known.map_or(self.dummy.clone(), |(_, h)| h.clone());
-        let Ok(_permit) = self.checks.clone().acquire_owned().await else {
-            return false;
-        };
-        let ok = tokio::task::spawn_blocking(move || bcrypt::verify(password, &hash))
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or(false);
-        let ok = ok && known.is_some();
-        if ok {
-            self.verified.insert(digest, ());
-        }
-        ok
+    let mut out = String::with_capacity(raw.len());
+    for s in &segments {
+        out.push('/');
+        out.push_str(s);
     }
+    if out.is_empty()
+        || decoded.ends_with('/')
+        || decoded.ends_with("/.")
+        || decoded.ends_with("/..")
+    {
+        out.push('/');
+    }
+    std::borrow::Cow::Owned(out)
 }
 
-/// `Basic base64(user:password)`, decoded.
-fn basic_credentials(value: &HeaderValue) -> Option<(String, String)> {
-    let text = value.to_str().ok()?;
-    let (scheme, token) = text.trim().split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
-    }
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(token.trim())
-        .ok()?;
-    let text = String::from_utf8(bytes).ok()?;
-    let (user, password) = text.split_once(':')?;
-    Some((user.to_string(), password.to_string()))
-}
-
-/// Carries out `rules` for a request under the route at `prefix`: an answer (403, 401,
-/// a redirect), or `None` to go on, `parts` rewritten when the route says so.
+/// Carries out `rules` for a request under a route (`rest`: its normalized path after
+/// the route's prefix): an answer (403, 401, a redirect), or `None` to go on, `parts`
+/// rewritten when the route says so.
 pub(crate) async fn apply(
     shared: &Shared,
-    prefix: &str,
+    rest: &str,
     rules: &RouteRules,
     auth: Option<&Auth>,
     parts: &mut request::Parts,
@@ -135,15 +83,9 @@ pub(crate) async fn apply(
             return Some(unauthorized(shared, &auth.conf.realm));
         }
     }
-    let rest = parts
-        .uri
-        .path()
-        .get(prefix.len()..)
-        .unwrap_or_default()
-        .to_string();
     let query = parts.uri.query().map(str::to_string);
     if let Some(r) = &rules.redirect {
-        let mut location = format!("{}{rest}", r.to);
+        let mut location = format!("{}{}", r.to, encode_rest(rest));
         if let Some(q) = &query {
             location.push('?');
             location.push_str(q);
@@ -174,7 +116,7 @@ pub(crate) async fn apply(
         // The rewritten target is what the cache key and the backend both see (the key
         // is computed after this), and it follows from the URL alone: a stored copy
         // under it serves exactly the requests that would be rewritten to it.
-        let mut target = to.replace("{rest}", &rest);
+        let mut target = to.replace("{rest}", &encode_rest(rest));
         if let Some(q) = &query {
             target.push(if target.contains('?') { '&' } else { '?' });
             target.push_str(q);
@@ -228,6 +170,52 @@ pub(crate) fn add_headers(rules: &RouteRules, answer: &mut Answer) {
             HeaderValue::try_from(value.as_str()),
         ) {
             answer.resp.headers_mut().insert(n, v);
+        }
+    }
+}
+
+/// The normalized rest of a path, percent-encoded again where a URI needs it.
+fn encode_rest(rest: &str) -> String {
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'/')
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~')
+        .remove(b':')
+        .remove(b'@')
+        .remove(b'!')
+        .remove(b'$')
+        .remove(b'&')
+        .remove(b'\'')
+        .remove(b'(')
+        .remove(b')')
+        .remove(b'*')
+        .remove(b'+')
+        .remove(b',')
+        .remove(b';')
+        .remove(b'=');
+    percent_encoding::utf8_percent_encode(rest, KEEP).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_matched_as_the_backend_reads_them() {
+        for (raw, want) in [
+            ("/admin/page", "/admin/page"),
+            ("/%61dmin/page", "/admin/page"),
+            ("//admin//page", "/admin/page"),
+            ("/x/../admin/page", "/admin/page"),
+            ("/x/%2e%2e/admin/", "/admin/"),
+            ("/admin%2Fpage", "/admin/page"),
+            ("/./admin", "/admin"),
+            ("/..", "/"),
+            ("/a/..", "/"),
+        ] {
+            assert_eq!(normalized(raw), want, "{raw}");
         }
     }
 }

@@ -46,7 +46,7 @@ pub(crate) struct Route {
     pub to: RouteTo,
     /// Deny, networks, basic auth, redirect, rewrite, headers (rules.rs).
     pub rules: levee_config::RouteRules,
-    pub auth: Option<super::rules::Auth>,
+    pub auth: Option<super::auth::Auth>,
 }
 
 // A handful per site, built once: the size difference costs nothing.
@@ -98,7 +98,7 @@ impl Site {
                     path: r.path.clone(),
                     to,
                     rules: r.rules.clone(),
-                    auth: r.rules.auth.clone().map(super::rules::Auth::new),
+                    auth: r.rules.auth.clone().map(super::auth::Auth::new),
                 })
             })
             .collect::<Result<Vec<_>, ServeError>>()?;

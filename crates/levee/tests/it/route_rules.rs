@@ -65,6 +65,16 @@ async fn basic_auth_lets_the_right_password_in_and_never_shares_what_it_opens() 
         .send(&levee)
         .await;
     assert_eq!(r.status, 401);
+    // The same path spelt otherwise is the same path to the backend: still guarded.
+    for spelt in [
+        "/%61dmin/page",
+        "//admin//page",
+        "/x/../admin/page",
+        "/x/%2e%2e/admin/page",
+    ] {
+        let r = levee.get(spelt).await;
+        assert_eq!(r.status, 401, "{spelt}: {}", r.summary());
+    }
     assert_eq!(origin.requests(), 0, "nothing reached the backend");
 
     // The right password: through, twice (the second from the verified-credentials
