@@ -415,6 +415,10 @@ fn describe_site(s: &Site, out: &mut Vec<Described>) {
         "anonymous.session_cookies",
         words(a.session_cookies.patterns()),
     );
+    add(
+        "anonymous.visitor_cookies",
+        words(a.session_cookies.visitor_patterns()),
+    );
     add("anonymous.pass_paths", words(a.pass_paths.patterns()));
     add(
         "anonymous.edit_invalidation",

@@ -27,10 +27,17 @@ fn build(
 
 /// Which cookie names belong to a session. Matching ignores case: a false positive
 /// only costs a cache pass, a false negative could share a private page.
+///
+/// Visitor cookies (a preset's or `anonymous.visitor_cookies`) are the exception named
+/// by an application's own behaviour: per-visitor decoration such as MoniWiki's page
+/// trail or gnuboard's visit counter, set on anonymous pages and never a login. They
+/// are never a session, whatever glob of the session list they also match.
 #[derive(Debug, Clone)]
 pub struct CookieMatcher {
     set: GlobSet,
     patterns: Vec<String>,
+    visitor: GlobSet,
+    visitor_patterns: Vec<String>,
 }
 
 impl CookieMatcher {
@@ -38,11 +45,32 @@ impl CookieMatcher {
         Ok(CookieMatcher {
             set: build("anonymous.session_cookies", patterns, true)?,
             patterns: patterns.to_vec(),
+            visitor: GlobSet::empty(),
+            visitor_patterns: Vec::new(),
+        })
+    }
+
+    /// The same, with these visitor cookies (exact names or globs).
+    pub fn with_visitors(self, patterns: &[String]) -> Result<Self, ConfigError> {
+        Ok(CookieMatcher {
+            visitor: build("anonymous.visitor_cookies", patterns, true)?,
+            visitor_patterns: patterns.to_vec(),
+            ..self
         })
     }
 
     pub fn is_session(&self, name: &str) -> bool {
-        self.set.is_match(name)
+        !self.is_visitor(name) && self.set.is_match(name)
+    }
+
+    /// A per-visitor cookie: dropped from a stored page's `Set-Cookie`, never a reason
+    /// for a request to pass, never learnt as a session.
+    pub fn is_visitor(&self, name: &str) -> bool {
+        !self.visitor_patterns.is_empty() && self.visitor.is_match(name)
+    }
+
+    pub fn visitor_patterns(&self) -> &[String] {
+        &self.visitor_patterns
     }
 
     pub fn patterns(&self) -> &[String] {

@@ -43,6 +43,7 @@ disk_size = "1GiB"
 
 [anonymous]
 extra_session_cookies = []
+visitor_cookies = []
 pass_paths = []
 edit_invalidation = "host"
 
@@ -309,6 +310,9 @@ options_table! {
         /// Replaces the built-in list of session cookie globs.
         pub session_cookies: Option<Vec<String>>,
         pub extra_session_cookies: Option<Vec<String>>,
+        /// Per-visitor cookies (trails, visit counters) that neither stop a page from
+        /// being stored nor make the visitor's later requests pass.
+        pub visitor_cookies: Option<Vec<String>>,
         pub pass_paths: Option<Vec<String>>,
         pub edit_invalidation: Option<String>,
     }

@@ -187,6 +187,25 @@ impl Preset {
         std::time::Duration::from_secs(secs)
     }
 
+    /// Per-visitor cookies the application sets on anonymous pages, read from its
+    /// source: decoration, never a login (see `CookieMatcher::is_visitor`).
+    pub fn visitor_cookies(self) -> &'static [&'static str] {
+        match self {
+            // wiki.php: `setcookie('MONI_TRAIL', $trail, ...)` on every page view, the
+            // trail of pages visited (the login is MONIWIKI-*).
+            Preset::Moniwiki => &["MONI_TRAIL"],
+            // lib/common.lib.php's set_cookie() names each cookie md5(name):
+            // md5("ck_visit_ip") is the visit counter (bbs/visit_insert.inc.php),
+            // md5("ck_facebook_checked") a form preference. The logins are md5("ck_mb_id")
+            // and md5("ck_auto") (session_cookies below) and the PHP session.
+            Preset::Gnuboard => &[
+                "2a0d2363701f23f8a75028924a3af643",
+                "56dd783932a9ee57e82a3b37ae3f7d86",
+            ],
+            _ => &[],
+        }
+    }
+
     /// Session cookies in addition to [`DEFAULT_SESSION_COOKIES`].
     pub fn session_cookies(self) -> &'static [&'static str] {
         match self {
@@ -195,7 +214,13 @@ impl Preset {
             Preset::Xe => &["xe_logged", "xeak", "rx_*", "RHYMIX*"],
             // `DokuWiki` is its PHP session; `DW<hash>` the "remember me" login.
             Preset::Dokuwiki => &["DokuWiki", "DW*"],
-            Preset::Gnuboard => &["ck_*"],
+            // Names as gnuboard sends them: md5("ck_mb_id"), md5("ck_auto") (the
+            // remembered login); `ck_*` for versions that did not hash names.
+            Preset::Gnuboard => &[
+                "6e1280981e1dfd9169c5dea9c28ff2e3",
+                "a3e94372a6379bc1ae3698dfdf38595b",
+                "ck_*",
+            ],
             Preset::Mediawiki | Preset::Moniwiki => &[],
         }
     }

@@ -646,7 +646,9 @@ impl AnonymousSettings {
             "anonymous.extra_session_cookies",
         )?);
         let mut pass = need(a.pass_paths, "anonymous.pass_paths")?;
+        let mut visitors = need(a.visitor_cookies, "anonymous.visitor_cookies")?;
         for p in &presets {
+            visitors.extend(p.visitor_cookies().iter().map(|s| s.to_string()));
             cookies.extend(p.session_cookies().iter().map(|s| s.to_string()));
             pass.extend(p.pass_paths().iter().map(|s| s.to_string()));
         }
@@ -662,7 +664,7 @@ impl AnonymousSettings {
                 }
             };
         Ok(AnonymousSettings {
-            session_cookies: CookieMatcher::new(&cookies)?,
+            session_cookies: CookieMatcher::new(&cookies)?.with_visitors(&visitors)?,
             pass_paths: PathMatcher::new(&pass)?,
             presets,
             edit_invalidation,

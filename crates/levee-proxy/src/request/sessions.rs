@@ -45,10 +45,12 @@ impl Sessions {
         self.configured.store(Arc::new(configured));
     }
 
-    /// Whether `name` is configured as a session cookie (presets, globs). Only these
-    /// may be dropped from a response that is shared (see `policy::decide`).
+    /// Whether `name` is configured as a session cookie (presets, globs) or a visitor
+    /// cookie. Only these may be dropped from a response that is shared (see
+    /// `policy::decide`).
     pub fn is_configured(&self, name: &str) -> bool {
-        self.configured.load().is_session(name)
+        let c = self.configured.load();
+        c.is_session(name) || c.is_visitor(name)
     }
 
     /// The cookie of this request that makes it personal, if any. `Err(())` for a
@@ -87,7 +89,7 @@ impl Sessions {
             else {
                 continue;
             };
-            if self.configured.load().is_session(name)
+            if self.is_configured(name)
                 || self.learned.load().contains(name)
                 || levee_config::NEVER_SESSION_COOKIES.contains(&name)
             {

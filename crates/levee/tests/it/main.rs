@@ -45,3 +45,4 @@ mod structure;
 mod systemd;
 mod tiers;
 mod tls;
+mod visitor_cookies;
