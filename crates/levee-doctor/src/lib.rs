@@ -368,15 +368,55 @@ fn assemble(
     }
 }
 
+/// The cookie names the pages' `set-cookie` and `cookie-differs` reasons name.
+fn blocking_cookies(urls: &[UrlReport]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for r in urls.iter().flat_map(|u| &u.reasons) {
+        if r.id != "set-cookie" && r.id != "cookie-differs" {
+            continue;
+        }
+        let Some(list) = r
+            .detail
+            .split_once("Set-Cookie: ")
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .map(|(list, _)| list)
+        else {
+            continue;
+        };
+        for n in list.split(", ") {
+            if !names.iter().any(|x| x == n) {
+                names.push(n.to_string());
+            }
+        }
+    }
+    names
+}
+
 /// What to change, most useful first: levee's preset, the application's own settings,
 /// then what the reasons call for.
 fn fixes(app: Option<App>, preset: Option<&str>, s: &Summary, urls: &[UrlReport]) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(w) = &s.with_preset {
-        out.push(format!(
-            "run levee serve {}: {} of {} pages from the cache instead of {}",
-            w.flags, w.levee_cached, s.audited, s.levee_cached
-        ));
+        if w.levee_cached > s.levee_cached {
+            out.push(format!(
+                "run levee serve {}: {} of {} pages from the cache instead of {}",
+                w.flags, w.levee_cached, s.audited, s.levee_cached
+            ));
+        } else {
+            // Never a recommendation its own count contradicts: say what blocks instead.
+            let cookies = blocking_cookies(urls);
+            let what = match cookies.is_empty() {
+                true => String::new(),
+                false => format!(
+                    "; what keeps them out: Set-Cookie: {} (if one is per-visitor decoration, never a login, name it in [anonymous] visitor_cookies)",
+                    cookies.join(", ")
+                ),
+            };
+            out.push(format!(
+                "{} does not help here: {} of {} pages from the cache with it, {} without{what}",
+                w.flags, w.levee_cached, s.audited, s.levee_cached
+            ));
+        }
     } else if let Some(p) = preset {
         out.push(format!("run levee serve --preset {p}"));
     }

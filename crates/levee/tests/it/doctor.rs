@@ -448,3 +448,33 @@ async fn https_sites_are_audited() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("--cacert"), "{err}");
 }
+
+/// A proposal its own count shows does not help is not made: doctor says so and names
+/// the cookie that keeps the pages out (issue 34: it recommended gnuboard's preset
+/// while counting 0 of 20 pages cached).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_that_does_not_help_is_not_recommended_and_the_cookie_is_named() {
+    let origin = Origin::start(|_| {
+        Reply::text("<html><body>board</body></html>")
+            .header("content-type", "text/html; charset=utf-8")
+            .header("cache-control", "private, max-age=0")
+            .header("set-cookie", "visit_counter=1; path=/")
+    });
+    let report = doctor_json(&[&format!("{}/", origin.url())]).await;
+    let fixes: Vec<&str> = report["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        !fixes.iter().any(|f| f.starts_with("run levee serve")),
+        "{fixes:?}"
+    );
+    assert!(
+        fixes
+            .iter()
+            .any(|f| f.contains("does not help here") && f.contains("visit_counter")),
+        "{fixes:?}"
+    );
+}
