@@ -77,7 +77,7 @@ impl App {
                 "forums change by the minute: the preset stores anonymous pages for 10 s",
             ],
             App::Gnuboard => &[
-                "gnuboard starts a session in common.php for every visitor and sets its visit counter cookie (ck_visit_ip): no setting stops them; the preset drops the session cookie from stored pages and stores them for 10 s",
+                "gnuboard starts a session in common.php for every visitor and sets its visit counter cookie (named md5(\"ck_visit_ip\") = 2a0d2363…): no setting stops them; the preset drops both from stored pages, stores them for 10 s, and a returning visitor with the counter still gets hits",
             ],
             App::MoniWiki => &[
                 "MoniWiki sends `max-age=0` without s-maxage: the preset's anonymous TTL (60 s) stores pages for readers; edits through levee mark them stale at once",
@@ -136,13 +136,28 @@ pub fn detect(ex: &Exchange, html: &str) -> Option<Detected> {
             App::WordPress,
         ),
         (&|c| c == "DokuWiki" || c.starts_with("DW"), App::DokuWiki),
-        (&|c| c.starts_with("MONIWIKI"), App::MoniWiki),
+        (
+            &|c| c.starts_with("MONIWIKI") || c == "MONI_TRAIL",
+            App::MoniWiki,
+        ),
         (
             &|c| c.starts_with("rx_") || c.starts_with("RHYMIX"),
             App::Rhymix,
         ),
         (&|c| c.starts_with("xe_") || c == "xeak", App::Xe),
-        (&|c| c.starts_with("ck_"), App::Gnuboard),
+        // gnuboard5 sends md5(name): its visit counter, login and remembered login.
+        (
+            &|c| {
+                c.starts_with("ck_")
+                    || matches!(
+                        c,
+                        "2a0d2363701f23f8a75028924a3af643"
+                            | "6e1280981e1dfd9169c5dea9c28ff2e3"
+                            | "a3e94372a6379bc1ae3698dfdf38595b"
+                    )
+            },
+            App::Gnuboard,
+        ),
         (
             &|c| c == "laravel_session" || c == "XSRF-TOKEN",
             App::Laravel,
@@ -249,6 +264,19 @@ mod tests {
         assert_eq!(
             detect(&page(&["ck_visit_ip=1"]), "").unwrap().app,
             App::Gnuboard
+        );
+        assert_eq!(
+            detect(
+                &page(&["2a0d2363701f23f8a75028924a3af643=MTI3LjAuMC4x"]),
+                ""
+            )
+            .unwrap()
+            .app,
+            App::Gnuboard
+        );
+        assert_eq!(
+            detect(&page(&["MONI_TRAIL=FrontPage"]), "").unwrap().app,
+            App::MoniWiki
         );
         assert_eq!(
             detect(&page(&["laravel_session=x"]), "").unwrap().app,
