@@ -304,6 +304,7 @@ fn assemble(
                     ttl_s: None,
                 },
                 with_preset: None,
+                returning_passes_with: None,
                 ms: None,
                 error: Some(e.0.clone()),
             },
@@ -315,6 +316,11 @@ fn assemble(
                 app: d.as_ref().map(|d| d.app.name().to_string()),
                 levee: verdict_of(settings, url, p),
                 with_preset: preset_settings.as_ref().map(|s| verdict_of(s, url, p)),
+                returning_passes_with: returning(
+                    preset_settings.as_ref().unwrap_or(settings),
+                    url,
+                    p,
+                ),
                 ms: Some(p.first.elapsed.as_secs_f64() * 1000.0),
                 error: None,
             },
@@ -366,6 +372,14 @@ fn assemble(
         fixes,
         system: None,
     }
+}
+
+/// The cookie of `p`'s first answer a returning visitor would hold that makes levee pass
+/// their requests (`levee_proxy::verdict::returning_visitor_cookie`).
+fn returning(settings: &Settings, url: &Url, p: &Probe) -> Option<String> {
+    let site = settings.site_for(&url.host)?;
+    let names: Vec<String> = p.first.set_cookies().into_iter().map(|(n, _)| n).collect();
+    verdict::returning_visitor_cookie(site, &names)
 }
 
 /// The cookie names the pages' `set-cookie` and `cookie-differs` reasons name.

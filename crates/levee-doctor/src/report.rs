@@ -38,6 +38,10 @@ pub struct UrlReport {
     /// The same with the proposed flags added (`summary.with_preset.flags`): the
     /// application's preset, else an anonymous TTL when pages are kept out of caches.
     pub with_preset: Option<LeveeVerdict>,
+    /// The cookie this page gives a visitor that makes their later requests pass (under
+    /// the proposed flags when there are any): `None` when a returning visitor is served
+    /// as a new one.
+    pub returning_passes_with: Option<String>,
     /// The first request's time, to the end of the body.
     pub ms: Option<f64>,
     /// Why it could not be audited.
@@ -214,6 +218,9 @@ pub fn text(r: &Report, site: &str, settings_note: &str, colour: bool) -> String
             if w != &u.levee {
                 let _ = write!(o, "  proposed: {}", p.verdict(w));
             }
+        }
+        if let Some(c) = &u.returning_passes_with {
+            let _ = write!(o, "  returning visitors: PASS (they hold {c})");
         }
         let _ = writeln!(o);
         if !u.reasons.is_empty() {

@@ -53,6 +53,18 @@ impl FreshnessFrom {
     }
 }
 
+/// The cookie that makes a returning visitor's requests pass on `site`: one of `names`
+/// (the cookies the site gave them on an earlier page) that is a session, configured or
+/// as levee learns every name its backend sets; `None` when they hold only visitor
+/// cookies or none (served as a new visitor).
+pub fn returning_visitor_cookie(site: &levee_config::Site, names: &[String]) -> Option<String> {
+    let m = &site.anonymous.session_cookies;
+    names
+        .iter()
+        .find(|n| !m.is_visitor(n) && !levee_config::NEVER_SESSION_COOKIES.contains(&n.as_str()))
+        .cloned()
+}
+
 /// The verdict for an anonymous GET of `path_and_query` on `site`, whose backend answered
 /// `status` and `headers` (as a fill asks: no cookies, no `Accept-Encoding`) at
 /// `received`.

@@ -477,4 +477,26 @@ async fn a_proposal_that_does_not_help_is_not_recommended_and_the_cookie_is_name
             .any(|f| f.contains("does not help here") && f.contains("visit_counter")),
         "{fixes:?}"
     );
+    // A visitor who kept that cookie passes.
+    assert_eq!(
+        report["urls"][0]["returning_passes_with"], "visit_counter",
+        "{report}"
+    );
+}
+
+/// A returning visitor of MoniWiki (its trail cookie sent back) is served as a new one
+/// under the preset doctor proposes; recognised by the cookie alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_returning_visitor_with_only_a_visitor_cookie_is_served_from_the_cache() {
+    let origin = Origin::start(|_| {
+        Reply::text("<html><body>FrontPage</body></html>")
+            .header("content-type", "text/html; charset=UTF-8")
+            .header("cache-control", "public, max-age=0, must-revalidate")
+            .header("set-cookie", "MONI_TRAIL=FrontPage; path=/wiki.php")
+    });
+    let report = doctor_json(&[&format!("{}/wiki.php/FrontPage", origin.url())]).await;
+    assert_eq!(report["preset"], "moniwiki", "{report}");
+    let page = &report["urls"][0];
+    assert_eq!(page["with_preset"]["result"], "HIT", "{page}");
+    assert!(page["returning_passes_with"].is_null(), "{page}");
 }
