@@ -41,7 +41,7 @@ pub use body::ResponseBody;
 pub use client::{Client, PoolStats};
 pub use conn::Address;
 pub use error::Error;
-pub use params::{CgiRequest, Params};
+pub use params::{CgiRequest, OriginalUri, Params};
 pub use route::{route, Route};
 pub use shared::ClientConfig;
 

@@ -7,6 +7,11 @@ use std::path::Path;
 
 use http::Version;
 
+/// The request target as the client sent it, in the request's extensions when levee
+/// rewrote `uri` (a route's `rewrite`): what `REQUEST_URI` says.
+#[derive(Debug, Clone)]
+pub struct OriginalUri(pub http::Uri);
+
 /// Ordered name/value pairs sent as the FCGI_PARAMS stream. Names and values are bytes:
 /// paths and header values need not be UTF-8.
 ///
@@ -100,8 +105,15 @@ impl Params {
         let script_filename = req
             .document_root
             .join(req.script_name.trim_start_matches('/'));
-        // As received: still percent-encoded, with the query (nginx's $request_uri).
-        let request_uri = match parts.uri.path_and_query().map(|pq| pq.as_str()) {
+        // As received: still percent-encoded, with the query (nginx's $request_uri),
+        // also when a route rewrote the target (`OriginalUri`): applications read their
+        // short URLs from it, and MediaWiki redirects a request whose REQUEST_URI is not
+        // the page's canonical URL, to that URL, which would be rewritten again.
+        let received = parts
+            .extensions
+            .get::<OriginalUri>()
+            .map_or(&parts.uri, |o| &o.0);
+        let request_uri = match received.path_and_query().map(|pq| pq.as_str()) {
             Some(pq) if !pq.is_empty() => pq,
             _ => "/",
         };
@@ -262,6 +274,26 @@ mod tests {
             https,
             server_name: "example.org",
         })
+    }
+
+    #[test]
+    fn a_rewritten_target_keeps_the_clients_request_uri() {
+        let mut p = parts(
+            http::Request::get("/index.php?title=Main_Page&action=view")
+                .body(())
+                .unwrap(),
+        );
+        p.extensions
+            .insert(OriginalUri("/wiki/Main_Page?action=view".parse().unwrap()));
+        let params = cgi_for(&p, "/index.php", "", false);
+        assert_eq!(
+            text(&params, "REQUEST_URI").as_deref(),
+            Some("/wiki/Main_Page?action=view")
+        );
+        assert_eq!(
+            text(&params, "QUERY_STRING").as_deref(),
+            Some("title=Main_Page&action=view")
+        );
     }
 
     #[test]

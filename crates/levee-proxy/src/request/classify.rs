@@ -107,8 +107,17 @@ pub(crate) fn classify(site: &Site, parts: &request::Parts, conn: ConnInfo) -> N
         return Next::pass(reason);
     }
     Next::Lookup(
-        CacheKey::for_request(conn.scheme(), &parts.uri, &parts.headers).in_site(site.index),
+        CacheKey::for_request(conn.scheme(), key_uri(parts), &parts.headers).in_site(site.index),
     )
+}
+
+/// The target a request is stored and purged under: the client's, also when a route
+/// rewrote it (rules.rs).
+pub(crate) fn key_uri(parts: &request::Parts) -> &http::Uri {
+    parts
+        .extensions
+        .get::<levee_fastcgi::OriginalUri>()
+        .map_or(&parts.uri, |o| &o.0)
 }
 
 /// Why a request must pass the cache, or `None` when it may use it: the rule of

@@ -58,7 +58,12 @@ pub(crate) async fn pass(
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
     );
     let invalidates = unsafe_method.then(|| {
-        CacheKey::for_request(conn.scheme(), &parts.uri, &parts.headers).in_site(site.index)
+        CacheKey::for_request(
+            conn.scheme(),
+            super::classify::key_uri(&parts),
+            &parts.headers,
+        )
+        .in_site(site.index)
     });
     // An edit by someone logged in: anonymous readers must see it at once.
     let edit = unsafe_method && session;

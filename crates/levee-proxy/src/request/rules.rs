@@ -113,9 +113,10 @@ pub(crate) async fn apply(
         ));
     }
     if let Some(to) = &rules.rewrite {
-        // The rewritten target is what the cache key and the backend both see (the key
-        // is computed after this), and it follows from the URL alone: a stored copy
-        // under it serves exactly the requests that would be rewritten to it.
+        // The cache key stays the client's URL (classify's `key_uri`): the rewrite
+        // follows from it alone, so one key still means one backend request; and
+        // `/wiki/A` and `/index.php?title=A` stay apart, as the application (reading
+        // REQUEST_URI) tells them apart, and `PURGE /wiki/A` finds its page.
         let mut target = to.replace("{rest}", &encode_rest(rest));
         if let Some(q) = &query {
             target.push(if target.contains('?') { '&' } else { '?' });
@@ -132,7 +133,12 @@ pub(crate) async fn apply(
             }
         }
         match http::Uri::from_parts(uri) {
-            Ok(u) => parts.uri = u,
+            Ok(u) => {
+                let received = std::mem::replace(&mut parts.uri, u);
+                parts
+                    .extensions
+                    .insert(levee_fastcgi::OriginalUri(received));
+            }
             Err(_) => {
                 return Some(respond::error(
                     StatusCode::BAD_REQUEST,

@@ -161,6 +161,13 @@ async fn deny_redirect_rewrite_and_headers() {
     assert_eq!(r.status, 200);
     assert_eq!(r.text(), "origin /index.php?title=Main_Page&action=view");
     assert_eq!(origin.last().uri, "/index.php?title=Main_Page&action=view");
+    // Stored under the client's URL: a hit there, the long form its own entry.
+    assert_eq!(
+        levee.get("/wiki/Main_Page?action=view").await.x_cache(),
+        "HIT"
+    );
+    let long = levee.get("/index.php?title=Main_Page&action=view").await;
+    assert_eq!(long.x_cache(), "MISS", "{}", long.summary());
 
     // Headers on a miss, a hit and levee's own answers under the route.
     let miss = levee.get("/page").await;
