@@ -43,60 +43,6 @@ APP_BIN="${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/examples/app"
 [ -x "$APP_BIN" ] || die "no $APP_BIN (cargo build --release -p levee-test --example app)"
 open_report apps
 
-# bench URL : one `levee bench` run, prints "rps p99_ms errors".
-bench() {
-    local out
-    out=$("$LEVEE" bench "$1" -c "$CONNS" -d "${DURATION}s" -q --csv -)
-    python3 -c '
-import csv, sys
-row = next(csv.DictReader(sys.stdin))
-print(round(float(row["rps"])), "%.1f" % float(row["p99_ms"]), row["errors"])' <<<"$out"
-}
-
-# start_direct NAME PORT SOCKET ROOT : nginx in front of php-fpm as these applications'
-# documentation deploys them (try_files to index.php, PATH_INFO for /index.php/Page).
-start_direct() {
-    local name=$1 port=$2 sock=$3 root=$4 dir="$WORK/$1" user_line=""
-    mkdir -p "$dir"
-    [ "$(id -u)" = 0 ] && user_line="user root;"
-    cat >"$dir/nginx.conf" <<EOF
-$user_line
-worker_processes 2;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-    include /etc/nginx/mime.types;
-    access_log off;
-    sendfile on;
-    keepalive_requests 1000000;
-    client_body_temp_path $dir/body;
-    proxy_temp_path $dir/proxy;
-    fastcgi_temp_path $dir/fastcgi;
-    uwsgi_temp_path $dir/uwsgi;
-    scgi_temp_path $dir/scgi;
-    fastcgi_read_timeout 60s;
-    server {
-        listen 127.0.0.1:$port;
-        root $root;
-        index index.php doku.php;
-        location / { try_files \$uri \$uri/ /index.php?\$args; }
-        location ~ [^/]\.php(/|\$) {
-            fastcgi_split_path_info ^(.+?\.php)(/.*)\$;
-            include /etc/nginx/fastcgi_params;
-            fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
-            fastcgi_param PATH_INFO \$fastcgi_path_info;
-            fastcgi_pass unix:$sock;
-        }
-    }
-}
-EOF
-    start_bg "$name" "$(command -v nginx || echo /usr/sbin/nginx)" -e stderr -p "$dir" \
-        -c "$dir/nginx.conf" -g 'daemon off;'
-    wait_port "$port" "$BG_PID"
-    DIRECT_PID=$BG_PID
-}
-
 machine_info
 report "- applications: Debian 12's packages, unchanged ($(dpkg-query -W -f '${Package} ${Version}, ' wordpress mediawiki dokuwiki 2>/dev/null | sed 's/, $//')), php-fpm $(php -r 'echo PHP_VERSION;') with 4 workers (pm = static) on a Unix socket, MariaDB $(mariadbd --version | awk '{print $3}')" \
     "- direct: nginx (2 workers) with fastcgi_pass to that php-fpm, try_files to index.php" \
@@ -123,7 +69,7 @@ for app in $APPS; do
 
     declare -A PORT=() PID=()
     PORT[direct]=$(free_port)
-    start_direct "nginx-$app" "${PORT[direct]}" "$SOCK" "$ROOT"
+    start_nginx_php "nginx-$app" "${PORT[direct]}" "$SOCK" "$ROOT"
     PID[direct]=$DIRECT_PID
     PORT[levee]=$(free_port)
     start_bg "levee-$app" "$LEVEE" serve --listen "127.0.0.1:${PORT[levee]}" --preset "$app" \
@@ -151,7 +97,7 @@ for app in $APPS; do
         order=(direct levee front)
         for ((k = 0; k < 3; k++)); do
             s=${order[$(((k + r) % 3))]}
-            read -r rps p99 err <<<"$(bench "http://127.0.0.1:${PORT[$s]}$FRONT")"
+            read -r rps p99 err <<<"$(bench_row "http://127.0.0.1:${PORT[$s]}$FRONT")"
             runs[$s]+="$rps "
             p99s[$s]+="$p99 "
             errs[$s]=$((${errs[$s]:-0} + err))

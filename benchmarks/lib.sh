@@ -264,7 +264,62 @@ EOF
     wait_port "$port" "$NGINX_PID"
 }
 
+# start_nginx_php NAME PORT SOCKET ROOT : nginx in front of php-fpm as PHP applications'
+# documentation deploys them (try_files to index.php, PATH_INFO for /index.php/Page):
+# "direct" in apps.sh and seedapps.sh (sets DIRECT_PID).
+start_nginx_php() {
+    local name=$1 port=$2 sock=$3 root=$4 dir="$WORK/$1" user_line=""
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && user_line="user root;"
+    cat >"$dir/nginx.conf" <<EOF
+$user_line
+worker_processes 2;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    include /etc/nginx/mime.types;
+    access_log off;
+    sendfile on;
+    keepalive_requests 1000000;
+    $(nginx_temp_paths "$dir")
+    fastcgi_read_timeout 60s;
+    server {
+        listen 127.0.0.1:$port;
+        root $root;
+        index index.php doku.php wiki.php;
+        location / { try_files \$uri \$uri/ /index.php?\$args; }
+        location ~ [^/]\.php(/|\$) {
+            fastcgi_split_path_info ^(.+?\.php)(/.*)\$;
+            include /etc/nginx/fastcgi_params;
+            fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
+            fastcgi_param PATH_INFO \$fastcgi_path_info;
+            fastcgi_pass unix:$sock;
+        }
+    }
+}
+EOF
+    start_bg "$name" "$(command -v nginx || echo /usr/sbin/nginx)" -e stderr -p "$dir" \
+        -c "$dir/nginx.conf" -g 'daemon off;'
+    wait_port "$port" "$BG_PID"
+    DIRECT_PID=$BG_PID
+}
+
 # ---- measuring -------------------------------------------------------------------------
+
+# bench_row URL [COOKIE] : one `levee bench URL -c $CONNS -d ${DURATION}s` run (COOKIE
+# sent on every request), prints "rps p99_ms errors".
+bench_row() {
+    local out cookie=()
+    [ -n "${2:-}" ] && cookie=(--cookie "$2")
+    out=$("$LEVEE" bench "$1" -c "$CONNS" -d "${DURATION}s" -q --csv - "${cookie[@]}")
+    python3 -c '
+import csv, sys
+row = next(csv.DictReader(sys.stdin))
+print(round(float(row["rps"])), "%.1f" % float(row["p99_ms"]), row["errors"])' <<<"$out"
+}
+
+
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 

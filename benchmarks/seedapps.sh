@@ -28,53 +28,6 @@ need_tools nginx curl php
 levee_binary
 open_report seedapps
 
-# bench URL [COOKIE] : one `levee bench` run, prints "rps p99_ms errors".
-bench() {
-    local out cookie=()
-    [ -n "${2:-}" ] && cookie=(--cookie "$2")
-    out=$("$LEVEE" bench "$1" -c "$CONNS" -d "${DURATION}s" -q --csv - "${cookie[@]}")
-    python3 -c '
-import csv, sys
-row = next(csv.DictReader(sys.stdin))
-print(round(float(row["rps"])), "%.1f" % float(row["p99_ms"]), row["errors"])' <<<"$out"
-}
-
-# start_direct PORT ROOT : nginx with fastcgi_pass to $SOCK (sets DIRECT_PID).
-start_direct() {
-    local port=$1 root=$2 dir="$WORK/nginx" user_line=""
-    mkdir -p "$dir"
-    [ "$(id -u)" = 0 ] && user_line="user root;"
-    cat >"$dir/nginx.conf" <<EOF
-$user_line
-worker_processes 2;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-    include /etc/nginx/mime.types;
-    access_log off;
-    keepalive_requests 1000000;
-    $(nginx_temp_paths "$dir")
-    server {
-        listen 127.0.0.1:$port;
-        root $root;
-        index index.php wiki.php;
-        location / { try_files \$uri \$uri/ /index.php?\$args; }
-        location ~ [^/]\.php(/|\$) {
-            fastcgi_split_path_info ^(.+?\.php)(/.*)\$;
-            include /etc/nginx/fastcgi_params;
-            fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
-            fastcgi_param PATH_INFO \$fastcgi_path_info;
-            fastcgi_pass unix:$SOCK;
-        }
-    }
-}
-EOF
-    start_bg nginx "$(command -v nginx || echo /usr/sbin/nginx)" -e stderr -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;'
-    DIRECT_PID=$BG_PID
-    wait_port "$port" "$DIRECT_PID"
-}
-
 # install_moniwiki : a copy of the source with the default config and two pages (sets
 # ROOT, PAGES).
 install_moniwiki() {
@@ -109,7 +62,7 @@ for app in moniwiki; do
     php_fpm_conf "$app" "$PHP_WORKERS"
     start_php_fpm
     DIRECT_PORT=$(free_port)
-    start_direct "$DIRECT_PORT" "$ROOT"
+    start_nginx_php nginx "$DIRECT_PORT" "$SOCK" "$ROOT"
     LEVEE_PORT=$(free_port)
     start_bg "levee-$app" "$LEVEE" serve --listen "127.0.0.1:$LEVEE_PORT" --preset "$app" \
         --backend "fastcgi+unix:$SOCK" --root "$ROOT"
@@ -132,7 +85,7 @@ for app in moniwiki; do
                     s=${order[$(((k + r) % 2))]}
                     port=$DIRECT_PORT
                     [ "$s" = levee ] && port=$LEVEE_PORT
-                    read -r rps p99 err <<<"$(bench "http://127.0.0.1:$port$page" "$c")"
+                    read -r rps p99 err <<<"$(bench_row "http://127.0.0.1:$port$page" "$c")"
                     runs[$s]+="$rps "
                     log "  $app $page $visitor round $((r + 1)) $s: $rps req/s, p99 $p99 ms, errors $err"
                     [ "$s" = direct ] && sleep 3

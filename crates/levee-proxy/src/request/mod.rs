@@ -180,15 +180,18 @@ async fn run(
     // go on whatever answers the request.
     // Matched on the path as the backend will read it: `/%61dmin/`, `//admin/` and
     // `/x/../admin/` are `/admin/` to php-fpm and to an nginx behind.
-    let path = rules::normalized(parts.uri.path());
     let route = match site.routes.is_empty() {
         true => None,
-        false => site.route(&path).filter(|r| !r.rules.is_empty()),
+        false => {
+            let path = rules::normalized(parts.uri.path());
+            site.route(&path)
+                .filter(|r| !r.rules.is_empty())
+                .map(|r| (r, path.get(r.path.len()..).unwrap_or_default().to_string()))
+        }
     };
-    if let (Some(r), false) = (route, matches!(next, Next::Respond(_))) {
+    if let (Some((r, rest)), false) = (&route, matches!(next, Next::Respond(_))) {
         let rewrites = r.rules.rewrite.is_some();
-        let rest = path.get(r.path.len()..).unwrap_or_default().to_string();
-        match rules::apply(shared, &rest, &r.rules, r.auth.as_ref(), &mut parts, conn).await {
+        match rules::apply(shared, rest, &r.rules, r.auth.as_ref(), &mut parts, conn).await {
             Some(answer) => next = Next::Respond(answer),
             // Where the rewritten target goes is decided afresh.
             None if rewrites => next = classify::early(shared, site, &mut parts, conn),
@@ -196,7 +199,7 @@ async fn run(
         }
     }
     let mut answer = phases(shared, site, parts, body, conn, next).await;
-    if let Some(r) = route {
+    if let Some((r, _)) = route {
         rules::add_headers(&r.rules, &mut answer);
     }
     answer

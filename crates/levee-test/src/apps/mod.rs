@@ -35,32 +35,25 @@ pub(crate) fn scratch(what: &str) -> PathBuf {
 
 /// `cp -rL from to`: a copy with the package's symlinks resolved.
 pub(crate) fn copy_tree(from: &Path, to: &Path) {
-    let status = Command::new("cp")
-        .arg("-rL")
-        .arg(from)
-        .arg(to)
-        .status()
-        .expect("run cp");
-    assert!(
-        status.success(),
-        "cp -rL {} {} failed",
-        from.display(),
-        to.display()
-    );
+    cp("-rL", from, to);
 }
 
 /// `cp -a from to`: a copy with the package's symlinks kept as they are (Debian's
 /// layouts, links into /var/lib), as installed.
 pub(crate) fn copy_tree_keeping_links(from: &Path, to: &Path) {
+    cp("-a", from, to);
+}
+
+fn cp(flags: &str, from: &Path, to: &Path) {
     let status = Command::new("cp")
-        .arg("-a")
+        .arg(flags)
         .arg(from)
         .arg(to)
         .status()
         .expect("run cp");
     assert!(
         status.success(),
-        "cp -a {} {} failed",
+        "cp {flags} {} {} failed",
         from.display(),
         to.display()
     );
