@@ -3,75 +3,136 @@
 # package, from their public sources (issue 34). Each is installed into a scratch
 # directory, served by nginx + php-fpm as its documentation deploys it ("direct"), and by
 # levee alone with the application's preset (`levee serve --preset NAME --backend
-# fastcgi+unix:SOCK --root DIR`, nothing else). The front page and a page are measured
-# for new visitors (no cookie) and for returning ones (the cookies the application gave
-# them on their first page sent back), ROUNDS runs per server, the order rotated; medians.
+# fastcgi+unix:SOCK --root DIR`, nothing else).
+#
+# For each application, first the checks (through levee): a member logs in and sees their
+# own pages (never a stored one), an anonymous reader never sees the member's page nor
+# cookies, the member's edit reaches anonymous readers within the preset's freshness.
+# Then the front page and a post are measured for new visitors (no cookie) and returning
+# ones (every cookie the application gave a first-time visitor of an uncached page through
+# levee, sent back), ROUNDS runs per server, the order rotated; medians.
 # The issue's target: levee at least 50x direct, for both kinds of visitor.
 #
-# Usage: benchmarks/seedapps.sh SRC_DIR
-#        SRC_DIR holds the fetched sources: SRC_DIR/moniwiki (github:wkpark/moniwiki),
-#        and later SRC_DIR/gnuboard5, SRC_DIR/rhymix. What is there is measured.
-# Env:   ROUNDS=3 DURATION=10 CONNS=32 PHP_WORKERS=4, LEVEE, RECORD, KEEP_WORK
-# Needs: php8.2-fpm php8.2-cli nginx-light curl. Targets 127.0.0.1 only.
+# Usage: benchmarks/seedapps.sh SRC_DIR [APP...]
+#        SRC_DIR holds the fetched sources (clones or the `fetch` tool's bare mirrors):
+#        SRC_DIR/moniwiki (github:wkpark/moniwiki), SRC_DIR/gnuboard5
+#        (github:gnuboard/gnuboard5), SRC_DIR/rhymix (github:rhymix/rhymix). What is there
+#        is measured; APP... picks some.
+# Env:   ROUNDS=3 DURATION=10 CONNS=32 PHP_WORKERS=4, LEVEE, RECORD, KEEP_WORK, CHECKS_ONLY=1
+# Needs: php8.2-fpm php8.2-cli php8.2-mysql php8.2-{gd,mbstring,xml,curl,zip,intl}
+#        mariadb-server nginx-light curl. Targets 127.0.0.1 only.
 #
-# Done so far: MoniWiki (file-based, no database). gnuboard5 and Rhymix need MariaDB and
-# their web installers driven by script: not written yet (see issue 34's notes).
+# Each application is a file benchmarks/seedapps/APP.sh that defines:
+#   APP_PRESET              the levee preset
+#   install_APP BASE        drives the installer over BASE (nginx + php-fpm, ROOT already
+#                           holds the source); sets PAGES (front page first, then a post)
+#   login_APP BASE JAR      logs the admin in (curl cookie jar JAR); fails if it did not
+#   MEMBER_MARK             text only a logged-in admin's pages show
+#   edit_APP BASE JAR TEXT  as the member in JAR, makes TEXT appear on ${PAGES[0]}
+#   FIRST_VISIT             a path that is never stored (a login form): what a returning
+#                           visitor's cookies are taken from
 source "$(dirname "$0")/lib.sh"
+source "$BENCH_DIR/seedapps/mariadb.sh"
 
 SRC=${1:-}
-[ -n "$SRC" ] && [ -d "$SRC" ] || { echo "usage: benchmarks/seedapps.sh SRC_DIR (with SRC_DIR/moniwiki ...)" >&2; exit 2; }
+[ -n "$SRC" ] && [ -d "$SRC" ] || { echo "usage: benchmarks/seedapps.sh SRC_DIR [APP...] (SRC_DIR/moniwiki ...)" >&2; exit 2; }
+shift
+APPS=("$@")
+[ ${#APPS[@]} -gt 0 ] || APPS=(moniwiki gnuboard5 rhymix)
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-32}
 PHP_WORKERS=${PHP_WORKERS:-4}
-need_tools nginx curl php
+need_tools nginx curl php mariadbd
 levee_binary
 open_report seedapps
 
-# install_moniwiki : a copy of the source with the default config and two pages (sets
-# ROOT, PAGES).
-install_moniwiki() {
-    ROOT="$WORK/moniwiki"
-    if [ -d "$SRC/moniwiki/.git" ] || [ -f "$SRC/moniwiki/wiki.php" ]; then
-        cp -r "$SRC/moniwiki" "$ROOT"
+# copy_source APP DEST : the application's source tree (a clone, or a bare mirror's HEAD).
+copy_source() {
+    if [ -d "$SRC/$1/.git" ] || [ ! -f "$SRC/$1/HEAD" ]; then
+        cp -r "$SRC/$1" "$2"
+        rm -rf "$2/.git"
     else
-        # A bare mirror (the `fetch` tool's): its HEAD's tree.
-        mkdir -p "$ROOT" && git -C "$SRC/moniwiki" archive HEAD | tar -x -C "$ROOT"
+        mkdir -p "$2" && git -C "$SRC/$1" archive HEAD | tar -x -C "$2"
     fi
-    cp "$ROOT/config.php.default" "$ROOT/config.php"
-    mkdir -p "$ROOT/data/text" "$ROOT/data/user"
-    for f in "$ROOT"/data/*.sample; do cp "$f" "${f%.sample}"; done
-    # An empty wiki dies in wikilib.php under PHP 8 (getLikePages() returns false).
-    printf 'Welcome to the levee test wiki.\n\n== Section ==\nSome text for readers.\n' >"$ROOT/data/text/FrontPage"
-    printf 'Another page, with a [[FrontPage]] link.\n' >"$ROOT/data/text/SandBox"
-    chmod -R a+rwX "$ROOT/data"
-    PAGES="/wiki.php/FrontPage /wiki.php/SandBox"
+}
+
+# cookies_of URL : the cookies a response sets, as a browser sends them back ("a=1; b=2"),
+# without those it deletes.
+cookies_of() {
+    curl -s -D - -o /dev/null "$1" | tr -d '\r' |
+        sed -n 's/^[Ss]et-[Cc]ookie: *\([^;]*\).*/\1/p' |
+        awk -F= '$2 != "" && $2 != "deleted" {print}' | paste -sd';' | sed 's/;/; /g'
+}
+
+FAILED=0
+check() { # check DESCRIPTION CONDITION-RESULT(0/1)
+    if [ "$2" = 0 ]; then log "  ok: $1"; else log "  FAILED: $1"; FAILED=$((FAILED + 1)); fi
+    CHECKS+="| $APP | $1 | $([ "$2" = 0 ] && echo ok || echo FAILED) |"$'\n'
+}
+
+# run_checks LEVEE_BASE : logins, privacy, edits through levee.
+run_checks() {
+    local base=$1 jar="$WORK/$APP-member.jar" page=${PAGES[0]} body xc anon marker
+    anon=$(curl -s "$base$page")
+    curl -s -o /dev/null "$base$page" # stored now, if it may be
+    "login_$APP" "$base" "$jar"
+    check "the member logs in through levee" $?
+    body=$(curl -s -b "$jar" -c "$jar" -D "$WORK/h" "$base$page")
+    xc=$(tr -d '\r' <"$WORK/h" | sed -n 's/^[Xx]-[Cc]ache: //p')
+    [[ $body == *"$MEMBER_MARK"* ]] && [ "$xc" != HIT ]
+    check "the member's front page is theirs (shows \`$MEMBER_MARK\`, X-Cache $xc)" $?
+    body=$(curl -s -D "$WORK/h" "$base$page")
+    local leaked=0 v
+    for v in $(awk 'NF >= 7 && ($1 !~ /^#/ || $1 ~ /^#HttpOnly_/) {print $7}' "$jar"); do
+        grep -qF "$v" "$WORK/h" && leaked=1
+    done
+    [[ $body != *"$MEMBER_MARK"* ]] && [ "$leaked" = 0 ]
+    check "an anonymous reader gets the anonymous page, no member cookie" $?
+    marker="levee-edit-$(date +%s)"
+    "edit_$APP" "$base" "$jar" "$marker"
+    check "the member's edit is accepted" $?
+    local deadline=$((SECONDS + EDIT_WITHIN)) seen=1
+    while [ $SECONDS -le $deadline ]; do
+        if curl -s "$base$page" | grep -q "$marker"; then seen=0; break; fi
+        sleep 0.5
+    done
+    check "anonymous readers see the edit within ${EDIT_WITHIN}s" $seen
 }
 
 machine_info
-report "- levee alone: \`levee serve --preset APP --backend fastcgi+unix:SOCK --root ROOT\`; direct: nginx (2 workers) + php-fpm ($PHP_WORKERS workers, pm = static)" \
-    "- load: \`levee bench URL -c $CONNS -d ${DURATION}s\`; returning visitors send back the cookies the application set on their first page; $ROUNDS runs per server, order rotated, medians" \
+report "- levee alone: \`levee serve --preset APP --backend fastcgi+unix:SOCK --root ROOT\`; direct: nginx (2 workers) + php-fpm ($PHP_WORKERS workers, pm = static); MariaDB $(mariadbd --version | awk '{print $3}')" \
+    "- load: \`levee bench URL -c $CONNS -d ${DURATION}s\`; returning visitors send back every cookie a first visit to an uncached page through levee gave them; $ROUNDS runs per server, order rotated, medians" \
     "" \
     "| app | page | visitor | direct req/s | levee req/s | levee/direct | levee X-Cache | target |" \
     "|---|---|---|---:|---:|---:|---|---:|"
+CHECKS=""
 
-for app in moniwiki; do
-    [ -e "$SRC/$app" ] || { log "$app: not in $SRC, skipped"; continue; }
-    log "$app: installing"
-    "install_$app"
-    php_fpm_conf "$app" "$PHP_WORKERS"
+for APP in "${APPS[@]}"; do
+    [ -e "$SRC/$APP" ] || { log "$APP: not in $SRC, skipped"; continue; }
+    [ -f "$BENCH_DIR/seedapps/$APP.sh" ] || die "no benchmarks/seedapps/$APP.sh"
+    EDIT_WITHIN=12
+    source "$BENCH_DIR/seedapps/$APP.sh"
+    log "$APP: installing"
+    ROOT="$WORK/$APP"
+    copy_source "$APP" "$ROOT"
+    php_fpm_conf "$APP" "$PHP_WORKERS"
     start_php_fpm
     DIRECT_PORT=$(free_port)
-    start_nginx_php nginx "$DIRECT_PORT" "$SOCK" "$ROOT"
+    start_nginx_php "nginx-$APP" "$DIRECT_PORT" "$SOCK" "$ROOT"
+    "install_$APP" "http://127.0.0.1:$DIRECT_PORT" || die "$APP: install failed"
     LEVEE_PORT=$(free_port)
-    start_bg "levee-$app" "$LEVEE" serve --listen "127.0.0.1:$LEVEE_PORT" --preset "$app" \
+    start_bg "levee-$APP" "$LEVEE" serve --listen "127.0.0.1:$LEVEE_PORT" --preset "$APP_PRESET" \
         --backend "fastcgi+unix:$SOCK" --root "$ROOT"
     LEVEE_PID=$BG_PID
     wait_port "$LEVEE_PORT" "$LEVEE_PID"
-    for page in $PAGES; do
-        # The cookies a first visit gets, as a browser would keep them.
-        cookie=$(curl -s -D - -o /dev/null "http://127.0.0.1:$DIRECT_PORT$page" |
-            tr -d '\r' | sed -n 's/^[Ss]et-[Cc]ookie: \([^;]*\).*/\1/p' | head -1)
+    log "$APP: checks through levee"
+    run_checks "http://127.0.0.1:$LEVEE_PORT"
+    # A returning visitor: the cookies of a first visit to a page levee never stores.
+    cookie=$(cookies_of "http://127.0.0.1:$LEVEE_PORT$FIRST_VISIT")
+    log "$APP: a returning visitor holds: ${cookie:-nothing}"
+    [ "${CHECKS_ONLY:-0}" = 1 ] && { stop_pid "$LEVEE_PID"; stop_pid "$DIRECT_PID"; stop_pid "$PHP_PID"; continue; }
+    for page in "${PAGES[@]}"; do
         curl -s -o /dev/null "http://127.0.0.1:$LEVEE_PORT$page"
         for visitor in new returning; do
             c=""
@@ -87,7 +148,7 @@ for app in moniwiki; do
                     [ "$s" = levee ] && port=$LEVEE_PORT
                     read -r rps p99 err <<<"$(bench_row "http://127.0.0.1:$port$page" "$c")"
                     runs[$s]+="$rps "
-                    log "  $app $page $visitor round $((r + 1)) $s: $rps req/s, p99 $p99 ms, errors $err"
+                    log "  $APP $page $visitor round $((r + 1)) $s: $rps req/s, p99 $p99 ms, errors $err"
                     [ "$s" = direct ] && sleep 3
                 done
             done
@@ -97,11 +158,16 @@ for app in moniwiki; do
             l=$(median ${runs[levee]})
             ratio=$(awk -v a="$l" -v b="$d" 'BEGIN {printf "%.0f", a / b}')
             verdict=$(awk -v r="$ratio" 'BEGIN {print (r >= 50) ? "50x met" : "50x MISSED"}')
-            report "| $app | \`$page\` | $visitor${c:+ (\`${c%%=*}\`)} | $d | $l | ${ratio}x | $xcache | $verdict |"
+            names=$(tr ';' '\n' <<<"$c" | sed 's/=.*//;s/^ *//' | paste -sd, -)
+            report "| $APP | \`$page\` | $visitor${c:+ (\`$names\`)} | $d | $l | ${ratio}x | $xcache | $verdict |"
         done
     done
     stop_pid "$LEVEE_PID"
     stop_pid "$DIRECT_PID"
     stop_pid "$PHP_PID"
 done
+report "" "Checks through levee:" "" "| app | check | result |" "|---|---|---|"
+printf '%s' "$CHECKS" | tee -a "$OUT_FILE"
+[ "$FAILED" = 0 ] || log "$FAILED check(s) FAILED"
 record_report
+[ "$FAILED" = 0 ]
