@@ -419,6 +419,10 @@ fn describe_site(s: &Site, out: &mut Vec<Described>) {
         "anonymous.visitor_cookies",
         words(a.session_cookies.visitor_patterns()),
     );
+    add(
+        "anonymous.remember_anonymous_sessions",
+        a.remember_anonymous_sessions.to_string(),
+    );
     add("anonymous.pass_paths", words(a.pass_paths.patterns()));
     add(
         "anonymous.edit_invalidation",

@@ -44,6 +44,7 @@ disk_size = "1GiB"
 [anonymous]
 extra_session_cookies = []
 visitor_cookies = []
+remember_anonymous_sessions = true
 pass_paths = []
 edit_invalidation = "host"
 
@@ -313,6 +314,10 @@ options_table! {
         /// Per-visitor cookies (trails, visit counters) that neither stop a page from
         /// being stored nor make the visitor's later requests pass.
         pub visitor_cookies: Option<Vec<String>>,
+        /// Session cookies the backend gave a cookieless visitor on a GET (a session
+        /// started for everyone, a form's) keep that visitor anonymous until they send
+        /// anything but GET or HEAD with it.
+        pub remember_anonymous_sessions: Option<bool>,
         pub pass_paths: Option<Vec<String>>,
         pub edit_invalidation: Option<String>,
     }

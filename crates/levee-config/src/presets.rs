@@ -23,8 +23,10 @@ pub const DEFAULT_SESSION_COOKIES: &[&str] = &[
     // Drupal
     "SESS*",
     "SSESS*",
-    // MoniWiki
-    "MONIWIKI-*",
+    // MoniWiki: `MONI_ID` (its login ticket, kept 30 days), `MONIWIKI` (its session
+    // check); wikilib.php's WikiUser::setCookie, wiki.php's _session_start
+    "MONI_ID",
+    "MONIWIKI*",
     // Symfony, Java, ASP.NET, Django, Express
     "MOCKSESSID",
     "JSESSIONID",
@@ -192,7 +194,7 @@ impl Preset {
     pub fn visitor_cookies(self) -> &'static [&'static str] {
         match self {
             // wiki.php: `setcookie('MONI_TRAIL', $trail, ...)` on every page view, the
-            // trail of pages visited (the login is MONIWIKI-*).
+            // trail of pages visited (the login is MONI_ID).
             Preset::Moniwiki => &["MONI_TRAIL"],
             // lib/common.lib.php's set_cookie() names each cookie md5(name):
             // md5("ck_visit_ip") is the visit counter (bbs/visit_insert.inc.php),

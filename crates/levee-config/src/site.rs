@@ -101,6 +101,9 @@ pub struct AnonymousSettings {
     pub presets: Vec<Preset>,
     /// What a successful edit (an unsafe request with a session) makes stale.
     pub edit_invalidation: EditInvalidation,
+    /// Whether session cookies started for an anonymous visitor keep them anonymous
+    /// (levee-proxy's request/anonymous.rs).
+    pub remember_anonymous_sessions: bool,
 }
 
 /// What a successful unsafe request (POST, PUT, DELETE...) that carries a session makes
@@ -668,6 +671,10 @@ impl AnonymousSettings {
             pass_paths: PathMatcher::new(&pass)?,
             presets,
             edit_invalidation,
+            remember_anonymous_sessions: need(
+                a.remember_anonymous_sessions,
+                "anonymous.remember_anonymous_sessions",
+            )?,
         })
     }
 }

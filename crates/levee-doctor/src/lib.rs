@@ -379,7 +379,7 @@ fn assemble(
 fn returning(settings: &Settings, url: &Url, p: &Probe) -> Option<String> {
     let site = settings.site_for(&url.host)?;
     let names: Vec<String> = p.first.set_cookies().into_iter().map(|(n, _)| n).collect();
-    verdict::returning_visitor_cookie(site, &names)
+    verdict::returning_visitor_cookie(site, &names, p.first.status)
 }
 
 /// The cookie names the pages' `set-cookie` and `cookie-differs` reasons name.

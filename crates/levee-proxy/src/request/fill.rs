@@ -324,6 +324,12 @@ async fn run_fill(
     }
     let storable = full.storable.as_ref().map(|_| ()).map_err(|e| *e);
     if storable.is_err() {
+        // Not shared: the leader gets it as it is, cookies too, when it sent none (with
+        // cookies it asks again with them, see `fetch`): an anonymous session starts.
+        if !ctx.req_headers.contains_key(header::COOKIE) {
+            site.sessions
+                .observe(&Method::GET, &ctx.req_headers, head.status, &head.headers);
+        }
         // Not shared: late requests go to the backend on their own (see `fetch`).
         fill.stop_buffering();
         guard.unregister();

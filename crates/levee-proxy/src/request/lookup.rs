@@ -70,6 +70,13 @@ pub(crate) fn lookup(shared: &Shared, site: &Site, parts: &request::Parts, key: 
             key,
             stale: Some(entry),
         },
+        // An anonymous session (anonymous.rs) gets what is stored, and its refresh (the
+        // shared page, asked for without cookies, as a new visitor's would be), never a
+        // first fill made without its cookies: a URL nobody stored may need the session
+        // (a captcha, a login's callback). It goes as it is; the answer is not stored.
+        (_, None) if site.sessions.holds_anonymous(&parts.headers) => {
+            Next::pass("anonymous-session")
+        }
         (_, stored) => {
             // The last response for this URL could not be stored: for a while, requests
             // go to the backend as they are (Varnish's hit-for-pass), without a fill that

@@ -27,6 +27,7 @@
 //! `Authorization` never reads from nor writes to the cache, and a stored response never
 //! carries a `Set-Cookie`.
 
+mod anonymous;
 mod auth;
 mod classify;
 mod files;

@@ -35,6 +35,10 @@ pub(crate) async fn pass(
     reason: Reason,
     marked: Option<CacheKey>,
 ) -> Answer {
+    // A POST with an anonymous session may be its login: no longer anonymous, before
+    // the backend answers.
+    site.sessions
+        .forget_anonymous(&parts.method, &parts.headers);
     // Logged-in users and editors (a session cookie, Authorization) may use the slots
     // kept for them: anonymous traffic cannot crowd them out.
     let session = parts.headers.contains_key(http::header::AUTHORIZATION)
@@ -87,6 +91,8 @@ pub(crate) async fn pass(
     };
     let (mut head, body) = resp.into_parts();
     site.sessions.learn(&head.headers);
+    site.sessions
+        .observe(&parts.method, &parts.headers, head.status, &head.headers);
     if let Some(key) = marked {
         let conf = site.conf();
         let is_session = |n: &str| site.sessions.is_configured(n);

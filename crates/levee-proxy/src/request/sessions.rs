@@ -7,13 +7,20 @@
 //! Learning closes the hole of an application whose session cookie no list knows
 //! (DokuWiki's `DokuWiki`, a custom `session_name()`): without it, its logged-in users
 //! would be served what a fill fetched without their cookies.
+//!
+//! A session cookie whose value levee saw started for an anonymous visitor does not make
+//! a request personal (anonymous.rs).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use http::header::{HeaderMap, COOKIE, SET_COOKIE};
+use http::header::{HeaderMap, AUTHORIZATION, COOKIE, SET_COOKIE};
+use http::{Method, StatusCode};
 use levee_config::CookieMatcher;
+
+use super::anonymous::{set_cookie_parts, AnonymousSessions};
 
 /// More learned names than this is not an application's cookies: stop learning (the
 /// configured globs still apply) rather than grow without bound.
@@ -25,6 +32,9 @@ pub(crate) struct Sessions {
     /// Copy-on-write: read on every request with cookies, written when the backend sets
     /// a name not seen before, which stops happening soon after start.
     learned: ArcSwap<HashSet<Box<str>>>,
+    /// `[anonymous] remember_anonymous_sessions`; replaced by a reload.
+    remember: AtomicBool,
+    anonymous: AnonymousSessions,
 }
 
 impl Sessions {
@@ -32,7 +42,52 @@ impl Sessions {
         Sessions {
             configured: ArcSwap::from_pointee(configured),
             learned: ArcSwap::from_pointee(HashSet::new()),
+            remember: AtomicBool::new(false),
+            anonymous: AnonymousSessions::new(super::anonymous::CAPACITY),
         }
+    }
+
+    /// Turns anonymous sessions on or off (off forgets nothing, but nothing counts).
+    pub fn remember_anonymous(&self, on: bool) {
+        self.remember.store(on, Ordering::Relaxed);
+    }
+
+    fn remembering(&self) -> bool {
+        self.remember.load(Ordering::Relaxed)
+    }
+
+    /// Whether `name` is a session cookie, configured or learned, not a visitor's.
+    fn is_session_name(&self, name: &str) -> bool {
+        let c = self.configured.load();
+        !c.is_visitor(name) && (c.is_session(name) || self.learned.load().contains(name))
+    }
+
+    /// The session cookies of a request, `(name, value)`, until `f` says stop.
+    fn each_session_cookie<'a>(
+        &self,
+        headers: &'a HeaderMap,
+        mut f: impl FnMut(&'a str, &'a str) -> bool,
+    ) -> Result<(), ()> {
+        let configured = self.configured.load();
+        let mut learned = None;
+        for value in headers.get_all(COOKIE) {
+            let s = value.to_str().map_err(|_| ())?;
+            for pair in s.split(';') {
+                let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+                let (name, value) = (name.trim(), value.trim());
+                if name.is_empty() {
+                    continue;
+                }
+                let session = configured.is_session(name)
+                    || learned
+                        .get_or_insert_with(|| self.learned.load())
+                        .contains(name);
+                if session && !f(name, value) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Cookie names learned so far (a metric; at most MAX_LEARNED).
@@ -53,28 +108,107 @@ impl Sessions {
         c.is_session(name) || c.is_visitor(name)
     }
 
-    /// The cookie of this request that makes it personal, if any. `Err(())` for a
-    /// `Cookie` field that cannot be read (it might hide a session: pass).
+    /// The cookie of this request that makes it personal, if any: a session cookie,
+    /// unless its value is an anonymous session's. `Err(())` for a `Cookie` field that
+    /// cannot be read (it might hide a session: pass).
     pub fn session_cookie<'a>(&self, headers: &'a HeaderMap) -> Result<Option<&'a str>, ()> {
-        let mut learned = None;
-        let configured = self.configured.load();
-        for value in headers.get_all(COOKIE) {
-            let s = value.to_str().map_err(|_| ())?;
-            for pair in s.split(';') {
-                let name = pair.split_once('=').map_or(pair, |(n, _)| n).trim();
-                if name.is_empty() {
-                    continue;
+        let remembering = self.remembering();
+        let mut found = None;
+        self.each_session_cookie(headers, |name, value| {
+            if remembering && self.anonymous.contains(name, value) {
+                return true;
+            }
+            found = Some(name);
+            false
+        })?;
+        Ok(found)
+    }
+
+    /// Whether the request holds a session cookie and all of them are anonymous
+    /// sessions': it may be served what is stored, not a fill (lookup.rs).
+    pub fn holds_anonymous(&self, headers: &HeaderMap) -> bool {
+        if !self.remembering() || !headers.contains_key(COOKIE) {
+            return false;
+        }
+        let mut any = false;
+        let mut all = true;
+        let readable = self.each_session_cookie(headers, |name, value| {
+            any = true;
+            all = self.anonymous.contains(name, value);
+            all
+        });
+        readable.is_ok() && any && all
+    }
+
+    /// A request that may change what its session is (anything but GET and HEAD: a
+    /// login is a POST): its session cookies are no longer anonymous, before the backend
+    /// sees it.
+    pub fn forget_anonymous(&self, method: &Method, headers: &HeaderMap) {
+        if *method == Method::GET || *method == Method::HEAD || !self.remembering() {
+            return;
+        }
+        let _ = self.each_session_cookie(headers, |name, value| {
+            self.anonymous.forget(name, value);
+            true
+        });
+    }
+
+    /// Remembers the session cookies a backend answer gives an anonymous client, and
+    /// forgets those it changes or deletes (anonymous.rs says when). Called with what
+    /// reaches the client, after `learn`.
+    pub fn observe(
+        &self,
+        method: &Method,
+        request: &HeaderMap,
+        status: StatusCode,
+        response: &HeaderMap,
+    ) {
+        if !self.remembering()
+            || !(*method == Method::GET || *method == Method::HEAD)
+            || request.contains_key(AUTHORIZATION)
+            || !response.contains_key(SET_COOKIE)
+        {
+            return;
+        }
+        // The session cookies it holds, all remembered (else it is a member: nothing to
+        // remember for it).
+        let mut held: Vec<(&str, &str)> = Vec::new();
+        let mut member = false;
+        let readable = self.each_session_cookie(request, |name, value| {
+            member = !self.anonymous.contains(name, value);
+            held.push((name, value));
+            !member
+        });
+        if member || readable.is_err() {
+            return;
+        }
+        let mut new = Vec::new();
+        for field in response.get_all(SET_COOKIE) {
+            let Some((name, value, deletes)) = field.to_str().ok().and_then(set_cookie_parts)
+            else {
+                continue;
+            };
+            if !self.is_session_name(name) {
+                continue;
+            }
+            match held.iter().find(|(n, _)| *n == name) {
+                Some((_, v)) if *v == value && !deletes => {}
+                // Its session changed under a GET: a login (or a logout) by GET.
+                Some(_) => {
+                    for (n, v) in &held {
+                        self.anonymous.forget(n, v);
+                    }
+                    return;
                 }
-                if configured.is_session(name) {
-                    return Ok(Some(name));
-                }
-                let learned = learned.get_or_insert_with(|| self.learned.load());
-                if learned.contains(name) {
-                    return Ok(Some(name));
-                }
+                None if !deletes => new.push((name, value)),
+                None => {}
             }
         }
-        Ok(None)
+        if status.is_success() {
+            for (name, value) in new {
+                self.anonymous.remember(name, value);
+            }
+        }
     }
 
     /// Learns the names of the cookies a backend response sets.
@@ -189,6 +323,146 @@ mod tests {
             s.learn(&resp);
         }
         assert_eq!(s.learned.load().len(), MAX_LEARNED);
+    }
+
+    fn set_cookies(fields: &[&'static str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for f in fields {
+            h.append(SET_COOKIE, HeaderValue::from_static(f));
+        }
+        h
+    }
+
+    fn remembering() -> Sessions {
+        let s = Sessions::new(
+            CookieMatcher::new(&["PHPSESSID".into(), "rx_*".into()])
+                .unwrap()
+                .with_visitors(&["visit".into()])
+                .unwrap(),
+        );
+        s.remember_anonymous(true);
+        s
+    }
+
+    #[test]
+    fn a_session_started_for_an_anonymous_visitor_keeps_them_anonymous_until_a_post() {
+        let s = remembering();
+        let get = Method::GET;
+        // Not seen given out: personal.
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=a1")),
+            Ok(Some("PHPSESSID"))
+        );
+        s.observe(
+            &get,
+            &HeaderMap::new(),
+            StatusCode::OK,
+            &set_cookies(&["PHPSESSID=a1; path=/", "rx_login_status=none", "visit=3"]),
+        );
+        assert_eq!(s.session_cookie(&cookies("PHPSESSID=a1")), Ok(None));
+        assert_eq!(
+            s.session_cookie(&cookies("visit=9; PHPSESSID=a1; rx_login_status=none")),
+            Ok(None)
+        );
+        // Another value, another name's value: personal.
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=a2")),
+            Ok(Some("PHPSESSID"))
+        );
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=a1; rx_login_status=8f3c")),
+            Ok(Some("rx_login_status"))
+        );
+        // A GET changes nothing; a POST with it (a login) makes it personal, before the
+        // backend answers, and its answer's new session is not remembered.
+        s.forget_anonymous(&get, &cookies("PHPSESSID=a1"));
+        assert_eq!(s.session_cookie(&cookies("PHPSESSID=a1")), Ok(None));
+        s.forget_anonymous(
+            &Method::POST,
+            &cookies("PHPSESSID=a1; rx_login_status=none"),
+        );
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=a1")),
+            Ok(Some("PHPSESSID"))
+        );
+        s.observe(
+            &Method::POST,
+            &cookies("PHPSESSID=a1"),
+            StatusCode::OK,
+            &set_cookies(&["PHPSESSID=b1"]),
+        );
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=b1")),
+            Ok(Some("PHPSESSID"))
+        );
+    }
+
+    #[test]
+    fn only_a_cookieless_or_anonymous_get_answered_2xx_starts_one() {
+        let s = remembering();
+        let get = Method::GET;
+        let given = set_cookies(&["PHPSESSID=r1"]);
+        // A redirect (a login by link), a member's request, Authorization: not remembered.
+        s.observe(&get, &HeaderMap::new(), StatusCode::FOUND, &given);
+        s.observe(&get, &cookies("PHPSESSID=member"), StatusCode::OK, &given);
+        let mut auth = HeaderMap::new();
+        auth.insert(AUTHORIZATION, HeaderValue::from_static("Basic YTpi"));
+        s.observe(&get, &auth, StatusCode::OK, &given);
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=r1")),
+            Ok(Some("PHPSESSID"))
+        );
+        // Off: nothing counts.
+        s.remember_anonymous(false);
+        s.observe(&get, &HeaderMap::new(), StatusCode::OK, &given);
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=r1")),
+            Ok(Some("PHPSESSID"))
+        );
+    }
+
+    #[test]
+    fn a_get_that_changes_or_deletes_the_anonymous_session_ends_it() {
+        let s = remembering();
+        let get = Method::GET;
+        for (held, given, change) in [
+            (
+                "PHPSESSID=c0",
+                "PHPSESSID=c0; path=/",
+                "PHPSESSID=new; path=/",
+            ),
+            (
+                "PHPSESSID=c1",
+                "PHPSESSID=c1; path=/",
+                "PHPSESSID=deleted; expires=Thu, 01-Jan-1970 00:00:01 GMT",
+            ),
+        ] {
+            s.observe(
+                &get,
+                &HeaderMap::new(),
+                StatusCode::OK,
+                &set_cookies(&[given]),
+            );
+            assert_eq!(s.session_cookie(&cookies(held)), Ok(None));
+            // The same value again: still anonymous.
+            s.observe(&get, &cookies(held), StatusCode::OK, &set_cookies(&[given]));
+            assert_eq!(s.session_cookie(&cookies(held)), Ok(None));
+            s.observe(
+                &get,
+                &cookies(held),
+                StatusCode::OK,
+                &set_cookies(&[change]),
+            );
+            assert_eq!(
+                s.session_cookie(&cookies(held)),
+                Ok(Some("PHPSESSID")),
+                "{change}"
+            );
+            assert_eq!(
+                s.session_cookie(&cookies("PHPSESSID=new")),
+                Ok(Some("PHPSESSID"))
+            );
+        }
     }
 
     #[test]

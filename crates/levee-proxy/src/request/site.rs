@@ -102,6 +102,8 @@ impl Site {
                 })
             })
             .collect::<Result<Vec<_>, ServeError>>()?;
+        let sessions = Sessions::new(site.anonymous.session_cookies.clone());
+        sessions.remember_anonymous(site.anonymous.remember_anonymous_sessions);
         Ok(Site {
             index,
             name: site.name.as_str().into(),
@@ -111,7 +113,7 @@ impl Site {
             routes,
             requests: Default::default(),
             files,
-            sessions: Sessions::new(site.anonymous.session_cookies.clone()),
+            sessions,
             conf: ArcSwap::from_pointee(SiteConf {
                 policy: policy_config(&site.cache),
                 settings: site,
@@ -184,6 +186,8 @@ impl Site {
         keep!("routes", routes);
         self.sessions
             .set_configured(new.anonymous.session_cookies.clone());
+        self.sessions
+            .remember_anonymous(new.anonymous.remember_anonymous_sessions);
         // The application's code may have changed too: a rolling restart of its
         // processes, each replacement ready before the old one stops.
         if let Some(pool) = self.upstream.app_pool() {

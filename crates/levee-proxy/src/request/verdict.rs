@@ -54,14 +54,24 @@ impl FreshnessFrom {
 }
 
 /// The cookie that makes a returning visitor's requests pass on `site`: one of `names`
-/// (the cookies the site gave them on an earlier page) that is a session, configured or
-/// as levee learns every name its backend sets; `None` when they hold only visitor
-/// cookies or none (served as a new visitor).
-pub fn returning_visitor_cookie(site: &levee_config::Site, names: &[String]) -> Option<String> {
+/// (the cookies the site gave them on an earlier page, which answered `status`) that is a
+/// session, configured or as levee learns every name its backend sets; `None` when they
+/// hold only visitor cookies or none (served as a new visitor). With
+/// `remember_anonymous_sessions`, a configured session cookie a `2xx` answer started is
+/// remembered as anonymous (anonymous.rs) and makes nothing pass; a name only learned
+/// still does: its value may change on the next page (a visit counter), and a changed
+/// value is forgotten.
+pub fn returning_visitor_cookie(
+    site: &levee_config::Site,
+    names: &[String],
+    status: StatusCode,
+) -> Option<String> {
     let m = &site.anonymous.session_cookies;
+    let remembered = site.anonymous.remember_anonymous_sessions && status.is_success();
     names
         .iter()
-        .find(|n| !m.is_visitor(n) && !levee_config::NEVER_SESSION_COOKIES.contains(&n.as_str()))
+        .filter(|n| !m.is_visitor(n) && !levee_config::NEVER_SESSION_COOKIES.contains(&n.as_str()))
+        .find(|n| !(remembered && m.is_session(n)))
         .cloned()
 }
 

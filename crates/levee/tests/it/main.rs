@@ -9,6 +9,7 @@ mod access_log;
 mod acme;
 mod alone;
 mod anonymous;
+mod anonymous_sessions;
 mod anonymous_ttl;
 mod app_pool;
 mod apps;

@@ -1,7 +1,10 @@
 //! Per-visitor cookies (issue 34): MoniWiki sets `MONI_TRAIL` (the trail of pages
 //! visited) on every page view, with `Cache-Control: public, s-maxage=3, max-age=0,
 //! must-revalidate` (wiki.php, github:wkpark/moniwiki at 6601ce2a: `setcookie('MONI_TRAIL',
-//! $trail, time()+60*60*24*30, get_scriptname())`); its login is `MONIWIKI-<hash>`.
+//! $trail, time()+60*60*24*30, get_scriptname())`); its login is `MONI_ID=<ticket>.<user>`
+//! (recorded from its login form on PHP 8.2, 2026-11-27: `Set-Cookie:
+//! MONI_ID=b67facc7b2bc5b556c844ca901e4d19d.LeveeAdmin; ... Path=/`, with `PHPSESSID`
+//! and `MONIWIKI`).
 //! Replayed by an origin: with the moniwiki preset the page is stored without the trail,
 //! a returning visitor who kept it still gets hits, and a login still passes.
 
@@ -9,7 +12,7 @@ use levee_test::{levee, Origin, Reply, Req};
 
 fn moniwiki() -> Origin {
     Origin::start(|r| {
-        let member = r.header("cookie").is_some_and(|c| c.contains("MONIWIKI-"));
+        let member = r.header("cookie").is_some_and(|c| c.contains("MONI_ID="));
         let body = if member {
             "page for Ada (logged in)"
         } else {
@@ -50,7 +53,7 @@ async fn a_trail_cookie_neither_stops_storing_nor_makes_a_returning_visitor_pass
     let member = Req::get("/wiki.php/FrontPage")
         .header(
             "cookie",
-            "MONI_TRAIL=FrontPage; MONIWIKI-ab12cd=ada-session",
+            "MONI_TRAIL=FrontPage; MONI_ID=b67facc7b2bc5b556c844ca901e4d19d.Ada",
         )
         .send(&levee)
         .await;
@@ -59,7 +62,7 @@ async fn a_trail_cookie_neither_stops_storing_nor_makes_a_returning_visitor_pass
     assert!(origin
         .last()
         .header("cookie")
-        .is_some_and(|c| c.contains("MONIWIKI-ab12cd")));
+        .is_some_and(|c| c.contains("MONI_ID=b67f")));
 }
 
 /// Without the preset the trail is learnt as a session cookie, as before: the
