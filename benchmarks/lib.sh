@@ -292,6 +292,9 @@ http {
         location ~ [^/]\.php(/|\$) {
             fastcgi_split_path_info ^(.+?\.php)(/.*)\$;
             include /etc/nginx/fastcgi_params;
+            # Debian's fastcgi_params sets HTTP_HOST to \$host, without the port:
+            # applications then build URLs and CSRF checks for the wrong origin.
+            fastcgi_param HTTP_HOST \$http_host;
             fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
             fastcgi_param PATH_INFO \$fastcgi_path_info;
             fastcgi_pass unix:$sock;

@@ -65,6 +65,8 @@ cookies_of() {
         awk -F= '$2 != "" && $2 != "deleted" {print}' | paste -sd';' | sed 's/;/; /g'
 }
 
+FIREFOX_UA="Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+IPHONE_UA="Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1"
 FAILED=0
 check() { # check DESCRIPTION CONDITION-RESULT(0/1)
     if [ "$2" = 0 ]; then log "  ok: $1"; else log "  FAILED: $1"; FAILED=$((FAILED + 1)); fi
@@ -83,18 +85,33 @@ run_checks() {
     [[ $body == *"$MEMBER_MARK"* ]] && [ "$xc" != HIT ]
     check "the member's front page is theirs (shows \`$MEMBER_MARK\`, X-Cache $xc)" $?
     body=$(curl -s -D "$WORK/h" "$base$page")
+    # The member's cookie values, identifiers only (16 characters or more): gnuboard's
+    # visit cookie holds the client's address, the same for every visitor from here.
     local leaked=0 v
-    for v in $(awk 'NF >= 7 && ($1 !~ /^#/ || $1 ~ /^#HttpOnly_/) {print $7}' "$jar"); do
+    for v in $(awk 'NF >= 7 && ($1 !~ /^#/ || $1 ~ /^#HttpOnly_/) && length($7) >= 16 {print $7}' "$jar"); do
         grep -qF "$v" "$WORK/h" && leaked=1
     done
     [[ $body != *"$MEMBER_MARK"* ]] && [ "$leaked" = 0 ]
     check "an anonymous reader gets the anonymous page, no member cookie" $?
+    # Phones and desktops: each gets through levee the page the application gives it
+    # (sizes within 2%: pages carry a per-session token), whichever filled the cache.
+    local ua d l same=0 name
+    for ua in "$IPHONE_UA" "$FIREFOX_UA" "$IPHONE_UA"; do
+        d=$(curl -s -A "$ua" "$DIRECT$page" | wc -c)
+        l=$(curl -s -A "$ua" "$base$page" | wc -c)
+        name=phone
+        [ "$ua" = "$FIREFOX_UA" ] && name=desktop
+        log "  $name: direct $d bytes, levee $l bytes"
+        awk -v a="$d" -v b="$l" 'BEGIN {exit !(a > 0 && (a - b) ^ 2 <= (a * 0.02) ^ 2)}' || same=1
+    done
+    check "phones and desktops each get their own page" $same
     marker="levee-edit-$(date +%s)"
     "edit_$APP" "$base" "$jar" "$marker"
     check "the member's edit is accepted" $?
     local deadline=$((SECONDS + EDIT_WITHIN)) seen=1
     while [ $SECONDS -le $deadline ]; do
-        if curl -s "$base$page" | grep -q "$marker"; then seen=0; break; fi
+        # Not `curl | grep -q`: with pipefail, grep's early exit fails curl (code 23).
+        if [[ $(curl -s "$base$page") == *"$marker"* ]]; then seen=0; break; fi
         sleep 0.5
     done
     check "anonymous readers see the edit within ${EDIT_WITHIN}s" $seen
@@ -126,6 +143,7 @@ for APP in "${APPS[@]}"; do
         --backend "fastcgi+unix:$SOCK" --root "$ROOT"
     LEVEE_PID=$BG_PID
     wait_port "$LEVEE_PORT" "$LEVEE_PID"
+    DIRECT="http://127.0.0.1:$DIRECT_PORT"
     log "$APP: checks through levee"
     run_checks "http://127.0.0.1:$LEVEE_PORT"
     # A returning visitor: the cookies of a first visit to a page levee never stores.
@@ -154,6 +172,11 @@ for APP in "${APPS[@]}"; do
             done
             # shellcheck disable=SC2086
             d=$(median ${runs[direct]})
+            # Returning visitors all send one session cookie, and PHP queues requests of
+            # one session behind its lock: the direct baseline is the better of new and
+            # returning visitors' figures, not the slower one.
+            [ "$visitor" = new ] && best_direct=$d
+            d=$(awk -v a="$d" -v b="$best_direct" 'BEGIN {print (a > b) ? a : b}')
             # shellcheck disable=SC2086
             l=$(median ${runs[levee]})
             ratio=$(awk -v a="$l" -v b="$d" 'BEGIN {printf "%.0f", a / b}')

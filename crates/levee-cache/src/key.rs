@@ -331,6 +331,15 @@ impl VaryKey {
         &self.0
     }
 
+    /// The key with one more field, which the response did not name (levee-proxy's
+    /// device class): requests match it by their value of `name`.
+    pub fn with_field(self, name: HeaderName, value: Bytes) -> VaryKey {
+        let mut fields = self.0.to_vec();
+        fields.retain(|(n, _)| *n != name);
+        fields.push((name, Some(value)));
+        VaryKey(fields.into())
+    }
+
     /// A key read back from its [`VaryKey::fields`].
     pub fn from_fields(fields: Vec<(HeaderName, Option<Bytes>)>) -> VaryKey {
         VaryKey(fields.into())

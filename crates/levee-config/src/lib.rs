@@ -35,7 +35,7 @@ pub use options::{
     FastCgiOptions, LimitsOptions, LogOptions, OneOrMany, Options, PurgeOptions, RouteOptions,
     SiteOptions, SiteTlsOptions, StaticOptions, TlsOptions, Workers, DEFAULTS,
 };
-pub use presets::{Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
+pub use presets::{DeviceRule, Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
 pub use route_rules::{BasicAuth, Redirect, RouteRules};
 pub use settings::{
     AccessLog, AccessLogFormat, AcmeChallenge, AcmeSettings, AdminSettings, BackendLimit,

@@ -42,6 +42,16 @@ pub const DEFAULT_SESSION_COOKIES: &[&str] = &[
 /// (`WP Cookie check`) for anyone who opens it, and `wp_lang` for the form's language.
 pub const NEVER_SESSION_COOKIES: &[&str] = &["wordpress_test_cookie", "wp_lang"];
 
+/// How an application chooses between its desktop and mobile pages for one URL, when it
+/// does so without `Vary` (levee-proxy's request/device.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceRule {
+    /// XE/Rhymix: the User-Agent, or the visitor's choice in `rx_uatype`.
+    Rhymix,
+    /// gnuboard: the User-Agent (its G5_MOBILE_AGENT expression).
+    Gnuboard,
+}
+
 /// A bundle of pass rules and session cookies for one application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {
@@ -198,13 +208,31 @@ impl Preset {
             Preset::Moniwiki => &["MONI_TRAIL"],
             // lib/common.lib.php's set_cookie() names each cookie md5(name):
             // md5("ck_visit_ip") is the visit counter (bbs/visit_insert.inc.php),
-            // md5("ck_facebook_checked") a form preference. The logins are md5("ck_mb_id")
-            // and md5("ck_auto") (session_cookies below) and the PHP session.
+            // md5("ck_bo_table") the last board seen, set on every board and post page
+            // (common.php), md5("ck_facebook_checked") a form preference. The logins are
+            // md5("ck_mb_id") and md5("ck_auto") (session_cookies below) and the PHP
+            // session.
             Preset::Gnuboard => &[
                 "2a0d2363701f23f8a75028924a3af643",
+                "e1192aefb64683cc97abb83c71057733",
                 "56dd783932a9ee57e82a3b37ae3f7d86",
             ],
+            // Rhymix's `rx_uatype` (Mobile.class.php) is the device the visitor chose or
+            // was given: levee's device class reads it (DeviceRule::Rhymix), so it need
+            // not make anyone pass.
+            Preset::Xe => &["rx_uatype"],
             _ => &[],
+        }
+    }
+
+    /// Whether the application's pages differ by device without saying so.
+    pub fn device(self) -> Option<DeviceRule> {
+        match self {
+            // classes/mobile/Mobile.class.php: the mobile view is on by default.
+            Preset::Xe => Some(DeviceRule::Rhymix),
+            // common.php: G5_USE_MOBILE is on by default.
+            Preset::Gnuboard => Some(DeviceRule::Gnuboard),
+            _ => None,
         }
     }
 
@@ -217,10 +245,12 @@ impl Preset {
             // `DokuWiki` is its PHP session; `DW<hash>` the "remember me" login.
             Preset::Dokuwiki => &["DokuWiki", "DW*"],
             // Names as gnuboard sends them: md5("ck_mb_id"), md5("ck_auto") (the
-            // remembered login); `ck_*` for versions that did not hash names.
+            // remembered login), md5("mb_client_key") (set at login, bbs/login_check.php);
+            // `ck_*` for versions that did not hash names.
             Preset::Gnuboard => &[
                 "6e1280981e1dfd9169c5dea9c28ff2e3",
                 "a3e94372a6379bc1ae3698dfdf38595b",
+                "2e61f26e7a4e8194d3d5d054536403e0",
                 "ck_*",
             ],
             Preset::Mediawiki | Preset::Moniwiki => &[],

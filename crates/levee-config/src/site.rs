@@ -104,6 +104,8 @@ pub struct AnonymousSettings {
     /// Whether session cookies started for an anonymous visitor keep them anonymous
     /// (levee-proxy's request/anonymous.rs).
     pub remember_anonymous_sessions: bool,
+    /// A preset's device rule: stored pages vary on the device class it gives.
+    pub device: Option<crate::DeviceRule>,
 }
 
 /// What a successful unsafe request (POST, PUT, DELETE...) that carries a session makes
@@ -666,11 +668,13 @@ impl AnonymousSettings {
                     ))
                 }
             };
+        let device = presets.iter().find_map(|p| p.device());
         Ok(AnonymousSettings {
             session_cookies: CookieMatcher::new(&cookies)?.with_visitors(&visitors)?,
             pass_paths: PathMatcher::new(&pass)?,
             presets,
             edit_invalidation,
+            device,
             remember_anonymous_sessions: need(
                 a.remember_anonymous_sessions,
                 "anonymous.remember_anonymous_sessions",

@@ -335,7 +335,14 @@ async fn run_fill(
         guard.unregister();
         shared.mark_hit_for_miss(&key, full.mark);
     }
-    let vary = VaryKey::new(&head.headers, &ctx.req_headers);
+    let mut vary = VaryKey::new(&head.headers, &ctx.req_headers);
+    // Stored per device class when the application chooses one without saying so.
+    if let Some(class) = ctx.req_headers.get(&super::device::DEVICE) {
+        vary = vary.with_field(
+            super::device::DEVICE.clone(),
+            Bytes::copy_from_slice(class.as_bytes()),
+        );
+    }
     // Surrogate keys are for purges, not for clients.
     let tags = levee_cache::tags::tags(&head.headers);
     levee_cache::tags::strip(&mut head.headers);
@@ -564,6 +571,7 @@ fn backend_request(
 ) -> Request<UpBody> {
     let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
+    super::device::for_fill(&mut headers);
     for h in FILL_DROPPED {
         headers.remove(h);
     }

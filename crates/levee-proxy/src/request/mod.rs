@@ -30,6 +30,7 @@
 mod anonymous;
 mod auth;
 mod classify;
+mod device;
 mod files;
 mod fill;
 mod harden;
@@ -199,6 +200,8 @@ async fn run(
             None => {}
         }
     }
+    // The device class the application would choose (device.rs), for the key and fills.
+    device::mark(site.conf().settings.anonymous.device, &mut parts.headers);
     let mut answer = phases(shared, site, parts, body, conn, next).await;
     if let Some((r, _)) = route {
         rules::add_headers(&r.rules, &mut answer);

@@ -73,6 +73,7 @@ pub(crate) async fn pass(
     let edit = unsafe_method && session;
     let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
+    headers.remove(&super::device::DEVICE);
     prepare_forward(&mut headers, &parts, conn.peer.ip(), conn.tls);
     let mut req = Request::new(
         body.map_err(|e| Box::new(ClientBodyError(e)) as BoxError)

@@ -20,6 +20,7 @@ mod conformance_freshness;
 mod conformance_validation;
 mod dashboard;
 mod demo;
+mod devices;
 mod doctor;
 mod edits;
 mod frameworks;
