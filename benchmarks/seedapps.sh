@@ -78,21 +78,23 @@ run_checks() {
     local base=$1 jar="$WORK/$APP-member.jar" page=${PAGES[0]} body xc anon marker
     anon=$(curl -s "$base$page")
     curl -s -o /dev/null "$base$page" # stored now, if it may be
-    "login_$APP" "$base" "$jar"
-    check "the member logs in through levee" $?
+    # (`if`, not `$?`: lib.sh sets -e, a failed check must be counted, not end the run.)
+    local r
+    if "login_$APP" "$base" "$jar"; then r=0; else r=1; fi
+    check "the member logs in through levee" $r
     body=$(curl -s -b "$jar" -c "$jar" -D "$WORK/h" "$base$page")
     xc=$(tr -d '\r' <"$WORK/h" | sed -n 's/^[Xx]-[Cc]ache: //p')
-    [[ $body == *"$MEMBER_MARK"* ]] && [ "$xc" != HIT ]
-    check "the member's front page is theirs (shows \`$MEMBER_MARK\`, X-Cache $xc)" $?
+    if [[ $body == *"$MEMBER_MARK"* ]] && [ "$xc" != HIT ]; then r=0; else r=1; fi
+    check "the member's front page is theirs (shows \`$MEMBER_MARK\`, X-Cache $xc)" $r
     body=$(curl -s -D "$WORK/h" "$base$page")
     # The member's cookie values, identifiers only (16 characters or more): gnuboard's
     # visit cookie holds the client's address, the same for every visitor from here.
     local leaked=0 v
     for v in $(awk 'NF >= 7 && ($1 !~ /^#/ || $1 ~ /^#HttpOnly_/) && length($7) >= 16 {print $7}' "$jar"); do
-        grep -qF "$v" "$WORK/h" && leaked=1
+        if grep -qF "$v" "$WORK/h"; then leaked=1; fi
     done
-    [[ $body != *"$MEMBER_MARK"* ]] && [ "$leaked" = 0 ]
-    check "an anonymous reader gets the anonymous page, no member cookie" $?
+    if [[ $body != *"$MEMBER_MARK"* ]] && [ "$leaked" = 0 ]; then r=0; else r=1; fi
+    check "an anonymous reader gets the anonymous page, no member cookie" $r
     # Phones and desktops: each gets through levee the page the application gives it
     # (sizes within 2%: pages carry a per-session token), whichever filled the cache.
     local ua d l same=0 name
@@ -105,9 +107,31 @@ run_checks() {
         awk -v a="$d" -v b="$l" 'BEGIN {exit !(a > 0 && (a - b) ^ 2 <= (a * 0.02) ^ 2)}' || same=1
     done
     check "phones and desktops each get their own page" $same
+    # levee doctor with the preset, on the application itself: the pages cached, no
+    # cookie of theirs that makes a returning visitor pass, and what serve does.
+    local urls=() p json served="" doctor_ok
+    for p in "${PAGES[@]}"; do urls+=("$DIRECT$p"); done
+    json=$("$LEVEE" doctor --json --rate 50 --preset "$APP_PRESET" "${urls[@]}" 2>"$WORK/doctor.err")
+    for p in "${PAGES[@]}"; do
+        curl -s -o /dev/null "$base$p"
+        served+="$(curl -s -o /dev/null -D - "$base$p" | tr -d '\r' | sed -n 's/^[Xx]-[Cc]ache: //p') "
+    done
+    if python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+served = sys.argv[1].split()
+ok = True
+for u, s in zip(r["urls"], served):
+    v = u.get("with_preset") or u["levee"]
+    back = u.get("returning_passes_with")
+    print(f"{u[\"url\"]}: doctor {v[\"result\"]} ({v[\"reason\"]}), returning visitor passes with {back}, serve {s}")
+    ok &= v["result"] == "HIT" and s == "HIT" and back is None
+sys.exit(0 if ok else 1)' "$served" <<<"$json" >"$WORK/doctor.txt" 2>&1; then doctor_ok=0; else doctor_ok=1; fi
+    sed 's/^/  doctor: /' "$WORK/doctor.txt" >&2
+    check "levee doctor --preset $APP_PRESET: every page cached, returning visitors too, as serve does" $doctor_ok
     marker="levee-edit-$(date +%s)"
-    "edit_$APP" "$base" "$jar" "$marker"
-    check "the member's edit is accepted" $?
+    if "edit_$APP" "$base" "$jar" "$marker"; then r=0; else r=1; fi
+    check "the member's edit is accepted" $r
     local deadline=$((SECONDS + EDIT_WITHIN)) seen=1
     while [ $SECONDS -le $deadline ]; do
         # Not `curl | grep -q`: with pipefail, grep's early exit fails curl (code 23).

@@ -37,6 +37,7 @@ mod ranges;
 mod reload;
 mod rfc9111;
 mod route_rules;
+mod seed_apps;
 mod sendfile;
 mod sessions;
 mod sites;
