@@ -124,7 +124,7 @@ ok = True
 for u, s in zip(r["urls"], served):
     v = u.get("with_preset") or u["levee"]
     back = u.get("returning_passes_with")
-    print(f"{u[\"url\"]}: doctor {v[\"result\"]} ({v[\"reason\"]}), returning visitor passes with {back}, serve {s}")
+    print("%s: doctor %s (%s), a returning visitor passes with %s; serve %s" % (u["url"], v["result"], v["reason"], back, s))
     ok &= v["result"] == "HIT" and s == "HIT" and back is None
 sys.exit(0 if ok else 1)' "$served" <<<"$json" >"$WORK/doctor.txt" 2>&1; then doctor_ok=0; else doctor_ok=1; fi
     sed 's/^/  doctor: /' "$WORK/doctor.txt" >&2
