@@ -18,7 +18,8 @@
 #        SRC_DIR/moniwiki (github:wkpark/moniwiki), SRC_DIR/gnuboard5
 #        (github:gnuboard/gnuboard5), SRC_DIR/rhymix (github:rhymix/rhymix). What is there
 #        is measured; APP... picks some.
-# Env:   ROUNDS=3 DURATION=10 CONNS=32 PHP_WORKERS=4, LEVEE, RECORD, KEEP_WORK, CHECKS_ONLY=1
+# Env:   ROUNDS=3 DURATION=10 CONNS=32 PHP_WORKERS=4, LEVEE, RECORD, KEEP_WORK, CHECKS_ONLY=1,
+#        LEVEE_ARGS (more flags for levee serve, e.g. "--access-log combined")
 # Needs: php8.2-fpm php8.2-cli php8.2-mysql php8.2-{gd,mbstring,xml,curl,zip,intl}
 #        mariadb-server nginx-light curl. Targets 127.0.0.1 only.
 #
@@ -164,7 +165,7 @@ for APP in "${APPS[@]}"; do
     "install_$APP" "http://127.0.0.1:$DIRECT_PORT" || die "$APP: install failed"
     LEVEE_PORT=$(free_port)
     start_bg "levee-$APP" "$LEVEE" serve --listen "127.0.0.1:$LEVEE_PORT" --preset "$APP_PRESET" \
-        --backend "fastcgi+unix:$SOCK" --root "$ROOT"
+        --backend "fastcgi+unix:$SOCK" --root "$ROOT" ${LEVEE_ARGS:-}
     LEVEE_PID=$BG_PID
     wait_port "$LEVEE_PORT" "$LEVEE_PID"
     DIRECT="http://127.0.0.1:$DIRECT_PORT"

@@ -13,8 +13,14 @@
 //!   (`Sessions::observe`). Only answers that reach the client: a stored page's cookie is
 //!   dropped, nobody holds it;
 //! - forgotten: when a request carrying it is anything but GET or HEAD (a login is a
-//!   POST: forgotten before the backend sees it), or when an answer to a GET changes or
-//!   deletes one of the session cookies it was sent with (a login by GET, a logout);
+//!   POST: forgotten before the backend sees it), or when an answer to a GET deletes one
+//!   of the session cookies it was sent with (a logout), changes a shared one
+//!   (`rx_login_status=none` to a member's), or answers other than `2xx` with a change;
+//! - renewed: a `2xx` answer to a GET that gives one visitor's session id a new value
+//!   (Rhymix renews its session id every 5 minutes, PHP's `session_regenerate_id`)
+//!   passes the remembrance on to the new value. A login by a GET answered `200` with a
+//!   new id would be taken for a renewal: `remember_anonymous_sessions = false` for an
+//!   application that logs people in that way;
 //! - a value given to two different clients (`rx_login_status=none`) identifies nobody:
 //!   it stays remembered (it can make no one a member by itself).
 //!
@@ -75,6 +81,11 @@ impl AnonymousSessions {
         // Two clients got the same value: it is nobody's in particular.
         let shared = self.seen.contains_key(&key);
         self.seen.insert(key, shared);
+    }
+
+    /// Whether the value was given to one visitor only (an id, not a flag).
+    pub fn identifies(&self, name: &str, value: &str) -> bool {
+        self.seen.get(&self.key(name, value)) == Some(false)
     }
 
     /// Forgets a value that identifies one visitor; a shared one stays.

@@ -71,10 +71,15 @@ pub(crate) fn lookup(shared: &Shared, site: &Site, parts: &request::Parts, key: 
             stale: Some(entry),
         },
         // An anonymous session (anonymous.rs) gets what is stored, and its refresh (the
-        // shared page, asked for without cookies, as a new visitor's would be), never a
-        // first fill made without its cookies: a URL nobody stored may need the session
-        // (a captcha, a login's callback). It goes as it is; the answer is not stored.
-        (_, None) if site.sessions.holds_anonymous(&parts.headers) => {
+        // shared page, asked for without cookies, as a new visitor's would be; also
+        // while a refresh replaces the entry, which is then briefly absent), never a
+        // first fill of its own made without its cookies: a URL nobody stored may need
+        // the session (a captcha, a login's callback). It goes as it is; the answer is
+        // not stored.
+        (_, None)
+            if site.sessions.holds_anonymous(&parts.headers)
+                && shared.fills.get(&key).is_none() =>
+        {
             Next::pass("anonymous-session")
         }
         (_, stored) => {

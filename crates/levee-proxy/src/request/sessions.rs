@@ -183,6 +183,7 @@ impl Sessions {
             return;
         }
         let mut new = Vec::new();
+        let mut renewed = Vec::new();
         for field in response.get_all(SET_COOKIE) {
             let Some((name, value, deletes)) = field.to_str().ok().and_then(set_cookie_parts)
             else {
@@ -193,7 +194,13 @@ impl Sessions {
             }
             match held.iter().find(|(n, _)| *n == name) {
                 Some((_, v)) if *v == value && !deletes => {}
-                // Its session changed under a GET: a login (or a logout) by GET.
+                // One visitor's id renewed (session_regenerate_id): still theirs.
+                Some((_, v))
+                    if !deletes && status.is_success() && self.anonymous.identifies(name, v) =>
+                {
+                    renewed.push((name, *v, value));
+                }
+                // Its session ended or changed state under a GET: a logout, a login.
                 Some(_) => {
                     for (n, v) in &held {
                         self.anonymous.forget(n, v);
@@ -206,6 +213,10 @@ impl Sessions {
         }
         if status.is_success() {
             for (name, value) in new {
+                self.anonymous.remember(name, value);
+            }
+            for (name, old, value) in renewed {
+                self.anonymous.forget(name, old);
                 self.anonymous.remember(name, value);
             }
         }
@@ -422,37 +433,27 @@ mod tests {
     }
 
     #[test]
-    fn a_get_that_changes_or_deletes_the_anonymous_session_ends_it() {
+    fn a_get_that_deletes_or_redirects_with_a_new_session_ends_it() {
         let s = remembering();
         let get = Method::GET;
-        for (held, given, change) in [
-            (
-                "PHPSESSID=c0",
-                "PHPSESSID=c0; path=/",
-                "PHPSESSID=new; path=/",
-            ),
+        for (held, status, change) in [
+            ("PHPSESSID=c0", StatusCode::FOUND, "PHPSESSID=new; path=/"),
             (
                 "PHPSESSID=c1",
-                "PHPSESSID=c1; path=/",
+                StatusCode::OK,
                 "PHPSESSID=deleted; expires=Thu, 01-Jan-1970 00:00:01 GMT",
             ),
         ] {
-            s.observe(
-                &get,
-                &HeaderMap::new(),
-                StatusCode::OK,
-                &set_cookies(&[given]),
-            );
+            let given = format!("{held}; path=/");
+            let given = HeaderValue::from_str(&given).unwrap();
+            let mut first = HeaderMap::new();
+            first.insert(SET_COOKIE, given);
+            s.observe(&get, &HeaderMap::new(), StatusCode::OK, &first);
             assert_eq!(s.session_cookie(&cookies(held)), Ok(None));
             // The same value again: still anonymous.
-            s.observe(&get, &cookies(held), StatusCode::OK, &set_cookies(&[given]));
+            s.observe(&get, &cookies(held), StatusCode::OK, &first);
             assert_eq!(s.session_cookie(&cookies(held)), Ok(None));
-            s.observe(
-                &get,
-                &cookies(held),
-                StatusCode::OK,
-                &set_cookies(&[change]),
-            );
+            s.observe(&get, &cookies(held), status, &set_cookies(&[change]));
             assert_eq!(
                 s.session_cookie(&cookies(held)),
                 Ok(Some("PHPSESSID")),
@@ -463,6 +464,49 @@ mod tests {
                 Ok(Some("PHPSESSID"))
             );
         }
+    }
+
+    /// Rhymix renews its session id every 5 minutes (session_regenerate_id on a GET):
+    /// the new id is the same visitor's; a shared value changing is a new state.
+    #[test]
+    fn a_renewed_id_stays_anonymous_a_changed_flag_does_not() {
+        let s = remembering();
+        let get = Method::GET;
+        let start = set_cookies(&["PHPSESSID=r0", "rx_login_status=none"]);
+        s.observe(&get, &HeaderMap::new(), StatusCode::OK, &start);
+        s.observe(
+            &get,
+            &HeaderMap::new(),
+            StatusCode::OK,
+            &set_cookies(&["PHPSESSID=r9", "rx_login_status=none"]),
+        );
+        let held = cookies("PHPSESSID=r0; rx_login_status=none");
+        s.observe(&get, &held, StatusCode::OK, &set_cookies(&["PHPSESSID=r1"]));
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=r1; rx_login_status=none")),
+            Ok(None)
+        );
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=r0")),
+            Ok(Some("PHPSESSID"))
+        );
+        // The flag everyone got changes for this visitor: their session is no longer
+        // anonymous, the flag still is for everyone else.
+        let held = cookies("PHPSESSID=r1; rx_login_status=none");
+        s.observe(
+            &get,
+            &held,
+            StatusCode::OK,
+            &set_cookies(&["rx_login_status=h9TTCBTs3dTd6f6ImpWSjn7f"]),
+        );
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=r1")),
+            Ok(Some("PHPSESSID"))
+        );
+        assert_eq!(
+            s.session_cookie(&cookies("PHPSESSID=r9; rx_login_status=none")),
+            Ok(None)
+        );
     }
 
     #[test]

@@ -140,30 +140,42 @@ async fn a_reader_who_opened_the_login_form_gets_hits_and_their_login_passes() {
     }
 }
 
-/// A session changed by the answer to a GET (a login by link, a logout) ends it.
+/// A session changed by the answer to a GET: a login by link (a redirect with a new
+/// id) ends it; a renewal of the id on a page (Rhymix every 5 minutes) keeps the
+/// visitor anonymous under the new id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_get_whose_answer_changes_the_session_ends_it() {
+async fn a_login_link_ends_the_anonymous_session_a_renewal_does_not() {
     let origin = Origin::start(|r| {
         let reply = Reply::text(format!("page {}", r.path))
             .header("content-type", "text/html")
             .header("cache-control", "no-store");
         match (r.path.as_str(), r.cookie("PHPSESSID")) {
-            ("/magic-link", Some(_)) => reply.header("set-cookie", "PHPSESSID=logged-in; path=/"),
+            ("/magic-link", Some(_)) => Reply::status(302)
+                .header("location", "/")
+                .header("set-cookie", "PHPSESSID=logged-in; path=/"),
+            ("/bbs/search.php", Some(_)) => {
+                reply.header("set-cookie", &format!("PHPSESSID=renewed{}; path=/", r.n))
+            }
             (_, None) => reply.header("set-cookie", &format!("PHPSESSID=a{}; path=/", r.n)),
             _ => reply,
         }
     });
     let levee = start(&origin);
-    let form = levee.get("/bbs/login.php").await;
-    let session = session_of(&form);
     levee.get("/").await;
     levee.wait_stored("/").await;
+    // Renewed on a page levee does not store: the new id is as anonymous as the old.
+    let form = levee.get("/bbs/login.php").await;
+    let session = session_of(&form);
     assert_eq!(get(&levee, "/", &session).await.x_cache(), "HIT");
-    // Its answer gives the session another value: no longer anonymous, whichever it
-    // holds now.
-    let link = get(&levee, "/magic-link", &session).await;
+    let search = get(&levee, "/bbs/search.php", &session).await;
+    assert_eq!(search.x_cache(), "PASS", "{}", search.summary());
+    let renewed = session_of(&search);
+    assert_eq!(get(&levee, "/", &renewed).await.x_cache(), "HIT");
+    assert_eq!(get(&levee, "/", &session).await.x_cache(), "PASS");
+    // A login link: a redirect with a new id. Neither id is anonymous now.
+    let link = get(&levee, "/magic-link", &renewed).await;
     assert_eq!(session_of(&link), "PHPSESSID=logged-in");
-    for cookie in [session.as_str(), "PHPSESSID=logged-in"] {
+    for cookie in [renewed.as_str(), "PHPSESSID=logged-in"] {
         let r = get(&levee, "/", cookie).await;
         assert_eq!(r.x_cache(), "PASS", "{cookie}: {}", r.summary());
     }
