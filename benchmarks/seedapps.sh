@@ -142,6 +142,7 @@ sys.exit(0 if ok else 1)' "$served" <<<"$json" >"$WORK/doctor.txt" 2>&1; then do
     check "anonymous readers see the edit within ${EDIT_WITHIN}s" $seen
 }
 
+report "# The source documents' applications: ${APPS[*]}, direct vs levee alone ($(date -u '+%Y-%m-%d %H:%M'))" ""
 machine_info
 report "- levee alone: \`levee serve --preset APP --backend fastcgi+unix:SOCK --root ROOT\`; direct: nginx (2 workers) + php-fpm ($PHP_WORKERS workers, pm = static); MariaDB $(mariadbd --version | awk '{print $3}')" \
     "- load: \`levee bench URL -c $CONNS -d ${DURATION}s\`; returning visitors send back every cookie a first visit to an uncached page through levee gave them; $ROUNDS runs per server, order rotated, medians" \
