@@ -14,6 +14,14 @@
 #            until DURATION seconds have passed; req/s = all requests / the sum of
 #            h2load's own "finished in" times (h2load's start-up is not counted).
 #            h2load does not resume TLS sessions, so every connection is a full handshake.
+#   new      `openssl s_time -new`: one connection after another, a full TLS 1.3 handshake
+#            and one HTTP/1.0 GET each (a monitoring probe, a visitor's first page).
+#   resumed  `openssl s_time -reuse`: the same, each connection resuming the first one's
+#            session (a returning visitor): the ticket path.
+# For every case the servers' own CPU time is read from /proc (all their threads and
+# processes): requests per CPU-second is what a handshake costs the server, which the
+# req/s of a one-thread client on this 2-core machine cannot show once the client is the
+# slower side (it is, for new connections: both servers wait for it).
 # ROUNDS times with the servers alternated (the first one rotates every round); medians.
 #
 # Usage: benchmarks/tls.sh               (from anywhere; about 2*3*2*ROUNDS*DURATION s + start-up)
@@ -30,7 +38,7 @@ DURATION=${DURATION:-10}
 CONNS=${CONNS:-32}
 STREAMS=${STREAMS:-10}
 SERVERS=(levee nginx)
-CASES=(h2 h1 h1-new)
+CASES=(h2 h1 h1-new new resumed)
 
 if ! command -v h2load >/dev/null 2>&1; then
     echo "missing: h2load; install with: apt-get install -y nghttp2-client" >&2
@@ -142,6 +150,27 @@ h2load_parse() {
         END { printf "%d %d %d %s %s\n", ok, bad, non2, secs, rps }' "$1"
 }
 
+# cpu_ticks PID: user + system clock ticks of PID and its descendants, all threads.
+cpu_ticks() {
+    local p t=0
+    for p in "$1" $(descendants "$1"); do
+        [ -r "/proc/$p/stat" ] || continue
+        t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+    done
+    echo "$t"
+}
+
+# s_time_rate URL MODE: connections per second of `openssl s_time -MODE` for DURATION.
+s_time_rate() {
+    local hostport path out
+    hostport=${1#https://}
+    path=/${hostport#*/}
+    hostport=${hostport%%/*}
+    out=$(timeout $((DURATION + 30)) openssl s_time -connect "$hostport" -"$2" -time "$DURATION" \
+        -www "$path" -tls1_3 -CAfile "$CERT" 2>&1 || true)
+    awk '/connections in [0-9.]+ real seconds/ {n = $1; t = $4} END {printf "%.0f %d\n", (t > 0 ? n / t : 0), (n > 0 ? 0 : 1)}' <<<"$out"
+}
+
 # run_case CASE URL: one measurement; prints "rps errors".
 run_case() {
     local c=$1 url=$2 out="$WORK/h2load.out" line ok bad non2 secs rps
@@ -168,10 +197,12 @@ run_case() {
             done
             awk -v n="$tot_ok" -v s="$tot_secs" -v e="$tot_err" 'BEGIN {printf "%.0f %d\n", (s > 0 ? n / s : 0), e}'
             ;;
+        new) s_time_rate "$url" new ;;
+        resumed) s_time_rate "$url" reuse ;;
     esac
 }
 
-declare -A RES_RPS RES_RUNS RES_ERR RES_ORIGIN CHECKS
+declare -A RES_RPS RES_RUNS RES_ERR RES_ORIGIN RES_CPU CHECKS
 TLS_INFO=""
 hit_phase() {
     local label=$1 size=$2 s r k c url a e before after res
@@ -195,12 +226,20 @@ hit_phase() {
         fi
     done
     before=$(origin_requests "$ORIGIN_PORT")
-    local -A rps err
+    local -A rps err cpu
     for ((r = 0; r < ROUNDS; r++)); do
         for c in "${CASES[@]}"; do
             for ((k = 0; k < ${#SERVERS[@]}; k++)); do
                 s=${SERVERS[(r + k) % ${#SERVERS[@]}]}
+                local t0 t1 w0 w1
+                t0=$(cpu_ticks "${PID[$s]}")
+                w0=$(date +%s.%N)
                 read -r a e <<<"$(run_case "$c" "https://127.0.0.1:${PORT[$s]}/hit-$label")"
+                w1=$(date +%s.%N)
+                t1=$(cpu_ticks "${PID[$s]}")
+                # Requests per server CPU-second: rate x wall time / CPU seconds used.
+                cpu[$c,$s]+="$(awk -v a="$a" -v w="$(awk -v x="$w0" -v y="$w1" 'BEGIN {print y - x}')" \
+                    -v t=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.0f", (t > 0 ? a * w * hz / t : 0)}') "
                 rps[$c,$s]+="$a "
                 err[$c,$s]=$((${err[$c,$s]:-0} + e))
                 log "  round $((r + 1))/$ROUNDS $label $c $s: $a req/s, errors $e"
@@ -213,6 +252,7 @@ hit_phase() {
             RES_RPS[$label,$c,$s]=$(median ${rps[$c,$s]})
             RES_RUNS[$label,$c,$s]="${rps[$c,$s]% }"
             RES_ERR[$label,$c,$s]=${err[$c,$s]}
+            RES_CPU[$label,$c,$s]=$(median ${cpu[$c,$s]})
         done
     done
     RES_ORIGIN[$label]=$((after - before))
@@ -240,13 +280,16 @@ report "- method: both servers at once on 127.0.0.1 in front of one \`levee orig
     "- cases: h2 = \`h2load -c $CONNS -m $STREAMS -D ${DURATION}s --warm-up-time 1s\` (HTTP/2 by ALPN); h1 = the same" \
     "  with \`--h1 -m 1\` (HTTP/1.1 kept alive, no pipelining); h1-new = a new TLS connection per" \
     "  request: batches of \`h2load --h1 -c $CONNS -n $CONNS\` for ${DURATION}s, req/s = requests / sum of h2load's" \
-    "  times (full TLS 1.3 handshakes, no session resumption)." \
+    "  times (full TLS 1.3 handshakes, no session resumption); new / resumed = \`openssl s_time -new / -reuse" \
+    "  -tls1_3 -time ${DURATION}\`, one connection at a time, one GET each (resumed: the first session's ticket)." \
+    "- per server CPU-second: requests x wall time / the server's CPU time in that run (/proc, all its threads" \
+    "  and processes): the cost of a request to the server, whichever side (client or server) bounds req/s." \
     "- $ROUNDS runs per server and case, servers alternated (first one rotated each round); medians." ""
-report "| object | case | levee req/s | nginx req/s | levee/nginx | levee runs | nginx runs | errors (levee/nginx) |" \
-    "|---|---|---:|---:|---:|---|---|---|"
+report "| object | case | levee req/s | nginx req/s | levee/nginx | levee per CPU-s | nginx per CPU-s | levee/nginx per CPU-s | levee runs | nginx runs | errors (levee/nginx) |" \
+    "|---|---|---:|---:|---:|---:|---:|---:|---|---|---|"
 for label in 1KiB 100KiB; do
     for c in "${CASES[@]}"; do
-        report "| $label | $c | ${RES_RPS[$label,$c,levee]} | ${RES_RPS[$label,$c,nginx]} | $(ratio "${RES_RPS[$label,$c,levee]}" "${RES_RPS[$label,$c,nginx]}") | ${RES_RUNS[$label,$c,levee]} | ${RES_RUNS[$label,$c,nginx]} | ${RES_ERR[$label,$c,levee]}/${RES_ERR[$label,$c,nginx]} |"
+        report "| $label | $c | ${RES_RPS[$label,$c,levee]} | ${RES_RPS[$label,$c,nginx]} | $(ratio "${RES_RPS[$label,$c,levee]}" "${RES_RPS[$label,$c,nginx]}") | ${RES_CPU[$label,$c,levee]} | ${RES_CPU[$label,$c,nginx]} | $(ratio "${RES_CPU[$label,$c,levee]}" "${RES_CPU[$label,$c,nginx]}") | ${RES_RUNS[$label,$c,levee]} | ${RES_RUNS[$label,$c,nginx]} | ${RES_ERR[$label,$c,levee]}/${RES_ERR[$label,$c,nginx]} |"
     done
 done
 report ""

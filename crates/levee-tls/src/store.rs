@@ -50,7 +50,7 @@ pub struct CertStore {
 impl CertStore {
     /// Loads and checks every pair; the first error stops the load.
     pub fn load(pairs: &[CertPair], settings: Settings) -> Result<CertStore, Error> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let certs = load_all(pairs, &provider)?;
         if certs.expiry.is_empty() && !settings.runtime_certificates {
             return Err(Error::NoCertificates);
@@ -66,7 +66,7 @@ impl CertStore {
         // for TLS 1.2 clients without tickets); tickets spare that memory for the rest.
         // The ticketer changes its key every 6 hours. No 0-RTT data (rustls's default,
         // kept): it can be replayed, and levee forwards requests.
-        base.ticketer = rustls::crypto::ring::Ticketer::new().map_err(Error::Tls)?;
+        base.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new().map_err(Error::Tls)?;
         Ok(CertStore {
             resolver,
             provider,

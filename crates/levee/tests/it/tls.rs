@@ -499,3 +499,86 @@ key = "{b_key}"
         .await;
     assert_eq!(r.status, 404, "{}", r.summary());
 }
+
+/// Resumption across a reload (issue 35): a client that resumed before a SIGHUP resumes
+/// after it too (the ticket key and session cache live in the certificate store, which a
+/// reload keeps), whichever worker thread takes the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_tls_sessions_resumable() {
+    use levee_tls::rustls::pki_types::{CertificateDer, ServerName};
+    use levee_tls::rustls::{ClientConfig, HandshakeKind, RootCertStore};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("resumption CA");
+    let (cert, key) = ca.issue(dir.path(), "site", &["a.test"]);
+    let origin = Origin::fixed(|| Reply::text("ok").header("cache-control", "max-age=60"));
+    let config = format!(
+        "workers = 2\nlisten_tls = [\"127.0.0.1:0\"]\n[tls]\ncert = [{:?}]\nkey = [{:?}]\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    let levee = levee!().backend(&origin.url()).config(&config).start();
+    let tls = levee.tls_addr().await;
+    let mut roots = RootCertStore::empty();
+    roots.add(CertificateDer::from(ca.der.clone())).unwrap();
+    // TLS 1.3 and 1.2 (tickets, and the session cache for 1.2).
+    for version in [
+        &levee_tls::rustls::version::TLS13,
+        &levee_tls::rustls::version::TLS12,
+    ] {
+        let client = ClientConfig::builder_with_provider(Arc::new(
+            levee_tls::rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(roots.clone())
+        .with_no_client_auth();
+        let connector = levee_tls::tokio_rustls::TlsConnector::from(Arc::new(client));
+        let get = || async {
+            let tcp = tokio::net::TcpStream::connect(tls).await.unwrap();
+            let name = ServerName::try_from("a.test").unwrap();
+            let mut s = connector.connect(name, tcp).await.unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut buf = Vec::new();
+            let _ = s.read_to_end(&mut buf).await;
+            assert!(
+                buf.starts_with(b"HTTP/1.1 200"),
+                "{}",
+                String::from_utf8_lossy(&buf)
+            );
+            s.get_ref().1.handshake_kind()
+        };
+        assert_eq!(get().await, Some(HandshakeKind::Full));
+        // Several times: the connections spread over both worker threads.
+        for _ in 0..4 {
+            assert_eq!(
+                get().await,
+                Some(HandshakeKind::Resumed),
+                "{:?}",
+                version.version
+            );
+        }
+        let reloads = levee.stderr().matches("configuration reloaded").count();
+        levee.signal("HUP");
+        assert!(
+            levee_test::eventually(std::time::Duration::from_secs(5), || {
+                levee.stderr().matches("configuration reloaded").count() > reloads
+            })
+            .await,
+            "{}",
+            levee.stderr()
+        );
+        for _ in 0..4 {
+            assert_eq!(
+                get().await,
+                Some(HandshakeKind::Resumed),
+                "{:?} after a reload",
+                version.version
+            );
+        }
+    }
+}
