@@ -149,7 +149,7 @@ fn check_keys_match(certified: &CertifiedKey, pair: &CertPair) -> Result<(), Err
     use rustls::{Error as Tls, InconsistentKeys};
     match certified.keys_match() {
         Ok(()) => Ok(()),
-        // A key that cannot tell its public half (never one of ring's) is taken on trust,
+        // A key that cannot tell its public half (none of rustls's providers' keys) is taken on trust,
         // as rustls's own CertifiedKey::from_der does: a wrong one fails every handshake.
         Err(Tls::InconsistentKeys(InconsistentKeys::Unknown)) => Ok(()),
         Err(Tls::InconsistentKeys(_)) => Err(Error::KeyMismatch {
