@@ -307,6 +307,15 @@ fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
                 .sum(),
         ),
         (
+            "anonymous_sessions",
+            "Session cookie values remembered as anonymous visitors' (at most 200,000 per site)",
+            shared
+                .sites
+                .iter()
+                .map(|s| s.sessions.anonymous_count())
+                .sum(),
+        ),
+        (
             "top_urls_tracked",
             "URLs tracked for the dashboard's top lists (at most 2,048)",
             shared.stats.top.len() as u64,

@@ -96,7 +96,7 @@ impl AnonymousSessions {
         }
     }
 
-    #[cfg(test)]
+    /// How many values are remembered (moka's count, brought up to date first).
     pub fn len(&self) -> u64 {
         self.seen.run_pending_tasks();
         self.seen.entry_count()

@@ -95,6 +95,11 @@ impl Sessions {
         self.learned.load().len()
     }
 
+    /// Session values remembered as anonymous (a metric; about, as the cache counts).
+    pub fn anonymous_count(&self) -> u64 {
+        self.anonymous.len()
+    }
+
     /// The configured globs after a reload (the learned names are kept).
     pub fn set_configured(&self, configured: CookieMatcher) {
         self.configured.store(Arc::new(configured));

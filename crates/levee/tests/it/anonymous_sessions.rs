@@ -84,6 +84,8 @@ async fn a_reader_who_opened_the_login_form_gets_hits_and_their_login_passes() {
         let form = levee.get("/bbs/login.php").await;
         assert_eq!(form.x_cache(), "PASS", "{}", form.summary());
         let session = session_of(&form);
+        // Remembered, and counted where operators look.
+        assert!(levee.metric("levee_anonymous_sessions").await >= 1.0);
         // Back on the board with it: a hit, the page everyone gets.
         let back = get(&levee, "/", &session).await;
         assert_eq!(back.x_cache(), "HIT", "{}", back.summary());
