@@ -114,6 +114,46 @@ async fn levee_reload_asks_through_the_admin_listener() {
     );
 }
 
+/// `levee reload --pid` (the systemd unit's ExecReload, issue 36: a minimal Debian has no
+/// /bin/kill): SIGHUP without the admin listener; a bad pid is a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn levee_reload_by_pid_sends_sighup() {
+    let origin = origin();
+    let base = format!("backend = \"{}\"\ndebug_headers = true\n", origin.url());
+    let levee = levee!().config(&base).start();
+    std::fs::write(
+        levee.config_path().unwrap(),
+        format!("{base}[anonymous]\npass_paths = [\"/page*\"]\n"),
+    )
+    .unwrap();
+    let run = |pid: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
+            .args(["reload", &format!("--pid={pid}")])
+            .env_remove("LEVEE_ADMIN")
+            .output()
+            .unwrap()
+    };
+    let out = run(&levee.pid().to_string());
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        eventually(Duration::from_secs(5), || levee
+            .stderr()
+            .contains("levee: configuration reloaded"))
+        .await,
+        "{}",
+        levee.stderr()
+    );
+    assert_eq!(levee.get("/page").await.x_cache(), "PASS");
+    for bad in ["0", "-1"] {
+        let out = run(bad);
+        assert!(!out.status.success(), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("$MAINPID"),
+            "{out:?}"
+        );
+    }
+}
+
 /// Waits until levee has answered 200 more requests (the load runs on the
 /// configuration in place).
 async fn served_under_load(levee: &Levee) {
