@@ -33,7 +33,7 @@
 #   FIRST_VISIT             a path that is never stored (a login form): what a returning
 #                           visitor's cookies are taken from
 source "$(dirname "$0")/lib.sh"
-source "$BENCH_DIR/seedapps/mariadb.sh"
+source "$BENCH_DIR/seedapps/common.sh"
 
 SRC=${1:-}
 [ -n "$SRC" ] && [ -d "$SRC" ] || { echo "usage: benchmarks/seedapps.sh SRC_DIR [APP...] (SRC_DIR/moniwiki ...)" >&2; exit 2; }
@@ -66,8 +66,6 @@ cookies_of() {
         awk -F= '$2 != "" && $2 != "deleted" {print}' | paste -sd';' | sed 's/;/; /g'
 }
 
-FIREFOX_UA="Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
-IPHONE_UA="Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1"
 FAILED=0
 check() { # check DESCRIPTION CONDITION-RESULT(0/1)
     if [ "$2" = 0 ]; then log "  ok: $1"; else log "  FAILED: $1"; FAILED=$((FAILED + 1)); fi

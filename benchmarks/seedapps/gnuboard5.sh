@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # benchmarks/seedapps/gnuboard5.sh: gnuboard5 (github:gnuboard/gnuboard5, the Korean PHP
-# forum), for seedapps.sh (sourced after lib.sh and mariadb.sh; see seedapps.sh's header).
+# forum), for seedapps.sh (sourced after lib.sh and common.sh; see seedapps.sh's header).
 #
 # Installed through its own web installer (install/: license, database + administrator
 # form, its AJAX database check, install_db.php), as its screens ask: a `data` directory
@@ -34,20 +34,19 @@ G5_BOARD=free
 # no mark: anonymous readers see it as the author of the admin's posts.)
 MEMBER_MARK='/bbs/logout.php">로그아웃</a>'
 FIRST_VISIT=/bbs/login.php
-G5_UA="Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
 
 # g5_get JAR URL [CURL-ARGS...] : a page, as a browser: cookies kept in JAR, body on stdout.
 g5_get() {
     local jar=$1 url=$2
     shift 2
-    curl -s -A "$G5_UA" -b "$jar" -c "$jar" "$@" "$url"
+    browser "$jar" "$@" "$url"
 }
 
 # g5_post JAR URL REFERER [CURL-ARGS...] : a form POST from the page REFERER; body on stdout.
 g5_post() {
     local jar=$1 url=$2 referer=$3
     shift 3
-    curl -s -A "$G5_UA" -b "$jar" -c "$jar" -e "$referer" "$@" "$url"
+    browser "$jar" -e "$referer" "$@" "$url"
 }
 
 install_gnuboard5() {
@@ -137,7 +136,7 @@ edit_gnuboard5() {
 g5_exchange() {
     local out=$1 title=$2 jar=$3 url=$4 body="$WORK/g5-exchange.body" head="$WORK/g5-exchange.head"
     shift 4
-    curl -sv -A "$G5_UA" -b "$jar" -c "$jar" -o "$body" -D "$head" "$@" "$url" 2>"$WORK/g5-exchange.trace"
+    curl -sv -A "$FIREFOX_UA" -b "$jar" -c "$jar" -o "$body" -D "$head" "$@" "$url" 2>"$WORK/g5-exchange.trace"
     {
         printf '\n## %s\n\n```\n' "$title"
         tr -d '\r' <"$WORK/g5-exchange.trace" | sed -n 's/^> //p' | grep -v '^$'
@@ -179,7 +178,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     G5_SRC=$(cd "$2" && pwd)
     G5_OUT=$3
     source "$(dirname "$0")/../lib.sh"
-    source "$BENCH_DIR/seedapps/mariadb.sh"
+    source "$BENCH_DIR/seedapps/common.sh"
     need_tools nginx curl php mariadbd
     ROOT="$WORK/gnuboard5"
     if [ -d "$G5_SRC/.git" ] || [ ! -f "$G5_SRC/HEAD" ]; then
@@ -201,7 +200,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
         echo "  (installed by install_gnuboard5: the web installer, forum only, theme basic; the"
         echo "  admin \`$G5_USER\` (nick $G5_NICK) wrote two posts on \`$G5_BOARD\`; the post page is ${PAGES[1]})"
         echo "  (database: host \`localhost\`, mysqli.default_socket from the root's .user.ini)"
-        echo "- one browser, one cookie jar (curl, User-Agent: $G5_UA);"
+        echo "- one browser, one cookie jar (curl, User-Agent: $FIREFOX_UA);"
         echo "  request heads as curl sent them, response heads verbatim, bodies left out"
         echo "- cookie names: PHPSESSID is PHP's session; the others are set_cookie()'s, named"
         echo "  md5(name) with the value base64-encoded (lib/common.lib.php set_cookie):"

@@ -1,5 +1,6 @@
+#!/usr/bin/env bash
 # benchmarks/seedapps/rhymix.sh: Rhymix (github:rhymix/rhymix, XE's maintained fork), for
-# seedapps.sh (sourced after lib.sh and mariadb.sh; see seedapps.sh's header).
+# seedapps.sh (sourced after lib.sh and common.sh; see seedapps.sh's header).
 #
 # Installed through its own web installer (modules/install: license, environment check,
 # database, administrator). Rhymix links its pages by short URLs (/board, /board/12;
@@ -32,13 +33,12 @@ MEMBER_MARK="act=dispMemberLogout"
 # The login form (every page links it as ?mid=CURRENT&act=dispMemberLoginForm, which
 # redirects here, to the member module's own mid).
 FIRST_VISIT="/index.php?mid=member&act=dispMemberLoginForm"
-RX_UA="Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
 
 # rx_get JAR URL [CURL-ARGS...] : a page, as a browser: cookies kept in JAR, body on stdout.
 rx_get() {
     local jar=$1 url=$2
     shift 2
-    curl -s -A "$RX_UA" -b "$jar" -c "$jar" "$@" "$url"
+    browser "$jar" "$@" "$url"
 }
 
 # rx_post JAR BASE [CURL-ARGS...] : a form POST to BASE/index.php from a page of the site;
@@ -46,7 +46,7 @@ rx_get() {
 rx_post() {
     local jar=$1 base=$2
     shift 2
-    curl -s -A "$RX_UA" -b "$jar" -c "$jar" -o /dev/null -D - -H "Sec-Fetch-Site: same-origin" \
+    browser "$jar" -o /dev/null -D - -H "Sec-Fetch-Site: same-origin" \
         -H "Origin: $base" -e "$base/" "$@" "$base/index.php" | tr -d '\r'
 }
 
@@ -55,7 +55,7 @@ rx_post() {
 rx_json() {
     local jar=$1 base=$2
     shift 2
-    curl -s -A "$RX_UA" -b "$jar" -c "$jar" -H "Sec-Fetch-Site: same-origin" -H "Origin: $base" \
+    browser "$jar" -H "Sec-Fetch-Site: same-origin" -H "Origin: $base" \
         -e "$base/" -H "X-Requested-With: XMLHttpRequest" -d _rx_ajax_compat=JSON "$@" "$base/index.php"
 }
 
@@ -155,8 +155,6 @@ rx_exchange() {
 # straight against BASE (nginx + php-fpm, after install_rhymix).
 record_rhymix() {
     local base=$1 out=$2 jar="$WORK/rx-record.jar" cookie
-    local firefox="Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
-    local iphone="Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1"
     {
         echo "# Rhymix: real HTTP exchanges against nginx + php-fpm (no levee)"
         echo "# Rhymix commit: $(git -C "$RX_SRC" log -1 --format='%H %cd' 2>/dev/null || echo unknown)"
@@ -170,21 +168,21 @@ record_rhymix() {
         echo "# (9) sends what a browser keeps after (8): the cookies (8) deleted are dropped."
     } >"$out"
     rm -f "$jar"
-    rx_exchange "$out" "(1) GET / with no cookies, desktop Firefox" -A "$firefox" -c "$jar" "$base/"
+    rx_exchange "$out" "(1) GET / with no cookies, desktop Firefox" -A "$FIREFOX_UA" -c "$jar" "$base/"
     cookie=$(awk 'NF >= 7 && ($1 !~ /^#/ || $1 ~ /^#HttpOnly_/) {printf "%s%s=%s", sep, $6, $7; sep = "; "}' "$jar")
-    rx_exchange "$out" "(2) GET / again with every cookie (1) set" -A "$firefox" -H "Cookie: $cookie" "$base/"
-    rx_exchange "$out" "(3) GET the post ${PAGES[1]} with the same cookies" -A "$firefox" \
+    rx_exchange "$out" "(2) GET / again with every cookie (1) set" -A "$FIREFOX_UA" -H "Cookie: $cookie" "$base/"
+    rx_exchange "$out" "(3) GET the post ${PAGES[1]} with the same cookies" -A "$FIREFOX_UA" \
         -H "Cookie: $cookie" "$base${PAGES[1]}"
-    rx_exchange "$out" "(4) GET / with no cookies, iPhone Safari" -A "$iphone" "$base/"
+    rx_exchange "$out" "(4) GET / with no cookies, iPhone Safari" -A "$IPHONE_UA" "$base/"
     rx_exchange "$out" "(5) GET the login form $FIRST_VISIT (the visitor of (1), cookies kept from here on)" \
-        -A "$firefox" -b "$jar" -c "$jar" "$base$FIRST_VISIT"
+        -A "$FIREFOX_UA" -b "$jar" -c "$jar" "$base$FIRST_VISIT"
     printf '\n(6) posts the form fields act=procMemberLogin user_id=%s password=***** success_return_url=/ (a plain form POST, no JavaScript)\n' "$RX_EMAIL" >>"$out"
-    rx_exchange "$out" "(6) POST the login form" -A "$firefox" -b "$jar" -c "$jar" \
+    rx_exchange "$out" "(6) POST the login form" -A "$FIREFOX_UA" -b "$jar" -c "$jar" \
         -H "Sec-Fetch-Site: same-origin" -H "Origin: $base" -e "$base$FIRST_VISIT" \
         -d act=procMemberLogin -d "user_id=$RX_EMAIL" --data-urlencode "password=$RX_PASSWORD" \
         -d success_return_url=/ "$base/index.php"
-    rx_exchange "$out" "(7) GET / as the logged-in member" -A "$firefox" -b "$jar" -c "$jar" "$base/"
-    rx_exchange "$out" "(8) log out: GET the layout's logout link" -A "$firefox" -b "$jar" -c "$jar" \
+    rx_exchange "$out" "(7) GET / as the logged-in member" -A "$FIREFOX_UA" -b "$jar" -c "$jar" "$base/"
+    rx_exchange "$out" "(8) log out: GET the layout's logout link" -A "$FIREFOX_UA" -b "$jar" -c "$jar" \
         -e "$base/" "$base/index.php?act=dispMemberLogout"
     # curl 7.88 keeps in its jar the cookies this answer deletes (NAME=deleted, Max-Age=0,
     # among others set already expired): drop them, as a browser does.
@@ -192,7 +190,7 @@ record_rhymix() {
     for name in $(tr -d '\r' <"$WORK/rx-trace" | sed -n 's/^< [Ss]et-[Cc]ookie: \([^=]*\)=deleted;.*/\1/p'); do
         awk -v n="$name" '$6 != n' "$jar" >"$jar.tmp" && mv "$jar.tmp" "$jar"
     done
-    rx_exchange "$out" "(9) GET / after logging out, with the cookies left" -A "$firefox" -b "$jar" -c "$jar" "$base/"
+    rx_exchange "$out" "(9) GET / after logging out, with the cookies left" -A "$FIREFOX_UA" -b "$jar" -c "$jar" "$base/"
 }
 
 # Run alone, `benchmarks/seedapps/rhymix.sh record SRC_DIR OUTFILE` installs Rhymix from
@@ -204,7 +202,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     RX_SRC="$2/rhymix"
     RX_OUT=$(realpath "$3")
     source "$(dirname "$0")/../lib.sh"
-    source "$BENCH_DIR/seedapps/mariadb.sh"
+    source "$BENCH_DIR/seedapps/common.sh"
     ROOT="$WORK/rhymix"
     if [ -d "$RX_SRC/.git" ] || [ ! -f "$RX_SRC/HEAD" ]; then
         cp -r "$RX_SRC" "$ROOT" && rm -rf "$ROOT/.git"

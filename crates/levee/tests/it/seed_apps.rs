@@ -68,6 +68,18 @@ fn exchange<'a>(all: &'a [Exchange], id: &str) -> &'a Exchange {
         .unwrap_or_else(|| panic!("no exchange ({id})"))
 }
 
+/// The value the recorded response sets for cookie `name`.
+fn set_cookie_value(ex: &Exchange, name: &str) -> String {
+    let prefix = format!("{name}=");
+    ex.fields
+        .iter()
+        .filter(|(n, _)| n == "set-cookie")
+        .find_map(|(_, v)| v.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_else(|| panic!("exchange ({}) sets no {name}", ex.id))
+        .to_string()
+}
+
 /// The recorded response, with a fresh session id and a stand-in body.
 fn replay(ex: &Exchange, n: usize, body: String) -> Reply {
     let mut reply = Reply::status(ex.status).body(body);
@@ -256,17 +268,7 @@ async fn gnuboard5_as_recorded() {
         }
         if id == "5" {
             // The session id the login gave (regenerated), kept as recorded.
-            let new = ex
-                .fields
-                .iter()
-                .find_map(|(n, v)| {
-                    (n == "set-cookie")
-                        .then(|| v.strip_prefix("PHPSESSID="))
-                        .flatten()
-                })
-                .and_then(|v| v.split(';').next())
-                .unwrap_or_default();
-            m.lock().unwrap().insert(new.to_string());
+            m.lock().unwrap().insert(set_cookie_value(ex, "PHPSESSID"));
             reply = Reply::status(302).header("location", "/");
             for (n, v) in &ex.fields {
                 if n == "set-cookie" {
@@ -303,17 +305,7 @@ async fn rhymix_as_recorded() {
     const MARK: &str = "act=dispMemberLogout";
     // Rhymix says who is logged in with rx_login_status (common/framework/Session.php):
     // "none", or a hash of the member's.
-    let hash = exchange(&rec, "6")
-        .fields
-        .iter()
-        .find_map(|(n, v)| {
-            (n == "set-cookie")
-                .then(|| v.strip_prefix("rx_login_status="))
-                .flatten()
-        })
-        .and_then(|v| v.split(';').next())
-        .unwrap_or_default()
-        .to_string();
+    let hash = set_cookie_value(exchange(&rec, "6"), "rx_login_status");
     let origin = Origin::start(move |r| {
         let member = r.cookie("rx_login_status").as_deref() == Some(hash.as_str());
         let query = r.uri.split_once('?').map_or("", |(_, q)| q);

@@ -318,7 +318,7 @@ async fn redirect_http_sends_cleartext_clients_to_https() {
 async fn a_certificate_swapped_under_load_fails_no_request() {
     use levee_tls::rustls::pki_types::pem::PemObject;
     use levee_tls::rustls::pki_types::{CertificateDer, ServerName};
-    use levee_tls::rustls::{client::Resumption, ClientConfig, RootCertStore};
+    use levee_tls::rustls::{client::Resumption, RootCertStore};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -338,13 +338,7 @@ async fn a_certificate_swapped_under_load_fails_no_request() {
     let mut roots = RootCertStore::empty();
     roots.add(CertificateDer::from(old_ca.der.clone())).unwrap();
     roots.add(CertificateDer::from(new_ca.der.clone())).unwrap();
-    let mut client = ClientConfig::builder_with_provider(Arc::new(
-        levee_tls::rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let mut client = rustls_client(roots, levee_tls::rustls::DEFAULT_VERSIONS);
     // Every request a full handshake: a resumed session keeps the certificate it had.
     client.resumption = Resumption::disabled();
     let connector = levee_tls::tokio_rustls::TlsConnector::from(Arc::new(client));
@@ -506,7 +500,7 @@ key = "{b_key}"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_keeps_tls_sessions_resumable() {
     use levee_tls::rustls::pki_types::{CertificateDer, ServerName};
-    use levee_tls::rustls::{ClientConfig, HandshakeKind, RootCertStore};
+    use levee_tls::rustls::{HandshakeKind, RootCertStore};
     use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -528,13 +522,7 @@ async fn a_reload_keeps_tls_sessions_resumable() {
         &levee_tls::rustls::version::TLS13,
         &levee_tls::rustls::version::TLS12,
     ] {
-        let client = ClientConfig::builder_with_provider(Arc::new(
-            levee_tls::rustls::crypto::ring::default_provider(),
-        ))
-        .with_protocol_versions(&[version])
-        .unwrap()
-        .with_root_certificates(roots.clone())
-        .with_no_client_auth();
+        let client = rustls_client(roots.clone(), &[version]);
         let connector = levee_tls::tokio_rustls::TlsConnector::from(Arc::new(client));
         let get = || async {
             let tcp = tokio::net::TcpStream::connect(tls).await.unwrap();
@@ -581,4 +569,18 @@ async fn a_reload_keeps_tls_sessions_resumable() {
             );
         }
     }
+}
+
+/// A rustls client (on ring, as levee's own clients are) trusting `roots`.
+fn rustls_client(
+    roots: levee_tls::rustls::RootCertStore,
+    versions: &[&'static levee_tls::rustls::SupportedProtocolVersion],
+) -> levee_tls::rustls::ClientConfig {
+    levee_tls::rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        levee_tls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(versions)
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth()
 }

@@ -1,6 +1,18 @@
-# benchmarks/seedapps/mariadb.sh: a private MariaDB for the seed applications (sourced by
-# seedapps.sh after lib.sh). Its own data and tmp directories under $WORK, a Unix socket,
-# no network; stopped with everything else start_bg started.
+# benchmarks/seedapps/common.sh: what the seed applications' scripts share (sourced after
+# lib.sh by seedapps.sh, and by an application's file run alone to record it): a browser
+# for their forms, and a private MariaDB (its own data and tmp directories under $WORK, a
+# Unix socket, no network; stopped with everything else start_bg started).
+
+# The User-Agents the scripts browse with: a desktop Firefox, a phone's Safari.
+FIREFOX_UA="Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+IPHONE_UA="Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1"
+
+# browser JAR CURL-ARGS... : one request as a desktop browser keeping its cookies in JAR.
+browser() {
+    local jar=$1
+    shift
+    curl -s -A "$FIREFOX_UA" -b "$jar" -c "$jar" "$@"
+}
 
 MARIADB_SOCK=""
 
