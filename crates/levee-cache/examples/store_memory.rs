@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderValue, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, DATE};
-use levee_cache::{CacheKey, Entry, Freshness, Scheme, Store, StoredHeaders, VaryKey};
+use levee_cache::{CacheKey, Entry, EntryParts, Freshness, Scheme, Store, VaryKey};
 
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -58,12 +58,10 @@ fn entry(i: usize, body_size: usize) -> Arc<Entry> {
         DATE,
         HeaderValue::from_static("Thu, 26 Nov 2026 02:20:00 GMT"),
     );
-    // As a fill stores it: headers and a small body in one allocation.
-    let (headers, body) = StoredHeaders::with_body(&h, body);
-    Arc::new(Entry {
+    Arc::new(Entry::new(EntryParts {
         id: Entry::next_id(),
         status: http::StatusCode::OK,
-        headers,
+        headers: &h,
         body,
         coding: levee_compress::Coding::Identity,
         levee_coded: None,
@@ -79,10 +77,8 @@ fn entry(i: usize, body_size: usize) -> Arc<Entry> {
         },
         initial_age: Duration::ZERO,
         response_time: Instant::now(),
-        soft_purged: Default::default(),
         tags: Default::default(),
-        derived: Default::default(),
-    })
+    }))
 }
 
 /// Gets per second over `keys`, picked by a xorshift sequence, for `secs`.
@@ -99,7 +95,7 @@ fn get_rate(store: &Store, keys: &[CacheKey], secs: f64) -> f64 {
             x ^= x << 17;
             let k = &keys[(x % keys.len() as u64) as usize];
             if let Some(e) = store.get(k, &req) {
-                let b = e.body.clone();
+                let b = e.body();
                 bytes += b.len();
             }
             n += 1;
@@ -119,7 +115,7 @@ fn main() {
     println!(
         "size_of Entry {} StoredHeaders {} CacheKey {}",
         std::mem::size_of::<Entry>(),
-        std::mem::size_of::<StoredHeaders>(),
+        std::mem::size_of::<levee_cache::StoredHeaders>(),
         std::mem::size_of::<CacheKey>()
     );
     let store = Store::new(64 << 30);
@@ -141,7 +137,7 @@ fn main() {
     let mut hits = 0;
     for k in &keys {
         if let Some(e) = store.get(k, &req) {
-            std::hint::black_box(e.body.clone());
+            std::hint::black_box(e.body());
             hits += 1;
         }
     }

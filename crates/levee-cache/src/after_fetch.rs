@@ -96,7 +96,7 @@ pub fn after_fetch(
     if let Some(stale) = asked.stale {
         if is_error_status(fetched.status)
             && stale_on_error(stale, fetched.at)
-            && stale.vary.matches(asked.request_headers)
+            && stale.vary().matches(asked.request_headers)
         {
             return AfterFetch::ServeStale;
         }
@@ -212,7 +212,7 @@ pub fn refresh(
     crate::tags::strip(&mut headers);
     let storable = decide(
         request_cc,
-        stale.status,
+        stale.status(),
         &headers,
         response_time,
         config,
@@ -220,7 +220,7 @@ pub fn refresh(
     );
     let freshness = match &storable {
         Ok(s) => s.freshness,
-        Err(_) => stale.freshness,
+        Err(_) => stale.freshness(),
     };
     Refreshed {
         headers,

@@ -62,7 +62,7 @@ impl Ban {
             BanTarget::Url(k) => k == key,
             BanTarget::Prefix(p) => p.site() == key.site() && key.as_str().starts_with(p.as_str()),
             BanTarget::Tag { tag, site } => {
-                site.is_none_or(|s| s == key.site()) && entry.tags.iter().any(|t| **t == **tag)
+                site.is_none_or(|s| s == key.site()) && entry.tags().iter().any(|t| **t == **tag)
             }
             BanTarget::HostHtml { site, host } => {
                 *site == key.site() && key.host() == host && entry.is_html()

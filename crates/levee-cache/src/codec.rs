@@ -19,9 +19,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::StatusCode;
-use levee_compress::Coding;
 
-use crate::entry::{Entry, LeveeCoded, StoredHeaders};
+use crate::entry::{coding_byte, coding_of, Entry, EntryParts, LeveeCoded};
 use crate::key::{CacheKey, VaryKey};
 use crate::policy::Freshness;
 
@@ -110,25 +109,6 @@ fn to_instant(t: SystemTime, now: Instant, wall_now: SystemTime) -> Instant {
     }
 }
 
-fn coding_byte(c: Coding) -> u8 {
-    match c {
-        Coding::Identity => 0,
-        Coding::Gzip => 1,
-        Coding::Br => 2,
-        Coding::Zstd => 3,
-    }
-}
-
-fn coding_of(b: u8) -> Option<Coding> {
-    Some(match b {
-        0 => Coding::Identity,
-        1 => Coding::Gzip,
-        2 => Coding::Br,
-        3 => Coding::Zstd,
-        _ => return None,
-    })
-}
-
 /// Until when `variants` are worth keeping, on the wall clock.
 pub fn keep_until(variants: &[Arc<Entry>]) -> SystemTime {
     let (now, wall) = (crate::clock::now(), crate::clock::system_now());
@@ -156,12 +136,12 @@ pub fn encode(key: &CacheKey, variants: &[Arc<Entry>]) -> Vec<u8> {
     let variants = &variants[..variants.len().min(MAX_VARIANTS)];
     meta.put_u16_le(variants.len() as u16);
     for e in variants {
-        meta.put_u16_le(e.status.as_u16());
-        meta.put_u8(coding_byte(e.coding));
+        meta.put_u16_le(e.status().as_u16());
+        meta.put_u8(coding_byte(e.coding()));
         meta.put_u8(e.soft_purged.load(std::sync::atomic::Ordering::Relaxed));
-        meta.put_u64_le(unix_ms(to_wall(e.response_time, now, wall)));
-        meta.put_u64_le(ms(e.initial_age));
-        let f = &e.freshness;
+        meta.put_u64_le(unix_ms(to_wall(e.response_time(), now, wall)));
+        meta.put_u64_le(ms(e.initial_age()));
+        let f = &e.freshness();
         for d in [
             f.lifetime,
             f.stale_while_revalidate,
@@ -172,7 +152,7 @@ pub fn encode(key: &CacheKey, variants: &[Arc<Entry>]) -> Vec<u8> {
             meta.put_u64_le(ms(d));
         }
         meta.put_u8(u8::from(f.must_revalidate) | u8::from(f.no_cache) << 1);
-        match e.levee_coded.as_deref() {
+        match e.levee_coded() {
             None => meta.put_u8(0),
             Some(LeveeCoded {
                 original_etag: None,
@@ -189,7 +169,7 @@ pub fn encode(key: &CacheKey, variants: &[Arc<Entry>]) -> Vec<u8> {
             put_bytes32(&mut meta, n.as_str().as_bytes());
             put_bytes32(&mut meta, v.as_bytes());
         }
-        let vary = e.vary.fields();
+        let vary = e.vary().fields();
         meta.put_u16_le(vary.len() as u16);
         for (n, v) in vary {
             put_bytes32(&mut meta, n.as_str().as_bytes());
@@ -201,20 +181,20 @@ pub fn encode(key: &CacheKey, variants: &[Arc<Entry>]) -> Vec<u8> {
                 }
             }
         }
-        meta.put_u16_le(e.tags.len() as u16);
-        for t in e.tags.iter() {
+        meta.put_u16_le(e.tags().len() as u16);
+        for t in e.tags().iter() {
             put_bytes32(&mut meta, t.as_bytes());
         }
-        meta.put_u64_le(e.body.len() as u64);
+        meta.put_u64_le(e.body_bytes().len() as u64);
     }
-    let bodies: usize = variants.iter().map(|e| e.body.len()).sum();
+    let bodies: usize = variants.iter().map(|e| e.body_bytes().len()).sum();
     let mut out = Vec::with_capacity(PREFIX + meta.len() + bodies);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[0; 8]);
     out.extend_from_slice(&u32::try_from(meta.len()).unwrap_or(u32::MAX).to_le_bytes());
     out.extend_from_slice(&meta);
     for e in variants {
-        out.extend_from_slice(&e.body);
+        out.extend_from_slice(e.body_bytes());
     }
     let sum = xxhash_rust::xxh3::xxh3_64(&out[12..]);
     out[4..12].copy_from_slice(&sum.to_le_bytes());
@@ -297,12 +277,12 @@ pub fn decode(record: Bytes) -> Result<Decoded, CodecError> {
         };
         let levee_coded = match r.u8()? {
             0 => None,
-            1 => Some(Box::new(LeveeCoded {
+            1 => Some(LeveeCoded {
                 original_etag: None,
-            })),
-            2 => Some(Box::new(LeveeCoded {
+            }),
+            2 => Some(LeveeCoded {
                 original_etag: Some(value(r.bytes32()?)?),
-            })),
+            }),
             _ => return Err(CodecError::Invalid("coded flag")),
         };
         let mut headers = HeaderMap::new();
@@ -331,26 +311,27 @@ pub fn decode(record: Bytes) -> Result<Decoded, CodecError> {
             .checked_add(body_len)
             .filter(|&e| e <= record.len())
             .ok_or(CodecError::Invalid("body length"))?;
-        // A small body is copied next to its headers, as a fill stores it, rather than
-        // kept as a slice that would pin the whole record (its meta, other variants);
-        // a large one stays a slice, without a copy.
-        let (headers, body) = StoredHeaders::with_body(&headers, record.slice(body_at..end));
+        // A small body is copied next to its headers (Entry::new), as a fill stores it,
+        // rather than kept as a slice that would pin the whole record (its meta, other
+        // variants); a large one stays a slice, without a copy.
+        let body = record.slice(body_at..end);
         body_at = end;
-        variants.push(Arc::new(Entry {
-            id: Entry::next_id(),
-            status,
-            headers,
-            body,
-            coding,
-            levee_coded,
-            vary: VaryKey::from_fields(vary),
-            freshness,
-            initial_age,
-            response_time,
-            soft_purged: soft_purged.into(),
-            tags: tags.into(),
-            derived: Default::default(),
-        }));
+        variants.push(Arc::new(
+            Entry::new(EntryParts {
+                id: Entry::next_id(),
+                status,
+                headers: &headers,
+                body,
+                coding,
+                levee_coded,
+                vary: VaryKey::from_fields(vary),
+                freshness,
+                initial_age,
+                response_time,
+                tags: tags.into(),
+            })
+            .with_soft_purged(soft_purged),
+        ));
     }
     if body_at != record.len() || !r.0.is_empty() {
         return Err(CodecError::Invalid("trailing bytes"));
@@ -411,6 +392,7 @@ mod tests {
     use super::*;
     use crate::key::Scheme;
     use http::header::{CONTENT_TYPE, ETAG, VARY};
+    use levee_compress::Coding;
 
     fn entry(body: &'static [u8], lang: &'static str) -> Arc<Entry> {
         let mut resp = HeaderMap::new();
@@ -420,15 +402,15 @@ mod tests {
         resp.append("x-two", HeaderValue::from_static("2"));
         let mut req = HeaderMap::new();
         req.insert("accept-language", HeaderValue::from_static(lang));
-        Arc::new(Entry {
+        Arc::new(Entry::new(EntryParts {
             id: Entry::next_id(),
             status: StatusCode::OK,
-            headers: StoredHeaders::new(&resp),
+            headers: &resp,
             body: Bytes::from_static(body),
             coding: Coding::Gzip,
-            levee_coded: Some(Box::new(LeveeCoded {
+            levee_coded: Some(LeveeCoded {
                 original_etag: Some(HeaderValue::from_static("\"e1\"")),
-            })),
+            }),
             vary: VaryKey::new(&resp, &req),
             freshness: Freshness {
                 lifetime: Duration::from_secs(60),
@@ -441,10 +423,8 @@ mod tests {
             },
             initial_age: Duration::from_secs(3),
             response_time: crate::clock::now(),
-            soft_purged: Default::default(),
-            derived: Default::default(),
             tags: vec!["t1".into(), "t2".into()].into(),
-        })
+        }))
     }
 
     fn key() -> CacheKey {
@@ -465,13 +445,13 @@ mod tests {
         assert_eq!(d.key.site(), 3);
         assert_eq!(d.variants.len(), 2);
         for (got, want) in d.variants.iter().zip([&a, &b]) {
-            assert_eq!(got.body, want.body);
+            assert_eq!(got.body(), want.body());
             assert_eq!(got.headers, want.headers);
-            assert_eq!(got.vary, want.vary);
-            assert_eq!(got.coding, want.coding);
-            assert_eq!(got.freshness, want.freshness);
-            assert_eq!(got.initial_age, want.initial_age);
-            assert_eq!(got.tags, want.tags);
+            assert_eq!(got.vary(), want.vary());
+            assert_eq!(got.coding(), want.coding());
+            assert_eq!(got.freshness(), want.freshness());
+            assert_eq!(got.initial_age(), want.initial_age());
+            assert_eq!(got.tags(), want.tags());
             assert_eq!(got.etag(), Some(HeaderValue::from_static("\"e1\"")));
             assert_eq!(got.headers.get(ETAG), None);
             // Milliseconds survive; the age is the same within that.

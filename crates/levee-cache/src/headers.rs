@@ -120,14 +120,18 @@ fn standard_index(name: &HeaderName) -> Option<u8> {
 /// The header fields of a stored response, packed: per field a name byte (an index into
 /// the standard names, or "the next custom name"), a flag byte and the value's length,
 /// then its bytes; names outside the standard ones in a list of their own.
+///
+/// The fields are `buf[start..end]`. A stored entry's buffer holds more around them
+/// ([`StoredHeaders::pack`]): its fixed facts before, its body after, in one
+/// allocation (entry.rs).
 #[derive(Debug, Clone, Default)]
 pub struct StoredHeaders {
-    /// The packed fields; a slice of the buffer shared with the body when
-    /// [`StoredHeaders::with_body`] made it.
     buf: Bytes,
     /// The names that are not standard, in the order their fields come (none: no
     /// allocation).
     custom: ThinSlice<HeaderName>,
+    start: u32,
+    end: u32,
 }
 
 impl PartialEq for StoredHeaders {
@@ -165,30 +169,60 @@ fn pack(headers: &HeaderMap, out: &mut Vec<u8>) -> ThinSlice<HeaderName> {
 
 impl StoredHeaders {
     pub fn new(headers: &HeaderMap) -> StoredHeaders {
-        let mut out = Vec::with_capacity(packed_len(headers));
-        let custom = pack(headers, &mut out);
-        StoredHeaders {
-            buf: Bytes::from(out),
-            custom,
-        }
+        StoredHeaders::pack(&[], headers, Bytes::new()).0
     }
 
-    /// The headers and a body of up to [`INLINE_BODY_MAX`] bytes in one allocation: the
-    /// returned body has `body`'s bytes. A larger body is returned as it is.
-    pub fn with_body(headers: &HeaderMap, body: Bytes) -> (StoredHeaders, Bytes) {
-        if body.len() > INLINE_BODY_MAX {
-            return (StoredHeaders::new(headers), body);
-        }
-        let mut out = Vec::with_capacity(packed_len(headers) + body.len());
+    /// `prefix`, the packed `headers` and a body of up to [`INLINE_BODY_MAX`] bytes in
+    /// one allocation (read back with [`StoredHeaders::prefix`] and
+    /// [`StoredHeaders::tail`]). A larger body is not copied: it is returned.
+    pub fn pack(prefix: &[u8], headers: &HeaderMap, body: Bytes) -> (StoredHeaders, Option<Bytes>) {
+        let inline = body.len() <= INLINE_BODY_MAX;
+        let mut out = Vec::with_capacity(
+            prefix.len() + packed_len(headers) + if inline { body.len() } else { 0 },
+        );
+        out.extend_from_slice(prefix);
         let custom = pack(headers, &mut out);
-        let at = out.len();
-        out.extend_from_slice(&body);
-        let all = Bytes::from(out);
-        let stored = StoredHeaders {
-            buf: all.slice(..at),
-            custom,
+        // Offsets beyond u32 need headers beyond 4 GiB, which hyper never lets through.
+        let start = u32::try_from(prefix.len()).unwrap_or(u32::MAX);
+        let end = u32::try_from(out.len()).unwrap_or(u32::MAX);
+        let far = if inline {
+            out.extend_from_slice(&body);
+            None
+        } else {
+            Some(body)
         };
-        (stored, all.slice(at..))
+        let stored = StoredHeaders {
+            buf: Bytes::from(out),
+            custom,
+            start,
+            end,
+        };
+        (stored, far)
+    }
+
+    /// What [`StoredHeaders::pack`] put before the fields.
+    pub fn prefix(&self) -> &[u8] {
+        self.buf.get(..self.start as usize).unwrap_or_default()
+    }
+
+    /// What [`StoredHeaders::pack`] put after the fields (the body), sharing the buffer.
+    pub fn tail(&self) -> Bytes {
+        if self.end as usize >= self.buf.len() {
+            return Bytes::new();
+        }
+        self.buf.slice(self.end as usize..)
+    }
+
+    /// The bytes of [`StoredHeaders::tail`], without taking a reference.
+    pub fn tail_bytes(&self) -> &[u8] {
+        self.buf.get(self.end as usize..).unwrap_or_default()
+    }
+
+    /// The packed fields.
+    fn packed(&self) -> &[u8] {
+        self.buf
+            .get(self.start as usize..self.end as usize)
+            .unwrap_or_default()
     }
 
     /// The fields as a `HeaderMap`, in their order (repeated fields stay repeated).
@@ -218,7 +252,10 @@ impl StoredHeaders {
     /// bytes, no copy).
     pub fn iter(&self) -> impl Iterator<Item = (&HeaderName, HeaderValue)> + '_ {
         self.fields().filter_map(|f| {
-            let value = HeaderValue::from_maybe_shared(self.buf.slice(f.value.clone()));
+            let at = self.start as usize;
+            let value = HeaderValue::from_maybe_shared(
+                self.buf.slice(at + f.value.start..at + f.value.end),
+            );
             // The bytes were a valid HeaderValue when stored; a field that no longer
             // parses is left out rather than served.
             let mut value = value.ok()?;
@@ -232,12 +269,12 @@ impl StoredHeaders {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.start == self.end
     }
 
     /// Bytes the packed fields take (their values, 6 bytes per field, the custom names).
     pub fn size(&self) -> usize {
-        self.buf.len()
+        self.packed().len()
             + self
                 .custom
                 .iter()
@@ -247,7 +284,7 @@ impl StoredHeaders {
 
     fn fields(&self) -> Fields<'_> {
         Fields {
-            buf: &self.buf,
+            buf: self.packed(),
             at: 0,
             custom: self.custom.iter(),
         }
@@ -344,17 +381,22 @@ mod tests {
     }
 
     #[test]
-    fn with_body_shares_one_buffer_and_keeps_both() {
+    fn pack_shares_one_buffer_and_keeps_all_three() {
         let h = sample();
         let body = Bytes::from_static(b"<p>hello</p>");
-        let (c, b) = StoredHeaders::with_body(&h, body.clone());
-        assert_eq!(b, body);
+        let (c, far) = StoredHeaders::pack(b"meta", &h, body.clone());
+        assert!(far.is_none());
+        assert_eq!(c.tail(), body);
+        assert_eq!(c.tail_bytes(), &body[..]);
+        assert_eq!(c.prefix(), b"meta");
         assert_eq!(c.to_map(), h);
         assert_eq!(c, StoredHeaders::new(&h));
+        assert_eq!(c.size(), StoredHeaders::new(&h).size());
         // A large body stays as it came.
         let large = Bytes::from(vec![7u8; INLINE_BODY_MAX + 1]);
-        let (c, b) = StoredHeaders::with_body(&h, large.clone());
-        assert_eq!(b.as_ptr(), large.as_ptr());
+        let (c, far) = StoredHeaders::pack(b"", &h, large.clone());
+        assert_eq!(far.map(|b| b.as_ptr()), Some(large.as_ptr()));
+        assert!(c.tail().is_empty());
         assert_eq!(c.to_map(), h);
     }
 

@@ -291,6 +291,9 @@ pub fn normalize_host(raw: &str, scheme: Scheme) -> Option<String> {
 pub struct VaryKey(ThinSlice<(HeaderName, Option<Bytes>)>);
 
 impl VaryKey {
+    /// The key of a response without `Vary` (or only fields that always read as absent).
+    pub const EMPTY: VaryKey = VaryKey(ThinSlice::EMPTY);
+
     /// Builds the key from the response's `Vary` and the request that produced it.
     pub fn new(response: &HeaderMap, request: &HeaderMap) -> VaryKey {
         let mut fields = Vec::new();

@@ -26,7 +26,8 @@ pub mod thin;
 pub use after_fetch::{after_fetch, AfterFetch, Asked, Fetched, HitForMiss};
 pub use cache_control::CacheControl;
 pub use entry::{
-    Derived, DerivedBody, DerivedBudget, DerivedForms, Entry, Kept, LeveeCoded, StoredHeaders,
+    Derived, DerivedBody, DerivedBudget, DerivedForms, Entry, EntryParts, Kept, LeveeCoded,
+    StoredHeaders,
 };
 pub use fill::{Coalescer, Fill, FillGuard, Incomplete, Reader};
 pub use key::{CacheKey, Scheme, VaryKey};

@@ -48,7 +48,7 @@ pub fn lookup(req_cc: &CacheControl, stored: Option<&Entry>, now: Instant) -> Lo
     match entry.staleness(now) {
         Ok(remaining) => {
             let acceptable = !req_cc.no_cache
-                && !entry.freshness.no_cache
+                && !entry.freshness().no_cache
                 && young_enough
                 && req_cc
                     .min_fresh
@@ -62,7 +62,7 @@ pub fn lookup(req_cc: &CacheControl, stored: Option<&Entry>, now: Instant) -> Lo
         // does) or the client says max-stale.
         Err(_) if entry.invalidated() => {}
         Err(stale_by) => {
-            let f = &entry.freshness;
+            let f = &entry.freshness();
             // §5.2.1.2: max-stale accepts this much staleness, but not past `no-cache`
             // (§5.2.1.4: validate first), a request max-age or min-fresh, nor the
             // response's must-revalidate (§5.2.2.2).
@@ -112,8 +112,8 @@ pub fn stale_on_error(stale: &Entry, now: Instant) -> bool {
     match stale.staleness(now) {
         Ok(_) => false,
         Err(stale_by) => {
-            stale.freshness.allows_stale_on_error(stale_by)
-                && !matches!(stale.status.as_u16(), 500 | 502 | 503 | 504)
+            stale.freshness().allows_stale_on_error(stale_by)
+                && !matches!(stale.status().as_u16(), 500 | 502 | 503 | 504)
         }
     }
 }
@@ -121,7 +121,7 @@ pub fn stale_on_error(stale: &Entry, now: Instant) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Freshness, StoredHeaders, VaryKey};
+    use crate::{EntryParts, Freshness, VaryKey};
     use http::StatusCode;
 
     const S: Duration = Duration::from_secs(1);
@@ -153,10 +153,10 @@ mod tests {
     }
 
     fn stored_with(clock: &Clock, f: Freshness, initial_age: u64, status: StatusCode) -> Entry {
-        Entry {
+        Entry::new(EntryParts {
             id: 1,
             status,
-            headers: StoredHeaders::default(),
+            headers: &http::HeaderMap::new(),
             body: bytes::Bytes::new(),
             coding: levee_compress::Coding::Identity,
             levee_coded: None,
@@ -164,10 +164,8 @@ mod tests {
             freshness: f,
             initial_age: Duration::from_secs(initial_age),
             response_time: clock.0,
-            soft_purged: Default::default(),
-            derived: Default::default(),
             tags: Default::default(),
-        }
+        })
     }
 
     fn cc(s: &str) -> CacheControl {

@@ -160,8 +160,8 @@ impl Store {
     /// The stored response for `key` that `request` selects, fresh or not.
     pub fn get(&self, key: &CacheKey, request: &HeaderMap) -> Option<Arc<Entry>> {
         let found = match self.entries.get(key)? {
-            Variants::One(e) => e.vary.matches(request).then_some(e),
-            Variants::Many(list) => list.iter().find(|e| e.vary.matches(request)).cloned(),
+            Variants::One(e) => e.vary().matches(request).then_some(e),
+            Variants::Many(list) => list.iter().find(|e| e.vary().matches(request)).cloned(),
         }?;
         if useful(&found, crate::clock::now()) {
             return Some(found);
@@ -195,7 +195,7 @@ impl Store {
     /// Stores `entry`, replacing the variant with the same Vary key.
     pub fn insert(&self, key: CacheKey, entry: Arc<Entry>) {
         // A response without Vary replaces every variant: the resource stopped varying.
-        if entry.vary.is_empty() {
+        if entry.vary().is_empty() {
             self.entries.insert(key, Variants::One(entry));
             return;
         }
@@ -205,7 +205,7 @@ impl Store {
             list.extend(
                 v.as_slice()
                     .iter()
-                    .filter(|e| e.vary != entry.vary && useful(e, now))
+                    .filter(|e| e.vary() != entry.vary() && useful(e, now))
                     .cloned(),
             );
         }
@@ -224,13 +224,13 @@ impl Store {
         let Some(variants) = self.entries.peek(key) else {
             return;
         };
-        if !variants.as_slice().iter().any(|e| e.id == id) {
+        if !variants.as_slice().iter().any(|e| e.id() == id) {
             return;
         }
         let rest: Vec<Arc<Entry>> = variants
             .as_slice()
             .iter()
-            .filter(|e| e.id != id)
+            .filter(|e| e.id() != id)
             .cloned()
             .collect();
         self.replace(key, &variants, rest);

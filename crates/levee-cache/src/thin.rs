@@ -13,6 +13,9 @@ use std::ops::Deref;
 pub struct ThinSlice<T>(Option<Box<Box<[T]>>>);
 
 impl<T> ThinSlice<T> {
+    /// Empty, in a constant (a `static` default to lend out).
+    pub const EMPTY: ThinSlice<T> = ThinSlice(None);
+
     pub fn as_slice(&self) -> &[T] {
         match &self.0 {
             Some(b) => b,

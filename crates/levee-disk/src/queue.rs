@@ -65,7 +65,7 @@ impl Queue {
     pub fn push(&self, key: CacheKey, variants: Vec<Arc<Entry>>) -> bool {
         let cost = variants
             .iter()
-            .map(|e| e.body.len() as u64 + 1024)
+            .map(|e| e.body_bytes().len() as u64 + 1024)
             .sum::<u64>();
         let mut q = self.lock();
         let full = q.jobs.len() >= MAX_JOBS || q.bytes + cost > MAX_QUEUED_BYTES;

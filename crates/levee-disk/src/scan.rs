@@ -459,6 +459,6 @@ fn marks(record: &Decoded) -> Vec<(u64, u8)> {
     record
         .variants
         .iter()
-        .map(|e| (e.id, e.soft_purged.load(Ordering::Relaxed)))
+        .map(|e| (e.id(), e.soft_purged.load(Ordering::Relaxed)))
         .collect()
 }

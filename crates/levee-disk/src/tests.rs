@@ -10,7 +10,7 @@ use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use http::StatusCode;
 use levee_cache::ban::{Ban, BanMode, BanTarget};
 use levee_cache::entry::PURGED_SERVE_STALE;
-use levee_cache::{CacheKey, Entry, Freshness, StoredHeaders, VaryKey};
+use levee_cache::{CacheKey, Entry, EntryParts, Freshness, VaryKey};
 use levee_compress::Coding;
 
 use crate::queue::{MAX_JOBS, MAX_QUEUED_BYTES};
@@ -19,10 +19,10 @@ use crate::{Disk, DiskConfig};
 fn entry(body: Vec<u8>, tags: &[&str]) -> Arc<Entry> {
     let mut h = HeaderMap::new();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/html"));
-    Arc::new(Entry {
+    Arc::new(Entry::new(EntryParts {
         id: Entry::next_id(),
         status: StatusCode::OK,
-        headers: StoredHeaders::new(&h),
+        headers: &h,
         body: Bytes::from(body),
         coding: Coding::Identity,
         levee_coded: None,
@@ -38,10 +38,8 @@ fn entry(body: Vec<u8>, tags: &[&str]) -> Arc<Entry> {
         },
         initial_age: Duration::ZERO,
         response_time: levee_cache::clock::now(),
-        soft_purged: Default::default(),
         tags: tags.iter().map(|&t| t.into()).collect(),
-        derived: Default::default(),
-    })
+    }))
 }
 
 fn key(path: &str) -> CacheKey {
@@ -166,7 +164,10 @@ async fn a_record_being_written_when_a_purge_comes_is_not_renamed_into_place() {
         s.bans_made(),
         false
     ));
-    assert_eq!(&disk.get(&k).await.unwrap().variants[0].body[..], b"after");
+    assert_eq!(
+        &disk.get(&k).await.unwrap().variants[0].body()[..],
+        b"after"
+    );
 }
 
 #[tokio::test]

@@ -157,25 +157,25 @@ impl Encoder {
 
     /// The form of a stored entry this client gets.
     pub async fn entry_form(&self, entry: &Entry, request: &HeaderMap) -> EntryForm {
-        if entry.coding == Coding::Identity {
+        if entry.coding() == Coding::Identity {
             return EntryForm::AsStored;
         }
         let accepted = Accepted::parse(request);
-        let recodable = entry.levee_coded.is_some() && self.enabled;
+        let recodable = entry.levee_coded().is_some() && self.enabled;
         let chosen = if recodable {
             // The stored coding first, then the others: no allocation on the hit path.
-            let mut order = [entry.coding; 1 + STREAM_ORDER.len()];
+            let mut order = [entry.coding(); 1 + STREAM_ORDER.len()];
             let mut n = 1;
-            for c in STREAM_ORDER.iter().filter(|c| **c != entry.coding) {
+            for c in STREAM_ORDER.iter().filter(|c| **c != entry.coding()) {
                 order[n] = *c;
                 n += 1;
             }
             accepted.choose(&order[..n])
         } else {
-            accepted.choose(&[entry.coding, Coding::Identity])
+            accepted.choose(&[entry.coding(), Coding::Identity])
         };
         let chosen = chosen.unwrap_or(Coding::Identity);
-        if chosen == entry.coding {
+        if chosen == entry.coding() {
             return EntryForm::AsStored;
         }
         let cell = entry.derived.forms().cell(chosen);
@@ -183,7 +183,7 @@ impl Encoder {
         // `get_or_try_init`: hits move their futures around, and size costs copies.
         let made = match cell.get() {
             Some(d) => Ok(d.get().clone()),
-            None => Box::pin(self.derive(cell, entry.body.clone(), entry.coding, chosen)).await,
+            None => Box::pin(self.derive(cell, entry.body(), entry.coding(), chosen)).await,
         };
         match made {
             Ok(body) => EntryForm::Derived {
@@ -192,7 +192,7 @@ impl Encoder {
             },
             Err(e) => {
                 // A corrupt body from the backend: send it as stored, as the backend did.
-                tracing::warn!(error = %e, coding = %entry.coding, "decoding a stored response failed");
+                tracing::warn!(error = %e, coding = %entry.coding(), "decoding a stored response failed");
                 EntryForm::AsStored
             }
         }
@@ -255,7 +255,7 @@ impl Encoder {
         if coding == Coding::Identity {
             h.remove(header::CONTENT_ENCODING);
             h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-            match entry.levee_coded.as_ref().map(|c| c.original_etag.clone()) {
+            match entry.levee_coded().map(|c| c.original_etag.clone()) {
                 // levee compressed it: uncompressed is exactly what the backend sent.
                 Some(Some(etag)) => {
                     h.insert(header::ETAG, etag);

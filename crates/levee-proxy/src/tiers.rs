@@ -231,7 +231,7 @@ fn promote(
     let entry = found
         .variants
         .iter()
-        .find(|e| e.vary.matches(req_headers))
+        .find(|e| e.vary().matches(req_headers))
         .cloned();
     let usable = entry
         .as_ref()

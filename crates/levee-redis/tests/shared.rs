@@ -12,7 +12,7 @@ use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use http::StatusCode;
 use levee_cache::ban::{Ban, BanMode, BanTarget};
 use levee_cache::codec::{encode, key_hex};
-use levee_cache::{CacheKey, Entry, Freshness, Scheme, StoredHeaders, VaryKey};
+use levee_cache::{CacheKey, Entry, EntryParts, Freshness, Scheme, VaryKey};
 use levee_compress::Coding;
 use levee_redis::{Lock, Redis, RedisConfig, RedisError};
 use levee_test::eventually;
@@ -28,12 +28,22 @@ fn key(path: &str) -> CacheKey {
 
 /// A stored 200 fresh for `ttl`, worth keeping 10 s longer.
 fn entry(body: impl Into<Bytes>, ttl: Duration, tags: &[&str]) -> Arc<Entry> {
+    entry_aged(body, ttl, tags, Duration::ZERO)
+}
+
+/// [`entry`], `initial_age` old when it arrived.
+fn entry_aged(
+    body: impl Into<Bytes>,
+    ttl: Duration,
+    tags: &[&str],
+    initial_age: Duration,
+) -> Arc<Entry> {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/html"));
-    Arc::new(Entry {
+    Arc::new(Entry::new(EntryParts {
         id: Entry::next_id(),
         status: StatusCode::OK,
-        headers: StoredHeaders::new(&headers),
+        headers: &headers,
         body: body.into(),
         coding: Coding::Identity,
         levee_coded: None,
@@ -47,12 +57,10 @@ fn entry(body: impl Into<Bytes>, ttl: Duration, tags: &[&str]) -> Arc<Entry> {
             grace: Duration::from_secs(10),
             retain: Duration::from_secs(10),
         },
-        initial_age: Duration::ZERO,
+        initial_age,
         response_time: levee_cache::clock::now(),
-        soft_purged: Default::default(),
         tags: tags.iter().map(|t| Box::<str>::from(*t)).collect(),
-        derived: Default::default(),
-    })
+    }))
 }
 
 /// One levee node on `server`, with the bans other nodes sent it.
@@ -141,8 +149,8 @@ async fn a_record_stored_by_one_node_is_read_by_another() {
     let got = b.redis.get(&k).await.expect("B reads A's record");
     assert_eq!(got.key, k);
     assert_eq!(got.variants.len(), 1);
-    assert_eq!(got.variants[0].body, e.body);
-    assert_eq!(&*got.variants[0].tags, &*e.tags);
+    assert_eq!(got.variants[0].body(), e.body());
+    assert_eq!(got.variants[0].tags(), e.tags());
     assert_eq!(b.redis.get(&key("/other")).await.map(|d| d.key), None);
     let (sa, sb) = (a.redis.stats(), b.redis.stats());
     assert_eq!((sa.writes, sb.hits, sb.misses, sb.errors), (1, 1, 1, 0));
@@ -186,7 +194,7 @@ async fn a_large_record_is_stored_in_chunks_and_read_back_whole() {
         assert!(int(&server, &format!("STRLEN {chunk}")) <= 512 * 1024);
     }
     let got = b.redis.get(&k).await.expect("reassembled");
-    assert_eq!(got.variants[0].body, body);
+    assert_eq!(got.variants[0].body(), body);
 
     // Replaced: the new generation's chunks, the old ones gone.
     let body2 = Bytes::from(levee_test::pseudo_random(1 << 20, 8));
@@ -196,7 +204,7 @@ async fn a_large_record_is_stored_in_chunks_and_read_back_whole() {
     let stored2 = keys(&server, &format!("{name}*"));
     assert_eq!(stored2.len(), 4, "{stored2:?}");
     assert!(stored2[1..].iter().all(|c| !stored.contains(c)));
-    assert_eq!(b.redis.get(&k).await.unwrap().variants[0].body, body2);
+    assert_eq!(b.redis.get(&k).await.unwrap().variants[0].body(), body2);
 
     // A missing chunk: a miss, not a panic, not a torn body.
     server.command(&format!("DEL {}", stored2[2]));
@@ -236,11 +244,7 @@ async fn records_expire_when_they_are_no_longer_worth_keeping() {
 
     // Nothing left to keep: not written.
     let k2 = key("/gone");
-    let old = entry("old", Duration::ZERO, &[]);
-    let old = Arc::new(Entry {
-        initial_age: Duration::from_secs(3600),
-        ..Arc::try_unwrap(old).unwrap()
-    });
+    let old = entry_aged("old", Duration::ZERO, &[], Duration::from_secs(3600));
     a.redis.put_now(&k2, &[old]).await;
     assert_eq!(int(&server, &format!("EXISTS {}", record_name(&k2))), 0);
 }
@@ -312,7 +316,7 @@ async fn a_waiting_node_gets_the_record_the_lock_holder_stores() {
     let stored = Instant::now();
     drop(guard);
     let got = waiter.await.unwrap().expect("the record A stored");
-    assert_eq!(got.variants[0].body, "fresh");
+    assert_eq!(got.variants[0].body(), "fresh");
     assert!(stored.elapsed() < Duration::from_millis(500));
     assert_eq!(b.redis.stats().waits_served, 1);
 
@@ -464,7 +468,7 @@ async fn a_tag_ban_applies_to_records_read_afterwards() {
             &[entry("t2", Duration::from_secs(60), &["product-7"])],
         )
         .await;
-    assert_eq!(a.redis.get(&tagged).await.unwrap().variants[0].body, "t2");
+    assert_eq!(a.redis.get(&tagged).await.unwrap().variants[0].body(), "t2");
     // A node that starts later applies the bans it finds in Redis.
     let c = Node::up(&server).await;
     assert_eq!(c.bans().len(), 2);
@@ -526,7 +530,7 @@ async fn while_redis_is_down_nothing_waits_for_it_and_it_comes_back() {
     a.redis
         .put_now(&k2, &[entry("z", Duration::from_secs(60), &[])])
         .await;
-    assert_eq!(b.redis.get(&k2).await.unwrap().variants[0].body, "z");
+    assert_eq!(b.redis.get(&k2).await.unwrap().variants[0].body(), "z");
     assert!(matches!(b.redis.lock(&k2).await, Lock::Acquired(_)));
 }
 
@@ -588,7 +592,7 @@ async fn whatever_is_written_to_redis_by_hand_never_makes_a_node_panic() {
     assert!(b.bans().is_empty());
     // And the valid record is served again once it is put back.
     server.set_raw(&name, &valid);
-    assert_eq!(a.redis.get(&k).await.unwrap().variants[0].body, "ok");
+    assert_eq!(a.redis.get(&k).await.unwrap().variants[0].body(), "ok");
     assert!(a.redis.is_up());
 }
 
@@ -677,5 +681,5 @@ async fn a_hung_redis_costs_a_request_at_most_op_timeout_then_nothing() {
     assert!(t.elapsed() < Duration::from_millis(10));
     server.resume();
     assert!(eventually(Duration::from_secs(40), || a.redis.is_up()).await);
-    assert_eq!(a.redis.get(&k).await.unwrap().variants[0].body, "x");
+    assert_eq!(a.redis.get(&k).await.unwrap().variants[0].body(), "x");
 }

@@ -2,7 +2,7 @@
 //! was received at `T0`, the backend answers at `T0 + secs`.
 
 use super::*;
-use crate::{StoredHeaders, VaryKey};
+use crate::{EntryParts, VaryKey};
 
 const NOW: u64 = 1_800_000_000;
 
@@ -49,15 +49,26 @@ fn headers(fields: &[(&str, &str)]) -> HeaderMap {
 
 /// A stored 200, fresh for `max_age` seconds from `T0`, within a grace of `grace`.
 fn stale_entry(clock: &Clock, max_age: u64, grace: u64, fields: &[(&str, &str)]) -> Entry {
+    stale_entry_for(clock, max_age, grace, fields, &HeaderMap::new())
+}
+
+/// [`stale_entry`], stored for a request with `req`'s header fields (its Vary key).
+fn stale_entry_for(
+    clock: &Clock,
+    max_age: u64,
+    grace: u64,
+    fields: &[(&str, &str)],
+    req: &HeaderMap,
+) -> Entry {
     let h = headers(fields);
-    Entry {
+    Entry::new(EntryParts {
         id: 7,
         status: StatusCode::OK,
-        headers: StoredHeaders::new(&h),
+        headers: &h,
         body: bytes::Bytes::from_static(b"old"),
         coding: levee_compress::Coding::Identity,
         levee_coded: None,
-        vary: VaryKey::new(&h, &HeaderMap::new()),
+        vary: VaryKey::new(&h, req),
         freshness: Freshness {
             lifetime: Duration::from_secs(max_age),
             stale_while_revalidate: Duration::ZERO,
@@ -69,10 +80,8 @@ fn stale_entry(clock: &Clock, max_age: u64, grace: u64, fields: &[(&str, &str)])
         },
         initial_age: Duration::ZERO,
         response_time: clock.instant,
-        soft_purged: Default::default(),
         tags: Default::default(),
-        derived: Default::default(),
-    }
+    })
 }
 
 fn decide_after(asked: &Asked<'_>, fetched: &Fetched<'_>) -> AfterFetch {
@@ -206,8 +215,7 @@ fn a_5xx_beyond_grace_is_passed_on_and_keeps_the_stored_copy() {
 fn a_5xx_for_another_variant_does_not_serve_this_stale_copy() {
     let c = Clock::new();
     let stored_req = headers(&[("accept-language", "fr")]);
-    let mut stale = stale_entry(&c, 1, 10, &[]);
-    stale.vary = VaryKey::new(&headers(&[("vary", "accept-language")]), &stored_req);
+    let stale = stale_entry_for(&c, 1, 10, &[("vary", "accept-language")], &stored_req);
     let cc = CacheControl::default();
     let req = headers(&[("accept-language", "de")]);
     let h = HeaderMap::new();
@@ -336,5 +344,5 @@ fn a_304_that_says_no_store_keeps_the_old_freshness_and_is_not_storable() {
         &session,
     );
     assert_eq!(r.storable, Err(NotStored::NoStore));
-    assert_eq!(r.freshness, stale.freshness);
+    assert_eq!(r.freshness, stale.freshness());
 }

@@ -4,6 +4,7 @@ use super::*;
 use crate::key::Scheme;
 use crate::key::VaryKey;
 use crate::policy::Freshness;
+use crate::EntryParts;
 use http::header::{HeaderValue, VARY};
 
 fn entry(id: u64, lang: &'static str) -> Arc<Entry> {
@@ -12,14 +13,30 @@ fn entry(id: u64, lang: &'static str) -> Arc<Entry> {
 
 /// An entry fresh for `lifetime` s, `age` s old, with a body of `size` bytes.
 fn entry_aged(id: u64, lang: &'static str, lifetime: u64, age: u64, size: usize) -> Arc<Entry> {
+    entry_with(id, lang, lifetime, age, size, true, 0)
+}
+
+/// [`entry_aged`], with `Vary: Accept-Language` or without `Vary`, kept `retain` s
+/// past its freshness.
+fn entry_with(
+    id: u64,
+    lang: &'static str,
+    lifetime: u64,
+    age: u64,
+    size: usize,
+    vary: bool,
+    retain: u64,
+) -> Arc<Entry> {
     let mut resp = HeaderMap::new();
-    resp.insert(VARY, HeaderValue::from_static("accept-language"));
+    if vary {
+        resp.insert(VARY, HeaderValue::from_static("accept-language"));
+    }
     let mut req = HeaderMap::new();
     req.insert("accept-language", HeaderValue::from_static(lang));
-    Arc::new(Entry {
+    Arc::new(Entry::new(EntryParts {
         id,
         status: http::StatusCode::OK,
-        headers: crate::StoredHeaders::new(&resp),
+        headers: &resp,
         body: bytes::Bytes::from(vec![b'x'; size]),
         coding: levee_compress::Coding::Identity,
         levee_coded: None,
@@ -31,14 +48,12 @@ fn entry_aged(id: u64, lang: &'static str, lifetime: u64, age: u64, size: usize)
             must_revalidate: false,
             no_cache: false,
             grace: Duration::ZERO,
-            retain: Duration::ZERO,
+            retain: Duration::from_secs(retain),
         },
         initial_age: Duration::ZERO,
         response_time: crate::clock::now() - Duration::from_secs(age),
-        soft_purged: Default::default(),
-        derived: Default::default(),
         tags: Default::default(),
-    })
+    }))
 }
 
 fn lang(l: &'static str) -> HeaderMap {
@@ -58,7 +73,7 @@ fn remove_drops_one_variant_by_id() {
     assert!(store.get(&k, &lang("en")).is_some());
     store.remove(&k, 1);
     assert!(store.get(&k, &lang("en")).is_none());
-    assert_eq!(store.get(&k, &lang("ko")).map(|e| e.id), Some(2));
+    assert_eq!(store.get(&k, &lang("ko")).map(|e| e.id()), Some(2));
     store.remove(&k, 2);
     assert!(store.get(&k, &lang("ko")).is_none());
 }
@@ -100,12 +115,12 @@ fn variants_come_newest_first_and_insert_variants_replaces_them() {
     store.insert(k.clone(), entry(1, "en"));
     store.insert(k.clone(), entry(2, "ko"));
     store.insert(k.clone(), entry(3, "en"));
-    let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id).collect();
+    let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id()).collect();
     assert_eq!(ids, [3, 2]);
     store.insert_variants(k.clone(), vec![entry(7, "fr"), entry(8, "de")]);
-    let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id).collect();
+    let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id()).collect();
     assert_eq!(ids, [7, 8]);
-    assert_eq!(store.get(&k, &lang("de")).map(|e| e.id), Some(8));
+    assert_eq!(store.get(&k, &lang("de")).map(|e| e.id()), Some(8));
     assert!(store.get(&k, &lang("en")).is_none());
     store.insert_variants(k.clone(), Vec::new());
     assert!(store.variants(&k).is_empty());
@@ -118,12 +133,10 @@ fn a_response_without_vary_replaces_every_variant() {
     let k = key("/n");
     store.insert(k.clone(), entry(1, "en"));
     store.insert(k.clone(), entry(2, "ko"));
-    let mut plain = Arc::try_unwrap(entry(3, "en")).unwrap();
-    plain.vary = VaryKey::default();
-    store.insert(k.clone(), Arc::new(plain));
-    let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id).collect();
+    store.insert(k.clone(), entry_with(3, "en", 60, 0, 1, false, 0));
+    let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id()).collect();
     assert_eq!(ids, [3]);
-    assert_eq!(store.get(&k, &lang("ko")).map(|e| e.id), Some(3));
+    assert_eq!(store.get(&k, &lang("ko")).map(|e| e.id()), Some(3));
 }
 
 #[test]
@@ -136,10 +149,8 @@ fn an_entry_past_freshness_and_retain_is_gone_on_the_next_get() {
     assert_eq!(store.len(), 0, "removed, not only hidden");
     assert!(store.variants(&k).is_empty());
     // Stale but within its lifetime plus retain: still there (grace, validation).
-    let mut kept = Arc::try_unwrap(entry_aged(2, "en", 5, 10, 1)).unwrap();
-    kept.freshness.retain = Duration::from_secs(60);
-    store.insert(k.clone(), Arc::new(kept));
-    assert_eq!(store.get(&k, &lang("en")).map(|e| e.id), Some(2));
+    store.insert(k.clone(), entry_with(2, "en", 5, 10, 1, true, 60));
+    assert_eq!(store.get(&k, &lang("en")).map(|e| e.id()), Some(2));
 }
 
 #[test]
@@ -177,8 +188,8 @@ fn the_same_url_in_two_sites_is_two_entries() {
     store.insert(a.clone(), entry(1, "en"));
     assert!(store.get(&b, &lang("en")).is_none());
     store.insert(b.clone(), entry(2, "en"));
-    assert_eq!(store.get(&a, &lang("en")).map(|e| e.id), Some(1));
-    assert_eq!(store.get(&b, &lang("en")).map(|e| e.id), Some(2));
+    assert_eq!(store.get(&a, &lang("en")).map(|e| e.id()), Some(1));
+    assert_eq!(store.get(&b, &lang("en")).map(|e| e.id()), Some(2));
     assert_eq!(store.purge(false, |k, _| k.site() == 1), 1);
     assert!(store.get(&b, &lang("en")).is_none());
     assert!(store.get(&a, &lang("en")).is_some());

@@ -57,7 +57,7 @@ fn check(k: u32, d: &Decoded) {
     assert_eq!(d.key, key(&format!("/k/{k}")));
     let mut gens = Vec::new();
     for (i, e) in d.variants.iter().enumerate() {
-        let b = &e.body;
+        let b = &e.body();
         assert!(b.len() >= 9, "key {k} variant {i}: {} bytes", b.len());
         let id = |r: std::ops::Range<usize>| u32::from_le_bytes(b[r].try_into().unwrap());
         let (bk, gen, v) = (id(0..4), id(4..8), b[8]);
@@ -67,7 +67,7 @@ fn check(k: u32, d: &Decoded) {
             &body(k, gen, v)[..],
             "key {k} variant {i}: torn body"
         );
-        let vary = e.vary.fields();
+        let vary = e.vary().fields();
         assert_eq!(
             vary[0].1.as_deref(),
             Some(lang(v).as_bytes()),

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE, VARY};
 use http::StatusCode;
 use levee_cache::codec::{unix_ms, Decoded};
-use levee_cache::{clock, CacheKey, Entry, Freshness, StoredHeaders, VaryKey};
+use levee_cache::{clock, CacheKey, Entry, EntryParts, Freshness, VaryKey};
 use levee_compress::Coding;
 use levee_disk::{Disk, DiskConfig};
 
@@ -42,10 +42,10 @@ pub fn entry(
         resp.insert(VARY, HeaderValue::from_static("accept-language"));
         req.insert("accept-language", HeaderValue::from_str(lang).unwrap());
     }
-    Arc::new(Entry {
+    Arc::new(Entry::new(EntryParts {
         id: Entry::next_id(),
         status: StatusCode::OK,
-        headers: StoredHeaders::new(&resp),
+        headers: &resp,
         body: body.into(),
         coding: Coding::Identity,
         levee_coded: None,
@@ -65,10 +65,8 @@ pub fn entry(
         },
         initial_age: Duration::ZERO,
         response_time: clock::now(),
-        soft_purged: Default::default(),
         tags: tags.iter().map(|&t| t.into()).collect(),
-        derived: Default::default(),
-    })
+    }))
 }
 
 /// An HTML page kept a day.
@@ -158,7 +156,7 @@ pub fn after(ms: u64) {
 }
 
 pub fn bodies(d: &Decoded) -> Vec<&[u8]> {
-    d.variants.iter().map(|e| &e.body[..]).collect()
+    d.variants.iter().map(|e| e.body_bytes()).collect()
 }
 
 /// Polls `done` until it holds (the writer thread's background work has no event to

@@ -44,12 +44,12 @@ async fn records_read_back_as_written_across_a_reopen() {
         let got = disk.get(&k).await.unwrap();
         let want = variants(i);
         assert_eq!(got.key, k);
-        assert_eq!(bodies(&got), vec![&want[0].body[..], &want[1].body[..]]);
+        assert_eq!(bodies(&got), vec![&want[0].body()[..], &want[1].body()[..]]);
         for (g, w) in got.variants.iter().zip(&want) {
-            assert_eq!(g.vary, w.vary);
+            assert_eq!(g.vary(), w.vary());
             assert_eq!(g.headers, w.headers);
-            assert_eq!(g.tags, w.tags);
-            assert_eq!(g.freshness, w.freshness);
+            assert_eq!(g.tags(), w.tags());
+            assert_eq!(g.freshness(), w.freshness());
         }
         assert!(got.keep_until > got.written + DAY / 2);
     }

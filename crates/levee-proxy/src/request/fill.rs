@@ -16,8 +16,8 @@ use http::{request, response, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use levee_cache::after_fetch::{self, Refreshed};
 use levee_cache::{
-    conditional, policy, AfterFetch, Asked, CacheControl, CacheKey, Entry, Fetched, Fill,
-    FillGuard, HitForMiss, NotStored, StoredHeaders, VaryKey,
+    conditional, policy, AfterFetch, Asked, CacheControl, CacheKey, Entry, EntryParts, Fetched,
+    Fill, FillGuard, HitForMiss, NotStored, VaryKey,
 };
 use levee_compress::{add_vary_accept_encoding, Coding};
 
@@ -129,7 +129,7 @@ pub(crate) async fn fetch(
             }
             Next::Stream(stream)
         }
-        FillHead::Refreshed(entry) if entry.vary.matches(&parts.headers) => Next::Serve(Serve {
+        FillHead::Refreshed(entry) if entry.vary().matches(&parts.headers) => Next::Serve(Serve {
             entry: entry.clone(),
             result: CacheResult::Revalidated,
             now,
@@ -137,7 +137,7 @@ pub(crate) async fn fetch(
             reason: None,
         }),
         FillHead::Refreshed(_) => Next::pass(NotStored::HitForMiss.as_str()),
-        FillHead::Found(entry) if entry.vary.matches(&parts.headers) => Next::Serve(Serve {
+        FillHead::Found(entry) if entry.vary().matches(&parts.headers) => Next::Serve(Serve {
             entry: entry.clone(),
             result: CacheResult::Hit,
             now,
@@ -171,7 +171,7 @@ fn head_wait_limit(shared: &Shared) -> Duration {
 
 /// May `stale` stand in for a backend failure for a request with these headers?
 fn usable_on_error(stale: &Entry, req: &HeaderMap, now: Instant) -> bool {
-    levee_cache::stale_on_error(stale, now) && stale.vary.matches(req)
+    levee_cache::stale_on_error(stale, now) && stale.vary().matches(req)
 }
 
 /// Starts one background revalidation for a stale entry, unless one is running.
@@ -314,7 +314,7 @@ async fn run_fill(
         AfterFetch::Full(full) => full,
     };
     if let (true, Some(stale)) = (full.remove_stale, &ctx.stale) {
-        shared.store.remove(&key, stale.id);
+        shared.store.remove(&key, stale.id());
     }
     head.headers.remove(header::AGE);
     // After the decision and the age, which take a missing Date as exactly response_time.
@@ -374,23 +374,20 @@ async fn run_fill(
         .encoder
         .for_storage(head.status, &mut headers, chunks)
         .await;
-    // Headers and a small body in one allocation (levee-cache headers.rs).
-    let (stored, body) = StoredHeaders::with_body(&headers, body);
-    let entry = Entry {
+    // Headers and a small body in one allocation (levee-cache entry.rs).
+    let entry = Entry::new(EntryParts {
         id: Entry::next_id(),
         status: head.status,
-        headers: stored,
+        headers: &headers,
         body,
         coding,
-        levee_coded: levee_coded.map(Box::new),
+        levee_coded,
         vary,
         freshness: st.freshness,
         initial_age: full.initial_age,
         response_time: received.at,
-        soft_purged: Default::default(),
         tags,
-        derived: Default::default(),
-    };
+    });
     let entry = Arc::new(entry);
     shared.store.insert(key.clone(), entry.clone());
     shared.stats.stored.inc();
@@ -522,36 +519,37 @@ fn refresh(
     );
     // The stored body is in a coding chosen per client: its Vary keeps Accept-Encoding
     // whatever Vary the 304 carried.
-    if stale.coding != Coding::Identity {
+    if stale.coding() != Coding::Identity {
         add_vary_accept_encoding(&mut headers);
     }
-    let mut levee_coded = stale.levee_coded.clone();
+    let mut levee_coded = stale.levee_coded().cloned();
     if let Some(coded) = &mut levee_coded {
         Encoder::after_refresh(&mut headers, coded);
     }
-    let entry = Arc::new(Entry {
-        id: stale.id,
-        status: stale.status,
-        headers: StoredHeaders::new(&headers),
-        body: stale.body.clone(),
-        coding: stale.coding,
-        levee_coded,
-        vary: stale.vary.clone(),
-        freshness,
-        initial_age,
-        response_time: received.at,
-        soft_purged: Default::default(),
-        tags: stale.tags.clone(),
+    let entry = Arc::new(
+        Entry::new(EntryParts {
+            id: stale.id(),
+            status: stale.status(),
+            headers: &headers,
+            body: stale.body(),
+            coding: stale.coding(),
+            levee_coded,
+            vary: stale.vary().clone(),
+            freshness,
+            initial_age,
+            response_time: received.at,
+            tags: stale.tags().clone(),
+        })
         // The same body: its other codings stay valid.
-        derived: stale.derived.share(),
-    });
+        .with_derived(stale.derived.share()),
+    );
     if storable.is_ok() {
         shared.store.insert(key.clone(), entry.clone());
         shared.stats.stored.inc();
     } else {
         // Only this response became unstorable (say, the 304 said no-store); the other
         // variants of the URL are not its business.
-        shared.store.remove(key, stale.id);
+        shared.store.remove(key, stale.id());
     }
     entry
 }

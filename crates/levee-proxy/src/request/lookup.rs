@@ -56,7 +56,7 @@ pub(crate) fn lookup(shared: &Shared, site: &Site, parts: &request::Parts, key: 
         (Lookup::Validate, Some(entry))
             if site.upstream_for(parts.uri.path()).limiter.saturated()
                 && levee_cache::stale_on_error(&entry, now)
-                && entry.vary.matches(&parts.headers) =>
+                && entry.vary().matches(&parts.headers) =>
         {
             Next::ServeAndRevalidate {
                 key,

@@ -108,7 +108,7 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
     // and handed to hyper.
     let (response_headers, body, coding) =
         match shared.encoder.entry_form(entry, &parts.headers).await {
-            EntryForm::AsStored => (entry.headers.to_map(), entry.body.clone(), entry.coding),
+            EntryForm::AsStored => (entry.headers.to_map(), entry.body(), entry.coding()),
             EntryForm::Derived { coding, body } => (
                 Encoder::derived_headers(entry, coding, body.len()),
                 body,
@@ -118,7 +118,7 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
     // RFC 9111 §4.3.2: preconditions are evaluated against a stored 200 only; a stored
     // redirect or error is what the origin would answer regardless of them (RFC 9110
     // §13.2.1).
-    if entry.status == StatusCode::OK {
+    if entry.status() == StatusCode::OK {
         if let Some(status) =
             conditional::evaluate(&parts.method, &parts.headers, &response_headers)
         {
@@ -128,11 +128,11 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
     // RFC 9110 §14.2: Range is for GET, and here for a stored 200, the representation
     // the client gets in its coding (RFC 9110 §14.1.2).
     if parts.method == Method::GET
-        && entry.status == StatusCode::OK
+        && entry.status() == StatusCode::OK
         && parts.headers.contains_key(header::RANGE)
     {
         // The bytes of a coding levee made are not the origin's (see partial.rs).
-        let origin_bytes = coding == Coding::Identity || entry.levee_coded.is_none();
+        let origin_bytes = coding == Coding::Identity || entry.levee_coded().is_none();
         if let Some(resp) = partial::answer(&parts.headers, &response_headers, &body, origin_bytes)
         {
             let mut answer = mark(shared, resp, result, Some(age), Some(reason.into()));
@@ -146,7 +146,7 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
         large_body(shared, parts, &entry.derived, coding, body)
     };
     let mut resp = Response::new(body);
-    *resp.status_mut() = entry.status;
+    *resp.status_mut() = entry.status();
     *resp.headers_mut() = response_headers;
     let mut answer = mark(shared, resp, result, Some(age), Some(reason.into()));
     answer.outcome.backend_wait = waited;
