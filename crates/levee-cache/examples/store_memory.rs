@@ -38,7 +38,7 @@ fn key(i: usize) -> CacheKey {
     CacheKey::for_request(Scheme::Http, &uri, &h)
 }
 
-fn entry(i: usize, body_size: usize) -> Arc<Entry> {
+fn entry(key: &CacheKey, i: usize, body_size: usize) -> Arc<Entry> {
     // The origin's bodies differ by a few bytes from the size asked for.
     let len = body_size - 1 + i % 8;
     let mut b = BytesMut::with_capacity(len);
@@ -59,6 +59,7 @@ fn entry(i: usize, body_size: usize) -> Arc<Entry> {
         HeaderValue::from_static("Thu, 26 Nov 2026 02:20:00 GMT"),
     );
     Arc::new(Entry::new(EntryParts {
+        key,
         id: Entry::next_id(),
         status: http::StatusCode::OK,
         headers: &h,
@@ -124,7 +125,7 @@ fn main() {
     let before = rss_bytes();
     let t = Instant::now();
     for (i, k) in keys.iter().enumerate() {
-        store.insert(k.clone(), entry(i, body));
+        store.insert(k.clone(), entry(k, i, body));
     }
     let fill = t.elapsed();
     // The first call sweeps the whole store for useless entries (then at most once a

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::codec::{unix_ms, Decoded};
 use crate::entry::{Entry, PURGED_NOT, PURGED_SERVE_STALE, PURGED_VALIDATE};
-use crate::key::CacheKey;
+use crate::key::{CacheKey, KeyRef};
 
 /// What a ban does to what it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -57,9 +57,9 @@ impl Ban {
     }
 
     /// Whether the ban applies to a stored response of `key`.
-    pub fn matches(&self, key: &CacheKey, entry: &Entry) -> bool {
+    pub fn matches(&self, key: KeyRef<'_>, entry: &Entry) -> bool {
         match &self.target {
-            BanTarget::Url(k) => k == key,
+            BanTarget::Url(k) => key == *k,
             BanTarget::Prefix(p) => p.site() == key.site() && key.as_str().starts_with(p.as_str()),
             BanTarget::Tag { tag, site } => {
                 site.is_none_or(|s| s == key.site()) && entry.tags().iter().any(|t| **t == **tag)
@@ -206,7 +206,7 @@ impl Bans {
         let key = &record.key;
         record.variants.retain(|e| {
             let mut worst = None;
-            for b in bans.iter().filter(|b| b.matches(key, e)) {
+            for b in bans.iter().filter(|b| b.matches(key.as_ref(), e)) {
                 worst = worst.max(Some(b.mode));
             }
             match worst {

@@ -318,6 +318,7 @@ pub fn decode(record: Bytes) -> Result<Decoded, CodecError> {
         body_at = end;
         variants.push(Arc::new(
             Entry::new(EntryParts {
+                key: &key,
                 id: Entry::next_id(),
                 status,
                 headers: &headers,
@@ -403,6 +404,7 @@ mod tests {
         let mut req = HeaderMap::new();
         req.insert("accept-language", HeaderValue::from_static(lang));
         Arc::new(Entry::new(EntryParts {
+            key: &key(),
             id: Entry::next_id(),
             status: StatusCode::OK,
             headers: &resp,

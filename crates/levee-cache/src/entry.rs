@@ -11,7 +11,7 @@ use http::StatusCode;
 use levee_compress::Coding;
 
 pub use crate::headers::{AsHeaderName, StoredHeaders};
-use crate::key::VaryKey;
+use crate::key::{CacheKey, KeyRef, VaryKey};
 use crate::policy::Freshness;
 use crate::tags::Tags;
 
@@ -65,6 +65,8 @@ struct Rare {
 /// Everything a stored response is made of, for [`Entry::new`].
 #[derive(Debug)]
 pub struct EntryParts<'a> {
+    /// What it is stored under (kept in the entry: the store's index holds a hash).
+    pub key: &'a CacheKey,
     /// Names this body for forms of it kept elsewhere (other codings); an entry refreshed
     /// by a 304 keeps the body and the id.
     pub id: u64,
@@ -88,7 +90,8 @@ pub struct EntryParts<'a> {
 
 /// The fixed facts of an entry, as the first bytes of its buffer: durations in
 /// nanoseconds (saturating at 584 years), the response time in signed nanoseconds from
-/// a process-wide instant. Read back on each use: a few loads, no allocation.
+/// a process-wide instant, then its key. Read back on each use: a few loads, no
+/// allocation.
 mod meta {
     pub const ID: usize = 0;
     pub const STATUS: usize = 8;
@@ -101,7 +104,9 @@ mod meta {
     pub const RETAIN: usize = 44;
     pub const INITIAL_AGE: usize = 52;
     pub const RESPONSE_TIME: usize = 60;
-    pub const LEN: usize = 68;
+    pub const SITE: usize = 68;
+    /// The key's URL follows, up to the header fields.
+    pub const URL: usize = 70;
 
     pub const MUST_REVALIDATE: u8 = 1;
     pub const NO_CACHE: u8 = 2;
@@ -282,9 +287,8 @@ impl DerivedForms {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// What an entry costs beyond its body and packed headers, charged in its weight: the
-/// `Entry` itself (80 bytes; 96 with its `Arc`), its `Meta` (68), the buffer's shared
-/// header (32), its share of the store's index, the allocator's rounding.
+/// What an entry costs beyond its body, packed headers and key, charged in its weight:
+/// the `Entry` itself, its share of the store's index, the allocator's rounding.
 pub const ENTRY_OVERHEAD: usize = 384;
 
 /// `Entry::soft_purged`: not purged.
@@ -302,7 +306,11 @@ impl Entry {
 
     pub fn new(p: EntryParts<'_>) -> Entry {
         let f = &p.freshness;
-        let mut m = [0u8; meta::LEN];
+        let url = p.key.as_str().as_bytes();
+        let mut m = vec![0u8; meta::URL + url.len()];
+        m[meta::URL..].copy_from_slice(url);
+        let site = p.key.as_ref().site_u16();
+        m[meta::SITE..meta::SITE + 2].copy_from_slice(&site.to_le_bytes());
         m[meta::ID..meta::ID + 8].copy_from_slice(&p.id.to_le_bytes());
         m[meta::STATUS..meta::STATUS + 2].copy_from_slice(&p.status.as_u16().to_le_bytes());
         m[meta::CODING] = coding_byte(p.coding);
@@ -352,6 +360,28 @@ impl Entry {
     pub fn with_soft_purged(self, soft_purged: u8) -> Entry {
         self.soft_purged.store(soft_purged, Ordering::Relaxed);
         self
+    }
+
+    /// The key it was stored under.
+    pub fn key(&self) -> KeyRef<'_> {
+        let p = self.headers.prefix();
+        let site = p
+            .get(meta::SITE..meta::SITE + 2)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u16::from_le_bytes);
+        // The bytes were a `str` when stored.
+        let url = p
+            .get(meta::URL..)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or_default();
+        KeyRef::new(url, site)
+    }
+
+    /// Whether it was stored under `key` (the store's check after its hash lookup).
+    pub fn is_for(&self, key: &CacheKey) -> bool {
+        let p = self.headers.prefix();
+        p.get(meta::URL..) == Some(key.as_str().as_bytes())
+            && p.get(meta::SITE..meta::SITE + 2) == Some(&key.as_ref().site_u16().to_le_bytes()[..])
     }
 
     fn meta_u64(&self, at: usize) -> u64 {
@@ -483,7 +513,10 @@ impl Entry {
 
     /// Bytes charged against the cache size: body, headers and a fixed overhead.
     pub fn weight(&self) -> u32 {
-        let total = self.body_bytes().len() + self.headers.size() + ENTRY_OVERHEAD;
+        let total = self.body_bytes().len()
+            + self.headers.size()
+            + self.headers.prefix().len()
+            + ENTRY_OVERHEAD;
         u32::try_from(total).unwrap_or(u32::MAX)
     }
 

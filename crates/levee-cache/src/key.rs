@@ -170,8 +170,67 @@ impl CacheKey {
 
     /// The host part, lowercased (with its port, if the request named one).
     pub fn host(&self) -> &str {
-        let rest = self.url.split_once("://").map_or("", |(_, r)| r);
-        rest.find('/').map_or(rest, |i| &rest[..i])
+        host_of(&self.url)
+    }
+
+    /// The key as a stored entry holds it (entry.rs), for comparisons with those.
+    pub fn as_ref(&self) -> KeyRef<'_> {
+        KeyRef {
+            url: &self.url,
+            site: self.site,
+        }
+    }
+}
+
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or("", |(_, r)| r);
+    rest.find('/').map_or(rest, |i| &rest[..i])
+}
+
+/// A [`CacheKey`] borrowed from where it is kept: the bytes of a stored entry, which
+/// holds its own key (the store's index holds only a hash of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyRef<'a> {
+    url: &'a str,
+    site: u16,
+}
+
+impl<'a> KeyRef<'a> {
+    pub(crate) fn new(url: &'a str, site: u16) -> KeyRef<'a> {
+        KeyRef { url, site }
+    }
+
+    /// The URL (without the site).
+    pub fn as_str(&self) -> &'a str {
+        self.url
+    }
+
+    /// The site's place (see [`CacheKey::site`]).
+    pub fn site(&self) -> usize {
+        usize::from(self.site)
+    }
+
+    /// The host part, lowercased (with its port, if the request named one).
+    pub fn host(&self) -> &'a str {
+        host_of(self.url)
+    }
+
+    /// The owned key.
+    pub fn to_key(&self) -> CacheKey {
+        CacheKey {
+            url: self.url.into(),
+            site: self.site,
+        }
+    }
+
+    pub(crate) fn site_u16(&self) -> u16 {
+        self.site
+    }
+}
+
+impl PartialEq<CacheKey> for KeyRef<'_> {
+    fn eq(&self, other: &CacheKey) -> bool {
+        self.site == other.site && self.url == &*other.url
     }
 }
 

@@ -121,7 +121,7 @@ pub fn stale_on_error(stale: &Entry, now: Instant) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{EntryParts, Freshness, VaryKey};
+    use crate::{CacheKey, EntryParts, Freshness, VaryKey};
     use http::StatusCode;
 
     const S: Duration = Duration::from_secs(1);
@@ -154,6 +154,7 @@ mod tests {
 
     fn stored_with(clock: &Clock, f: Freshness, initial_age: u64, status: StatusCode) -> Entry {
         Entry::new(EntryParts {
+            key: &CacheKey::stored("http://lookup.test/", 0),
             id: 1,
             status,
             headers: &http::HeaderMap::new(),

@@ -1,9 +1,14 @@
 //! Bounded in-memory storage: quick_cache's sharded index (CLOCK-PRO-like hot/cold
-//! eviction with ghost entries, S3-FIFO's cousin), weighed in bytes, under the primary
-//! [`CacheKey`] (key.rs: the security boundary; the index compares whole keys, so two
-//! URLs never share a slot). Responses that `Vary` are kept as a short list of variants
-//! under it, selected by their [`VaryKey`](crate::VaryKey); the one-variant case, nearly
-//! every URL, is the entry's `Arc` itself, with no list.
+//! eviction with ghost entries, S3-FIFO's cousin), weighed in bytes, under a keyed
+//! 64-bit hash of the primary [`CacheKey`] (key.rs: the security boundary). Each entry
+//! keeps its whole key (entry.rs), and every read compares it with the key asked for:
+//! two URLs whose hashes collide never get each other's responses, they share one slot
+//! (the later replaces the earlier). The hash is SipHash with a per-process key, so a
+//! client cannot aim URLs at one slot. Keeping the URL once, in the entry's buffer, and
+//! 8 bytes in the index instead of a boxed copy of it saves about 40 bytes per object
+//! (ARCHITECTURE.md, "The memory tier"). Responses that `Vary` are kept as a short list
+//! of variants under it, selected by their [`VaryKey`](crate::VaryKey); the one-variant
+//! case, nearly every URL, is the entry's `Arc` itself, with no list.
 //!
 //! Why quick_cache and not moka (which levee used before; issue 23, measured with
 //! `examples/store_memory.rs` and `benchmarks/scale.sh`): at a million objects moka's
@@ -18,16 +23,18 @@
 //! referenced, so they are the first the clock evicts; the byte bound holds either way.
 
 use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
+use nohash_hasher::BuildNoHashHasher;
 use quick_cache::sync::Cache;
 use quick_cache::{Lifecycle, OptionsBuilder, Weighter};
 
 use crate::entry::Entry;
-use crate::key::CacheKey;
+use crate::key::{CacheKey, KeyRef};
 
 /// At most this many variants per URL; the oldest is dropped first.
 const MAX_VARIANTS: usize = 16;
@@ -66,6 +73,11 @@ impl Variants {
         }
     }
 
+    /// Those stored under `key` (a collision of hashes leaves others beside them).
+    fn of<'a>(&'a self, key: &'a CacheKey) -> impl Iterator<Item = &'a Arc<Entry>> + 'a {
+        self.as_slice().iter().filter(move |e| e.is_for(key))
+    }
+
     /// The same stored value (not merely equal entries).
     fn same(&self, other: &Variants) -> bool {
         match (self, other) {
@@ -85,13 +97,13 @@ fn useful(entry: &Entry, now: Instant) -> bool {
     !entry.time_to_keep(now).is_zero()
 }
 
-/// Weight in bytes: the variants' bodies, headers and fixed overhead, and the key.
+/// Weight in bytes: the variants' bodies, headers, keys and fixed overhead.
 #[derive(Clone)]
 struct Bytes;
 
-impl Weighter<CacheKey, Variants> for Bytes {
-    fn weight(&self, key: &CacheKey, value: &Variants) -> u64 {
-        value.weight() + key.as_str().len() as u64
+impl Weighter<u64, Variants> for Bytes {
+    fn weight(&self, _hash: &u64, value: &Variants) -> u64 {
+        value.weight()
     }
 }
 
@@ -99,22 +111,27 @@ impl Weighter<CacheKey, Variants> for Bytes {
 #[derive(Clone)]
 struct CountEvictions(Arc<AtomicU64>);
 
-impl Lifecycle<CacheKey, Variants> for CountEvictions {
+impl Lifecycle<u64, Variants> for CountEvictions {
     type RequestState = ();
 
-    fn on_evict(&self, _state: &mut (), _key: CacheKey, _value: Variants) {
+    fn on_evict(&self, _state: &mut (), _hash: u64, _value: Variants) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-type Index = Cache<CacheKey, Variants, Bytes, RandomState, CountEvictions>;
+/// Keys are already SipHash outputs: the index uses them as their own hash.
+type Index = Cache<u64, Variants, Bytes, BuildNoHashHasher<u64>, CountEvictions>;
 
 /// The response cache.
 #[derive(Clone)]
 pub struct Store {
-    /// SipHash with a per-process key (std's `RandomState`), as moka used: URLs are
-    /// chosen by clients, who must not be able to aim them at one bucket.
     entries: Arc<Index>,
+    /// SipHash with a per-process key (std's `RandomState`): URLs are chosen by
+    /// clients, who must not be able to aim them at one slot.
+    hasher: RandomState,
+    /// Every key hashes to 0: the tests of what a collision does.
+    #[cfg(test)]
+    collide: bool,
     /// Entries evicted for room (metrics).
     evictions: Arc<AtomicU64>,
     /// When the last sweep for useless entries ran, in seconds since `born`.
@@ -140,12 +157,15 @@ impl Store {
             .build();
         let lifecycle = CountEvictions(evictions.clone());
         let entries = match options {
-            Ok(o) => Cache::with_options(o, Bytes, RandomState::new(), lifecycle),
+            Ok(o) => Cache::with_options(o, Bytes, Default::default(), lifecycle),
             // The builder only refuses options that are missing; all are set above.
-            Err(_) => Cache::with(items, capacity, Bytes, RandomState::new(), lifecycle),
+            Err(_) => Cache::with(items, capacity, Bytes, Default::default(), lifecycle),
         };
         Store {
             entries: Arc::new(entries),
+            hasher: RandomState::new(),
+            #[cfg(test)]
+            collide: false,
             evictions,
             swept: Arc::new(AtomicU64::new(0)),
             born: Instant::now(),
@@ -157,16 +177,28 @@ impl Store {
         self.evictions.load(Ordering::Relaxed)
     }
 
+    fn hash(&self, key: &CacheKey) -> u64 {
+        #[cfg(test)]
+        if self.collide {
+            return 0;
+        }
+        self.hasher.hash_one(key)
+    }
+
     /// The stored response for `key` that `request` selects, fresh or not.
     pub fn get(&self, key: &CacheKey, request: &HeaderMap) -> Option<Arc<Entry>> {
-        let found = match self.entries.get(key)? {
-            Variants::One(e) => e.vary().matches(request).then_some(e),
-            Variants::Many(list) => list.iter().find(|e| e.vary().matches(request)).cloned(),
+        let hash = self.hash(key);
+        let found = match self.entries.get(&hash)? {
+            Variants::One(e) => (e.is_for(key) && e.vary().matches(request)).then_some(e),
+            Variants::Many(list) => list
+                .iter()
+                .find(|e| e.is_for(key) && e.vary().matches(request))
+                .cloned(),
         }?;
         if useful(&found, crate::clock::now()) {
             return Some(found);
         }
-        self.drop_useless(key);
+        self.drop_useless(hash);
         None
     }
 
@@ -174,37 +206,39 @@ impl Store {
     /// tiers copy.
     pub fn variants(&self, key: &CacheKey) -> Vec<Arc<Entry>> {
         let now = crate::clock::now();
-        self.entries.peek(key).map_or_else(Vec::new, |v| {
-            v.as_slice()
-                .iter()
-                .filter(|e| useful(e, now))
-                .cloned()
-                .collect()
-        })
+        self.entries
+            .peek(&self.hash(key))
+            .map_or_else(Vec::new, |v| {
+                v.of(key).filter(|e| useful(e, now)).cloned().collect()
+            })
     }
 
     /// Replaces every variant of `key` with `list` (newest first; at most 16 are kept);
     /// an empty list removes the URL.
     pub fn insert_variants(&self, key: CacheKey, list: Vec<Arc<Entry>>) {
+        debug_assert!(list.iter().all(|e| e.is_for(&key)), "entries of {key:?}");
+        let hash = self.hash(&key);
         match Variants::from_list(list) {
-            Some(v) => self.entries.insert(key, v),
-            None => self.invalidate(&key),
+            Some(v) => self.entries.insert(hash, v),
+            None => {
+                self.entries.remove(&hash);
+            }
         }
     }
 
-    /// Stores `entry`, replacing the variant with the same Vary key.
+    /// Stores `entry` (made for `key`), replacing the variant with the same Vary key.
     pub fn insert(&self, key: CacheKey, entry: Arc<Entry>) {
+        debug_assert!(entry.is_for(&key), "an entry of {key:?}");
         // A response without Vary replaces every variant: the resource stopped varying.
         if entry.vary().is_empty() {
-            self.entries.insert(key, Variants::One(entry));
+            self.entries.insert(self.hash(&key), Variants::One(entry));
             return;
         }
         let now = crate::clock::now();
         let mut list = vec![entry.clone()];
-        if let Some(v) = self.entries.peek(&key) {
+        if let Some(v) = self.entries.peek(&self.hash(&key)) {
             list.extend(
-                v.as_slice()
-                    .iter()
+                v.of(&key)
                     .filter(|e| e.vary() != entry.vary() && useful(e, now))
                     .cloned(),
             );
@@ -214,14 +248,15 @@ impl Store {
 
     /// Removes every variant of `key` (RFC 9111 §4.4 invalidation).
     pub fn invalidate(&self, key: &CacheKey) {
-        self.entries.remove(key);
+        self.entries.remove(&self.hash(key));
     }
 
     /// Removes the one stored response with this `id` from `key`'s variants, if it is
     /// still there: a full response superseded it (RFC 9111 §4.3.3) but could not be
     /// stored in its place.
     pub fn remove(&self, key: &CacheKey, id: u64) {
-        let Some(variants) = self.entries.peek(key) else {
+        let hash = self.hash(key);
+        let Some(variants) = self.entries.peek(&hash) else {
             return;
         };
         if !variants.as_slice().iter().any(|e| e.id() == id) {
@@ -233,34 +268,34 @@ impl Store {
             .filter(|e| e.id() != id)
             .cloned()
             .collect();
-        self.replace(key, &variants, rest);
+        self.replace(hash, &variants, rest);
     }
 
-    /// Replaces `old`, if it is still what `key` holds, with `rest` (none: removes it).
-    fn replace(&self, key: &CacheKey, old: &Variants, rest: Vec<Arc<Entry>>) {
+    /// Replaces `old`, if it is still what `hash` holds, with `rest` (none: removes it).
+    fn replace(&self, hash: u64, old: &Variants, rest: Vec<Arc<Entry>>) {
         match Variants::from_list(rest) {
             None => {
-                self.entries.remove_if(key, |v| v.same(old));
+                self.entries.remove_if(&hash, |v| v.same(old));
             }
-            Some(v) => self.entries.insert(key.clone(), v),
+            Some(v) => self.entries.insert(hash, v),
         }
     }
 
-    /// Removes `key` if every variant it holds is useless now.
-    fn drop_useless(&self, key: &CacheKey) {
+    /// Removes what `hash` holds if every variant in it is useless now.
+    fn drop_useless(&self, hash: u64) {
         let now = crate::clock::now();
         self.entries
-            .remove_if(key, |v| !v.as_slice().iter().any(|e| useful(e, now)));
+            .remove_if(&hash, |v| !v.as_slice().iter().any(|e| useful(e, now)));
     }
 
     /// Marks stale every stored response `pick` chooses (a soft purge: they are
     /// validated on their next request, and still serve as stale copies within grace).
     /// Walks the whole store: for rare events like an edit, not per request. Returns
     /// how many were marked.
-    pub fn soft_purge(&self, pick: impl Fn(&CacheKey, &Entry) -> bool) -> usize {
+    pub fn soft_purge(&self, pick: impl Fn(KeyRef<'_>, &Entry) -> bool) -> usize {
         let mut n = 0;
-        for (key, variants) in self.entries.iter() {
-            for e in variants.as_slice().iter().filter(|e| pick(&key, e)) {
+        for (_, variants) in self.entries.iter() {
+            for e in variants.as_slice().iter().filter(|e| pick(e.key(), e)) {
                 e.mark_stale();
                 n += 1;
             }
@@ -270,45 +305,50 @@ impl Store {
 
     /// Removes (or, `soft`, marks stale) every variant of one URL; how many.
     pub fn purge_key(&self, key: &CacheKey, soft: bool) -> usize {
-        let Some(variants) = self.entries.peek(key) else {
+        let hash = self.hash(key);
+        let Some(variants) = self.entries.peek(&hash) else {
             return 0;
         };
+        let n = variants.of(key).count();
         if soft {
-            variants
+            variants.of(key).for_each(|e| e.mark_stale_serving());
+        } else if n > 0 {
+            let rest = variants
                 .as_slice()
                 .iter()
-                .for_each(|e| e.mark_stale_serving());
-        } else {
-            self.entries.remove(key);
+                .filter(|e| !e.is_for(key))
+                .cloned()
+                .collect();
+            self.replace(hash, &variants, rest);
         }
-        variants.as_slice().len()
+        n
     }
 
     /// Removes (or, `soft`, marks stale) every stored response `pick` chooses, and
     /// returns how many. A URL whose variants are all removed leaves the store. Walks
     /// the whole store: for purges, not per request.
-    pub fn purge(&self, soft: bool, pick: impl Fn(&CacheKey, &Entry) -> bool) -> usize {
+    pub fn purge(&self, soft: bool, pick: impl Fn(KeyRef<'_>, &Entry) -> bool) -> usize {
         let mut n = 0;
         if soft {
-            for (key, variants) in self.entries.iter() {
-                for e in variants.as_slice().iter().filter(|e| pick(&key, e)) {
+            for (_, variants) in self.entries.iter() {
+                for e in variants.as_slice().iter().filter(|e| pick(e.key(), e)) {
                     e.mark_stale_serving();
                     n += 1;
                 }
             }
             return n;
         }
-        for (key, variants) in self.entries.iter() {
+        for (hash, variants) in self.entries.iter() {
             let (gone, kept): (Vec<_>, Vec<_>) = variants
                 .as_slice()
                 .iter()
                 .cloned()
-                .partition(|e| pick(&key, e));
+                .partition(|e| pick(e.key(), e));
             if gone.is_empty() {
                 continue;
             }
             n += gone.len();
-            self.replace(&key, &variants, kept);
+            self.replace(hash, &variants, kept);
         }
         n
     }
@@ -348,9 +388,9 @@ impl Store {
         }
         let now = crate::clock::now();
         let useless = |v: &Variants| !v.as_slice().iter().any(|e| useful(e, now));
-        for (key, variants) in self.entries.iter() {
+        for (hash, variants) in self.entries.iter() {
             if useless(&variants) {
-                self.entries.remove_if(&key, useless);
+                self.entries.remove_if(&hash, useless);
             }
         }
     }

@@ -100,7 +100,7 @@ impl Queue {
             }
             let key = &job.key;
             job.variants.retain(|e| {
-                if !ban.matches(key, e) {
+                if !ban.matches(key.as_ref(), e) {
                     return true;
                 }
                 match ban.mode {

@@ -20,6 +20,9 @@ fn entry(body: Vec<u8>, tags: &[&str]) -> Arc<Entry> {
     let mut h = HeaderMap::new();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/html"));
     Arc::new(Entry::new(EntryParts {
+        // The tiers write an entry under the key they are given (the record's); the
+        // key an entry holds is the memory tier's, not read here.
+        key: &key("/"),
         id: Entry::next_id(),
         status: StatusCode::OK,
         headers: &h,

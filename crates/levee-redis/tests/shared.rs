@@ -41,6 +41,9 @@ fn entry_aged(
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/html"));
     Arc::new(Entry::new(EntryParts {
+        // The tiers write an entry under the key they are given (the record's); the
+        // key an entry holds is the memory tier's, not read here.
+        key: &key("/"),
         id: Entry::next_id(),
         status: StatusCode::OK,
         headers: &headers,

@@ -62,6 +62,7 @@ fn stale_entry_for(
 ) -> Entry {
     let h = headers(fields);
     Entry::new(EntryParts {
+        key: &crate::CacheKey::stored("http://after-fetch.test/", 0),
         id: 7,
         status: StatusCode::OK,
         headers: &h,

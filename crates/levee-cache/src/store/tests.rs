@@ -7,18 +7,27 @@ use crate::policy::Freshness;
 use crate::EntryParts;
 use http::header::{HeaderValue, VARY};
 
-fn entry(id: u64, lang: &'static str) -> Arc<Entry> {
-    entry_aged(id, lang, 60, 0, 1)
+fn entry(key: &CacheKey, id: u64, lang: &'static str) -> Arc<Entry> {
+    entry_aged(key, id, lang, 60, 0, 1)
 }
 
 /// An entry fresh for `lifetime` s, `age` s old, with a body of `size` bytes.
-fn entry_aged(id: u64, lang: &'static str, lifetime: u64, age: u64, size: usize) -> Arc<Entry> {
-    entry_with(id, lang, lifetime, age, size, true, 0)
+fn entry_aged(
+    key: &CacheKey,
+    id: u64,
+    lang: &'static str,
+    lifetime: u64,
+    age: u64,
+    size: usize,
+) -> Arc<Entry> {
+    entry_with(key, id, lang, lifetime, age, size, true, 0)
 }
 
 /// [`entry_aged`], with `Vary: Accept-Language` or without `Vary`, kept `retain` s
 /// past its freshness.
+#[allow(clippy::too_many_arguments)]
 fn entry_with(
+    key: &CacheKey,
     id: u64,
     lang: &'static str,
     lifetime: u64,
@@ -34,6 +43,7 @@ fn entry_with(
     let mut req = HeaderMap::new();
     req.insert("accept-language", HeaderValue::from_static(lang));
     Arc::new(Entry::new(EntryParts {
+        key,
         id,
         status: http::StatusCode::OK,
         headers: &resp,
@@ -66,8 +76,8 @@ fn lang(l: &'static str) -> HeaderMap {
 fn remove_drops_one_variant_by_id() {
     let store = Store::new(1 << 20);
     let k = CacheKey::for_request(Scheme::Http, &"/k".parse().unwrap(), &HeaderMap::new());
-    store.insert(k.clone(), entry(1, "en"));
-    store.insert(k.clone(), entry(2, "ko"));
+    store.insert(k.clone(), entry(&k, 1, "en"));
+    store.insert(k.clone(), entry(&k, 2, "ko"));
     // An id that is no longer stored changes nothing.
     store.remove(&k, 99);
     assert!(store.get(&k, &lang("en")).is_some());
@@ -82,8 +92,8 @@ fn remove_drops_one_variant_by_id() {
 fn soft_purge_marks_only_what_it_picks() {
     let store = Store::new(1 << 20);
     let k = |p: &str| CacheKey::for_request(Scheme::Http, &p.parse().unwrap(), &HeaderMap::new());
-    store.insert(k("/a"), entry(1, "en"));
-    store.insert(k("/b"), entry(2, "en"));
+    store.insert(k("/a"), entry(&k("/a"), 1, "en"));
+    store.insert(k("/b"), entry(&k("/b"), 2, "en"));
     let now = crate::clock::now();
     assert!(store
         .get(&k("/a"), &lang("en"))
@@ -112,12 +122,12 @@ fn variants_come_newest_first_and_insert_variants_replaces_them() {
     let store = Store::new(1 << 20);
     let k = key("/v");
     assert!(store.variants(&k).is_empty());
-    store.insert(k.clone(), entry(1, "en"));
-    store.insert(k.clone(), entry(2, "ko"));
-    store.insert(k.clone(), entry(3, "en"));
+    store.insert(k.clone(), entry(&k, 1, "en"));
+    store.insert(k.clone(), entry(&k, 2, "ko"));
+    store.insert(k.clone(), entry(&k, 3, "en"));
     let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id()).collect();
     assert_eq!(ids, [3, 2]);
-    store.insert_variants(k.clone(), vec![entry(7, "fr"), entry(8, "de")]);
+    store.insert_variants(k.clone(), vec![entry(&k, 7, "fr"), entry(&k, 8, "de")]);
     let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id()).collect();
     assert_eq!(ids, [7, 8]);
     assert_eq!(store.get(&k, &lang("de")).map(|e| e.id()), Some(8));
@@ -131,9 +141,9 @@ fn variants_come_newest_first_and_insert_variants_replaces_them() {
 fn a_response_without_vary_replaces_every_variant() {
     let store = Store::new(1 << 20);
     let k = key("/n");
-    store.insert(k.clone(), entry(1, "en"));
-    store.insert(k.clone(), entry(2, "ko"));
-    store.insert(k.clone(), entry_with(3, "en", 60, 0, 1, false, 0));
+    store.insert(k.clone(), entry(&k, 1, "en"));
+    store.insert(k.clone(), entry(&k, 2, "ko"));
+    store.insert(k.clone(), entry_with(&k, 3, "en", 60, 0, 1, false, 0));
     let ids: Vec<u64> = store.variants(&k).iter().map(|e| e.id()).collect();
     assert_eq!(ids, [3]);
     assert_eq!(store.get(&k, &lang("ko")).map(|e| e.id()), Some(3));
@@ -143,13 +153,13 @@ fn a_response_without_vary_replaces_every_variant() {
 fn an_entry_past_freshness_and_retain_is_gone_on_the_next_get() {
     let store = Store::new(1 << 20);
     let k = key("/old");
-    store.insert(k.clone(), entry_aged(1, "en", 5, 10, 1));
+    store.insert(k.clone(), entry_aged(&k, 1, "en", 5, 10, 1));
     assert_eq!(store.len(), 1);
     assert!(store.get(&k, &lang("en")).is_none());
     assert_eq!(store.len(), 0, "removed, not only hidden");
     assert!(store.variants(&k).is_empty());
     // Stale but within its lifetime plus retain: still there (grace, validation).
-    store.insert(k.clone(), entry_with(2, "en", 5, 10, 1, true, 60));
+    store.insert(k.clone(), entry_with(&k, 2, "en", 5, 10, 1, true, 60));
     assert_eq!(store.get(&k, &lang("en")).map(|e| e.id()), Some(2));
 }
 
@@ -157,9 +167,12 @@ fn an_entry_past_freshness_and_retain_is_gone_on_the_next_get() {
 fn the_sweep_removes_useless_entries() {
     let store = Store::new(1 << 20);
     for i in 0..10 {
-        store.insert(key(&format!("/s{i}")), entry_aged(i, "en", 5, 10, 1));
+        store.insert(
+            key(&format!("/s{i}")),
+            entry_aged(&key(&format!("/s{i}")), i, "en", 5, 10, 1),
+        );
     }
-    store.insert(key("/live"), entry(100, "en"));
+    store.insert(key("/live"), entry(&key("/live"), 100, "en"));
     store.run_pending_tasks();
     assert_eq!(store.len(), 1);
 }
@@ -169,7 +182,10 @@ fn weighted_size_never_exceeds_the_capacity() {
     let capacity = 64 * 1024;
     let store = Store::new(capacity);
     for i in 0..1000 {
-        store.insert(key(&format!("/w{i}")), entry_aged(i, "en", 60, 0, 1000));
+        store.insert(
+            key(&format!("/w{i}")),
+            entry_aged(&key(&format!("/w{i}")), i, "en", 60, 0, 1000),
+        );
         assert!(store.weighted_size() <= capacity);
     }
     store.run_pending_tasks();
@@ -185,12 +201,39 @@ fn the_same_url_in_two_sites_is_two_entries() {
     let store = Store::new(1 << 20);
     let a = key("/same");
     let b = key("/same").in_site(1);
-    store.insert(a.clone(), entry(1, "en"));
+    store.insert(a.clone(), entry(&a, 1, "en"));
     assert!(store.get(&b, &lang("en")).is_none());
-    store.insert(b.clone(), entry(2, "en"));
+    store.insert(b.clone(), entry(&b, 2, "en"));
     assert_eq!(store.get(&a, &lang("en")).map(|e| e.id()), Some(1));
     assert_eq!(store.get(&b, &lang("en")).map(|e| e.id()), Some(2));
     assert_eq!(store.purge(false, |k, _| k.site() == 1), 1);
     assert!(store.get(&b, &lang("en")).is_none());
     assert!(store.get(&a, &lang("en")).is_some());
+}
+
+#[test]
+fn urls_whose_hashes_collide_never_get_each_others_responses() {
+    let store = Store {
+        collide: true,
+        ..Store::new(1 << 20)
+    };
+    let (a, b) = (key("/a"), key("/b"));
+    store.insert(a.clone(), entry(&a, 1, "en"));
+    assert!(store.get(&b, &lang("en")).is_none());
+    assert!(store.variants(&b).is_empty());
+    assert_eq!(store.purge_key(&b, false), 0);
+    assert_eq!(store.get(&a, &lang("en")).map(|e| e.id()), Some(1));
+    // They share one slot: the later replaces the earlier, variants and all.
+    store.insert(b.clone(), entry(&b, 2, "ko"));
+    store.insert(b.clone(), entry(&b, 3, "en"));
+    assert!(store.get(&a, &lang("en")).is_none());
+    assert_eq!(store.get(&b, &lang("en")).map(|e| e.id()), Some(3));
+    assert_eq!(store.get(&b, &lang("ko")).map(|e| e.id()), Some(2));
+    assert_eq!(store.len(), 1);
+    // A purge of one URL leaves the other's.
+    store.insert(a.clone(), entry_with(&a, 4, "en", 60, 0, 1, false, 0));
+    assert_eq!(store.purge_key(&b, false), 0);
+    assert_eq!(store.purge_key(&a, true), 1);
+    assert_eq!(store.purge_key(&a, false), 1);
+    assert!(store.get(&a, &lang("en")).is_none());
 }

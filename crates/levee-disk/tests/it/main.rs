@@ -43,6 +43,9 @@ pub fn entry(
         req.insert("accept-language", HeaderValue::from_str(lang).unwrap());
     }
     Arc::new(Entry::new(EntryParts {
+        // The tiers write an entry under the key they are given (the record's); the
+        // key an entry holds is the memory tier's, not read here.
+        key: &key("/"),
         id: Entry::next_id(),
         status: StatusCode::OK,
         headers: &resp,

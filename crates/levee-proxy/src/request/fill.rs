@@ -376,6 +376,7 @@ async fn run_fill(
         .await;
     // Headers and a small body in one allocation (levee-cache entry.rs).
     let entry = Entry::new(EntryParts {
+        key: &key,
         id: Entry::next_id(),
         status: head.status,
         headers: &headers,
@@ -528,6 +529,7 @@ fn refresh(
     }
     let entry = Arc::new(
         Entry::new(EntryParts {
+            key,
             id: stale.id(),
             status: stale.status(),
             headers: &headers,
