@@ -24,7 +24,8 @@
 # Env:   OBJECTS=1000000 ROUNDS=5 DURATION=10 CONNS=64 SETTLE=12 FILL_LIMIT=900
 #        URLS=100000 REQUESTS=300000 ZIPF_S=1.0 MEM_SERVERS="levee levee-raw varnish"
 #        LEVEE=/path/to/levee, BUILD=0, KEEP_WORK=1: as hits.sh. BASELINE=/path/to/older/levee:
-#        large also measures that binary, alternated with the others, as levee-base.
+#        large also measures that binary, alternated with the others, as levee-base; memory
+#        measures it when MEM_SERVERS names levee-base (as levee) or levee-base-raw.
 # Needs: wrk, varnish, nginx-light, redis-server (Debian; installed with apt-get when
 #        missing and run as root), curl, python3. Targets 127.0.0.1 only.
 source "$(dirname "$0")/lib.sh"
@@ -123,17 +124,22 @@ memory_section() {
     for s in "${MEM_SERVERS[@]}"; do
         port=$(free_port)
         case $s in
-            levee | levee-raw)
+            levee | levee-raw | levee-base | levee-base-raw)
                 admin=$(free_port)
-                local extra=()
-                [ "$s" = levee-raw ] && extra=(--no-compression)
-                start_levee "$s" "$port" "$origin" --cache-size 4GiB --admin-listen "127.0.0.1:$admin" "${extra[@]}"
+                local extra=() bin=$LEVEE
+                case $s in *-raw) extra=(--no-compression) ;; esac
+                if [[ $s == levee-base* ]]; then
+                    [ -x "${BASELINE:-}" ] || die "$s needs BASELINE=/path/to/older/levee"
+                    cp "$BASELINE" "$WORK/levee-base"
+                    bin=$WORK/levee-base
+                fi
+                LEVEE=$bin start_levee "$s" "$port" "$origin" --cache-size 4GiB --admin-listen "127.0.0.1:$admin" "${extra[@]}"
                 pid=$LEVEE_PID ;;
             varnish)
                 xcache_vcl "$WORK/scale.vcl" "$origin"
                 start_varnish varnish-mem "$port" "$WORK/scale.vcl" malloc,4G
                 pid=$VARNISH_PID ;;
-            *) die "unknown server $s (MEM_SERVERS: levee levee-raw varnish)" ;;
+            *) die "unknown server $s (MEM_SERVERS: levee levee-raw varnish, and levee-base levee-base-raw with BASELINE)" ;;
         esac
         log "memory, $s: warm-up, then $OBJECTS objects"
         run_wrk "http://127.0.0.1:$port/warm" 3 "$CONNS" >/dev/null
@@ -195,6 +201,14 @@ memory_section() {
         "- hot hit, each run: $(for s in "${MEM_SERVERS[@]}"; do printf '%s: %s; ' "$s" "${hotruns[$s]% }"; done)"
     if [ -n "${after[levee-raw]:-}" ] && [ -n "${after[varnish]:-}" ]; then
         report "- levee --no-compression / Varnish RSS = $(ratio "${after[levee-raw]}" "${after[varnish]}")."
+    fi
+    if [ -n "${BASELINE:-}" ]; then
+        report "- levee-base: $BASELINE ($("$BASELINE" --version 2>/dev/null))."
+        for s in levee levee-raw; do
+            if [ -n "${rnd[$s]:-}" ] && [ -n "${rnd[levee-base${s#levee}]:-}" ]; then
+                report "- $s / levee-base${s#levee}: RSS $(ratio "${after[$s]}" "${after[levee-base${s#levee}]}"), random hits $(ratio "${rnd[$s]}" "${rnd[levee-base${s#levee}]}")."
+            fi
+        done
     fi
     report ""
 }

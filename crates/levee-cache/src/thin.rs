@@ -2,7 +2,7 @@
 //! when empty, for the lists a stored response usually leaves empty (surrogate keys,
 //! Vary fields, header names outside the standard ones). At a million entries each
 //! pointer-sized word of `Entry` is a megabyte, and the allocator rounds `Entry` up to
-//! its next size class (256 bytes now; see ARCHITECTURE.md, "The memory tier").
+//! its next size class (96 bytes now; see ARCHITECTURE.md, "The memory tier").
 
 use std::fmt;
 use std::ops::Deref;
