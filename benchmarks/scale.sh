@@ -3,14 +3,16 @@
 # several nodes sharing one Redis.
 #
 # Sections (the first argument; default all):
-#   memory  Fresh servers, one at a time, each filled with OBJECTS (1,000,000) distinct
+#   memory  Fresh servers, filled one at a time with OBJECTS (1,000,000) distinct
 #           1 KiB objects (/o/1../o/N, wrk + fill.lua, CONNS connections): levee as it
 #           runs by default (stores text gzip-compressed), levee --no-compression (stores
 #           bodies as sent, as Varnish does) and Varnish -s malloc. The count is checked
 #           (levee_cache_objects from levee's /metrics, Varnish's MAIN.n_object). Then
-#           RSS, the overhead per object = (RSS - RSS after warm-up - N x 1024) / N, and
+#           RSS, the overhead per object = (RSS - RSS after warm-up - N x 1024) / N. Then,
+#           with every server still holding its objects (about 8 GiB of RAM for the five),
 #           hits: random over all N URLs against one hot URL (the same wrk script, with
-#           one URL), ROUNDS runs of DURATION s alternated; medians and their ratio.
+#           one URL), ROUNDS rounds of DURATION s each, the servers alternated round by
+#           round; medians and their ratio.
 #   large   100 KiB hits, levee vs nginx proxy_cache (as hits.sh), ROUNDS runs alternated.
 #   nodes   1, 2 and 3 levee nodes sharing one redis-server (--cache-redis) against as
 #           many independent nodes, on a Zipf list of REQUESTS requests over URLS URLs
@@ -115,7 +117,7 @@ fill_objects() {
 
 memory_section() {
     local s port admin pid origin o0 o1 res n h bad secs count r line a e
-    local -A before after fillinfo counted rnd hot rndruns hotruns misses
+    local -A before after fillinfo counted rnd hot rndruns hotruns misses ports pids
     origin=$(free_port)
     # shellcheck disable=SC2046
     start_origin origin-mem "$origin" --delay 0ms --no-session $(origin_workers 0) \
@@ -158,26 +160,38 @@ memory_section() {
         sleep "$SETTLE"
         after[$s]=$(rss_kb "$pid")
         log "  $s: RSS $(mib "${before[$s]}") -> $(mib "${after[$s]}") MiB; fill ${fillinfo[$s]}; $count"
-        # Hits: random over every object, and one hot object, alternated.
-        o0=$(origin_requests "$origin")
-        for ((r = 0; r < ROUNDS; r++)); do
+        ports[$s]=$port
+        pids[$s]=$pid
+        misses[$s]=0
+    done
+    # Hits, once every server holds its objects (each keeps them: RSS was measured
+    # above): random over every object and one hot object, the servers' runs
+    # alternated round by round, so that a slower minute of this shared machine falls on
+    # all of them alike.
+    local nservers=${#MEM_SERVERS[@]} k
+    for ((r = 0; r < ROUNDS; r++)); do
+        for ((k = 0; k < nservers; k++)); do
+            s=${MEM_SERVERS[(r + k) % nservers]}
             for kind in random hot; do
                 if [ "$kind" = random ]; then export RAND_N=$OBJECTS; else export RAND_N=1; fi
-                line=$(run_wrk "http://127.0.0.1:$port/" "$DURATION" "$CONNS" "$WORK/random.lua")
+                o0=$(origin_requests "$origin")
+                line=$(run_wrk "http://127.0.0.1:${ports[$s]}/" "$DURATION" "$CONNS" "$WORK/random.lua")
+                misses[$s]=$((misses[$s] + $(origin_requests "$origin") - o0))
                 read -r a _ _ _ e <<<"$line"
                 if [ "$kind" = random ]; then rndruns[$s]+="$a "; else hotruns[$s]+="$a "; fi
                 log "  round $((r + 1))/$ROUNDS $s $kind: $a req/s, errors $e"
             done
         done
-        misses[$s]=$(($(origin_requests "$origin") - o0))
+    done
+    for s in "${MEM_SERVERS[@]}"; do
         rnd[$s]=$(median ${rndruns[$s]})
         hot[$s]=$(median ${hotruns[$s]})
-        stop_pid "$pid"
+        stop_pid "${pids[$s]}"
     done
     stop_pid "$origin_pid"
 
     report "**Memory and hits with $OBJECTS objects of 1 KiB**" "" \
-        "- method: one server at a time in front of \`levee origin --body-size 1024\` (bodies of" \
+        "- method: servers filled one at a time in front of \`levee origin --body-size 1024\` (bodies of" \
         "  1,023 to about 1,030 bytes, \`Cache-Control: public, max-age=3600\`); 3 s of hits on one URL," \
         "  RSS (VmRSS summed over the server's processes); /o/1../o/$OBJECTS once (wrk -t 1 -c $CONNS," \
         "  fill.lua); the server's own count; RSS again ${SETTLE} s later." \
@@ -188,7 +202,8 @@ memory_section() {
         "- hits: wrk -t 1 -c $CONNS -d ${DURATION}s with one Lua script picking /o/<random 1..N>" \
         "  (with \`Accept-Encoding: gzip\`, as browsers send it; Varnish and levee --no-compression" \
         "  answer with the 1 KiB body as stored, levee by default with its stored gzip body)," \
-        "  N = $OBJECTS (random) or 1 (hot), $ROUNDS runs of each, alternated; medians." \
+        "  N = $OBJECTS (random) or 1 (hot), $ROUNDS runs of each, the servers alternated round by" \
+        "  round (all of them holding their objects); medians." \
         "  levee: \`--cache-size 4GiB\`; Varnish: \`-s malloc,4G\`, built-in VCL." ""
     report "| server | RSS after warm-up (MiB) | RSS with $OBJECTS objects (MiB) | overhead per object (B) | fill | count | random hits req/s | hot hit req/s | random/hot | origin requests during hits |" \
         "|---|---:|---:|---:|---|---|---:|---:|---:|---:|"
