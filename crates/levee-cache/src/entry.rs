@@ -617,7 +617,7 @@ mod tests {
         h.insert(CONTENT_TYPE, HeaderValue::from_static("text/html"));
         h.insert("x-custom", HeaderValue::from_static("1"));
         let p = parts(&k, &h, Bytes::from_static(b"<p>body</p>"));
-        let (freshness, at) = (p.freshness.clone(), p.response_time);
+        let (freshness, at) = (p.freshness, p.response_time);
         let e = Entry::new(p);
         assert_eq!(e.id(), 42);
         assert_eq!(e.status(), StatusCode::NOT_FOUND);
