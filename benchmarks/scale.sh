@@ -132,7 +132,8 @@ memory_section() {
                 case $s in *-raw) extra=(--no-compression) ;; esac
                 if [[ $s == levee-base* ]]; then
                     [ -x "${BASELINE:-}" ] || die "$s needs BASELINE=/path/to/older/levee"
-                    cp "$BASELINE" "$WORK/levee-base"
+                    # One copy for levee-base and levee-base-raw (a running one is busy).
+                    [ -x "$WORK/levee-base" ] || cp "$BASELINE" "$WORK/levee-base"
                     bin=$WORK/levee-base
                 fi
                 LEVEE=$bin start_levee "$s" "$port" "$origin" --cache-size 4GiB --admin-listen "127.0.0.1:$admin" "${extra[@]}"
