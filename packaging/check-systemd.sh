@@ -8,10 +8,16 @@
 #   reload    systemctl reload: 0 failed requests, same main pid, the page still a HIT;
 #   restart   systemctl restart: 0 failed requests, a new main pid, the page a HIT read
 #             from the disk tier (levee_disk_hits_total) after the memory was lost;
-#   upgrade   apt-get install of a newer version of the same build: 0 failed requests,
-#             the admin's edit of /etc/levee/levee.toml kept;
+#   upgrade   apt-get install of a newer version of the same build, whose levee.toml
+#             changed too (a comment line): 0 failed requests, the admin's edited
+#             /etc/levee/levee.toml kept, the package's new one beside it (.dpkg-dist),
+#             as apt does with --force-confdef --force-confold;
 #   remove    apt-get remove, then dpkg --purge: no unit, no binary, no port held, the
 #             conffile kept until the purge, the levee user kept (see debian/postrm).
+# With LEVEE_UPGRADE_FROM=old.deb (an older build of the package, e.g. from main), first:
+#   from-old  the old package installed, its conffile edited, then the upgrade to this
+#             one under load: the failed requests are counted, not fatal (the old levee
+#             did not hand its sockets to systemd), the admin's file kept; then purged.
 # Everything it starts (container, origin, load) is stopped by a trap, the tree removed.
 #
 # Uses the newest target/debian/levee_*.deb (check-deb.sh's; LEVEE_DEB=path to pick one),
@@ -24,6 +30,7 @@ target="${CARGO_TARGET_DIR:-target}"
 
 fail() { echo "check-systemd: FAILED: $*" >&2; exit 1; }
 step() { echo "check-systemd: $* ($((SECONDS - t0)) s)"; }
+ms() { echo $(($(date +%s%N) / 1000000)); }
 t0=$SECONDS
 
 [ "$(id -u)" = 0 ] || fail "run as root (it boots a container and installs a package in it)"
@@ -106,12 +113,16 @@ else
 fi
 step "debootstrap: minimal Debian 12 in $tree"
 
-# The package as built, and a newer version of the same files (only its version and
-# changelog differ) for the upgrade.
+# The package as built, and a newer version of the same files for the upgrade: only
+# its version and its levee.toml (a comment line) differ.
 cp "$deb" "$tree/root/levee.deb"
 dpkg-deb -R "$deb" "$work/newer"
 sed -i "s/^Version: .*/Version: ${version}+upgrade1/" "$work/newer/DEBIAN/control"
+echo "# levee ${version}+upgrade1 (check-systemd)" >>"$work/newer/etc/levee/levee.toml"
 dpkg-deb -b "$work/newer" "$tree/root/levee-newer.deb" >/dev/null
+if [ -n "${LEVEE_UPGRADE_FROM:-}" ]; then
+  cp "$LEVEE_UPGRADE_FROM" "$tree/root/levee-old.deb" || fail "cannot read LEVEE_UPGRADE_FROM=$LEVEE_UPGRADE_FROM"
+fi
 # The origin runs on the host, from the package's own binary.
 dpkg-deb -x "$deb" "$work/pkg"
 levee="$work/pkg/usr/bin/levee"
@@ -132,12 +143,13 @@ for _ in $(seq 1 300); do
 done
 [ -n "$leader" ] || fail "no systemd in the container after 30 s"
 ct() { nsenter -t "$leader" -a "$@"; }
+boot=$(ms)
 state="$(timeout 120 nsenter -t "$leader" -a systemctl is-system-running --wait || true)"
 case "$state" in
   running | degraded) ;;
   *) tail -n 30 "$work/console"; fail "the container's systemd is '$state', not running" ;;
 esac
-step "booted: $(ct systemctl --version | head -n 1), system $state"
+step "booted: $(ct systemctl --version | head -n 1), system $state after $(($(ms) - boot)) ms"
 
 # The test origin: cacheable pages, slow enough that a miss is not free.
 "$levee" origin --listen 127.0.0.1:8081 --delay 5ms --cache-control "max-age=600" \
@@ -147,7 +159,6 @@ bg+=($!)
 show() { ct systemctl show -p "$1" --value levee; }
 headers() { curl -sS --max-time 10 -D - -o /dev/null "http://127.0.0.1:8080$1"; }
 x_cache() { headers "$1" | tr -d '\r' | sed -n 's/^[Xx]-[Cc]ache: //p'; }
-ms() { echo $(($(date +%s%N) / 1000000)); }
 journal() { ct journalctl -u levee --no-pager -o cat >"$work/journal" 2>&1 || true; }
 
 # Requests from the host until the file stop appears, bounded: at most 6000 requests
@@ -198,10 +209,51 @@ under_load() {
   [ "$failed" = 0 ] || { sort "$out" | uniq -c >&2; fail "$name: $failed of $n requests failed"; }
 }
 
+# apt-get install DEB (a file in the container's /root), as an admin would run it
+# unattended: a conffile the admin edited is kept (--force-confold), one they did not is
+# replaced (--force-confdef).
+apt_install() {
+  ct env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+    "/root/$1" >"$work/apt.log" 2>&1 || { tail -n 30 "$work/apt.log"; return 1; }
+}
+conf="$tree/etc/levee/levee.toml"
+
+# --- from an older package (optional) ---
+if [ -n "${LEVEE_UPGRADE_FROM:-}" ]; then
+  apt_install levee-old.deb || fail "from-old: apt-get install of $LEVEE_UPGRADE_FROM failed"
+  old_version="$(ct dpkg-query -W -f='${Version}' levee)"
+  [ "$(show ActiveState)" = active ] || fail "from-old: the old levee.service is not active"
+  echo "# edited by the admin (check-systemd)" >>"$conf"
+  edited="$(md5sum <"$conf")"
+  rm -f "$work/stop"
+  load "$work/from-old.load" &
+  bg+=($!)
+  wait_lines "$work/from-old.load" 100
+  start=$(ms)
+  apt_install levee.deb || fail "from-old: the upgrade from $old_version failed"
+  took=$(($(ms) - start))
+  n=$(lines "$work/from-old.load")
+  wait_lines "$work/from-old.load" $((n + 100))
+  touch "$work/stop"
+  wait "${bg[-1]}"
+  unset 'bg[-1]'
+  n=$(lines "$work/from-old.load")
+  failed=$(awk '$1 != 200' "$work/from-old.load" | wc -l)
+  echo "check-systemd: from-old: upgrade $old_version -> $version took $took ms; load: $n requests, $failed failed (the old levee kept no sockets in systemd's store)"
+  [ "$(show ActiveState)" = active ] || fail "from-old: levee.service is not active after the upgrade"
+  [ "$(md5sum <"$conf")" = "$edited" ] || fail "from-old: the admin's levee.toml was not kept"
+  if [ -e "$conf.dpkg-dist" ]; then
+    echo "check-systemd: from-old: the package's new levee.toml is beside the admin's, as levee.toml.dpkg-dist; the difference:"
+    diff -u "$conf" "$conf.dpkg-dist" | sed 's/^/    /' || true
+  fi
+  ct dpkg --purge levee >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; fail "from-old: dpkg --purge failed"; }
+  step "from-old: upgraded from $old_version, purged"
+fi
+
 # --- install ---
 start=$(ms)
-ct env DEBIAN_FRONTEND=noninteractive apt-get install -y -q /root/levee.deb >"$work/apt.log" 2>&1 \
-  || { tail -n 30 "$work/apt.log"; fail "apt-get install of the package failed"; }
+apt_install levee.deb || fail "apt-get install of the package failed"
 step "apt-get install ./levee.deb: $(($(ms) - start)) ms"
 [ "$(ct systemctl is-enabled levee)" = enabled ] || fail "levee.service is not enabled"
 [ "$(show ActiveState)" = active ] || { journal; fail "levee.service is not active"; }
@@ -220,7 +272,6 @@ step "reloaded: same main pid $pid1, /check still a HIT"
 
 # The admin's edit of the conffile: a comment, and the admin listener (for the disk
 # tier's counters below). Applied by the restart.
-conf="$tree/etc/levee/levee.toml"
 echo "# edited by the admin (check-systemd)" >>"$conf"
 sed -i 's/^# listen = "127.0.0.1:9091"/listen = "127.0.0.1:9091"/' "$conf"
 grep -q '^listen = "127.0.0.1:9091"' "$conf" || fail "no '# listen = \"127.0.0.1:9091\"' line in [admin] of the packaged levee.toml to turn on"
@@ -238,20 +289,17 @@ disk_hits="$(curl -sS --max-time 10 http://127.0.0.1:9091/metrics | sed -n 's/^l
 step "restarted: main pid $pid1 -> $pid2, /check a HIT from the disk tier (levee_disk_hits_total $disk_hits), $(show NFileDescriptorStore) sockets in systemd's fd store"
 
 # --- upgrade ---
-upgrade() {
-  ct env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-    /root/levee-newer.deb >"$work/apt.log" 2>&1 || { tail -n 30 "$work/apt.log"; return 1; }
-}
-under_load upgrade upgrade
+under_load upgrade apt_install levee-newer.deb
 # shellcheck disable=SC2016 # dpkg-query's ${Version}, not the shell's
 [ "$(ct dpkg-query -W -f='${Version}' levee)" = "${version}+upgrade1" ] || fail "upgrade: the new version is not installed"
 pid3=$(show MainPID)
 [ "$pid3" != "$pid2" ] || fail "upgrade: levee was not restarted (main pid $pid2)"
 [ "$(show StatusText)" = serving ] || fail "upgrade: status '$(show StatusText)'"
 [ "$(md5sum <"$conf")" = "$edited" ] || fail "upgrade: the admin's /etc/levee/levee.toml was not kept"
+grep -q "^# levee ${version}+upgrade1" "$conf.dpkg-dist" \
+  || fail "upgrade: the package's new levee.toml is not beside the admin's as levee.toml.dpkg-dist"
 [ "$(x_cache /check)" = HIT ] || fail "upgrade: /check is not a HIT after the upgrade"
-step "upgraded to ${version}+upgrade1: main pid $pid2 -> $pid3, the admin's levee.toml kept, /check a HIT"
+step "upgraded to ${version}+upgrade1: main pid $pid2 -> $pid3, the admin's levee.toml kept (the package's as .dpkg-dist), /check a HIT"
 journal
 
 # --- remove, purge ---
@@ -263,15 +311,21 @@ step "apt-get remove: $(($(ms) - start)) ms"
 for u in /lib/systemd/system/levee.service /usr/lib/systemd/system/levee.service /lib/systemd/system/levee.socket; do
   [ ! -e "$tree$u" ] || fail "remove: $u is still there"
 done
-[ "$(show LoadState)" = not-found ] || fail "remove: systemd still has levee.service ($(show LoadState))"
+# Masked until the purge, as dh_installsystemd's scripts do.
+case "$(show LoadState)" in
+  masked | not-found) ;;
+  *) fail "remove: systemd still has levee.service ($(show LoadState))" ;;
+esac
 [ -f "$conf" ] || fail "remove: the conffile went (only a purge removes it)"
 if (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; then
   fail "remove: something still listens on 127.0.0.1:8080 (the fd store not released?)"
 fi
 ct dpkg --purge levee >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; fail "dpkg --purge failed"; }
-for f in /etc/levee /var/cache/levee /var/lib/levee /var/log/levee; do
-  [ ! -e "$tree$f" ] || fail "purge: $f is still there"
+for f in /etc/levee /var/cache/levee /var/lib/levee /var/log/levee \
+  /etc/systemd/system/levee.service /etc/systemd/system/multi-user.target.wants/levee.service; do
+  [ ! -e "$tree$f" ] && [ ! -L "$tree$f" ] || fail "purge: $f is still there"
 done
+[ "$(show LoadState)" = not-found ] || fail "purge: systemd still knows levee.service ($(show LoadState))"
 ct getent passwd levee >/dev/null || fail "purge: the levee user went (postrm keeps it, as Debian's varnish does)"
 step "removed (conffile kept), purged (conffile, cache, state gone; the levee user kept)"
 step "all checks passed"
