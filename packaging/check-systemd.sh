@@ -144,7 +144,14 @@ done
 [ -n "$leader" ] || fail "no systemd in the container after 30 s"
 ct() { nsenter -t "$leader" -a "$@"; }
 boot=$(ms)
-state="$(timeout 120 nsenter -t "$leader" -a systemctl is-system-running --wait || true)"
+# Until systemd answers on its private socket (it does a moment after its exec), then
+# until the boot is over.
+state=""
+for _ in $(seq 1 600); do
+  state="$(timeout 120 nsenter -t "$leader" -a systemctl is-system-running --wait 2>/dev/null || true)"
+  [ -n "$state" ] && break
+  sleep 0.1
+done
 case "$state" in
   running | degraded) ;;
   *) tail -n 30 "$work/console"; fail "the container's systemd is '$state', not running" ;;
@@ -281,12 +288,15 @@ edited="$(md5sum <"$conf")"
 under_load restart ct systemctl restart levee
 pid2=$(show MainPID)
 [ "$pid2" != "$pid1" ] || fail "restart: the main pid did not change"
+# The new levee got its predecessor's sockets back from systemd's fd store.
+passed="$(ct journalctl -u levee _PID="$pid2" -o cat --no-pager | grep -m 1 'listening sockets from systemd' || true)"
+[ -n "$passed" ] || fail "restart: the new levee got no socket from systemd's fd store (FileDescriptorStoreMax=?)"
 [ "$(show StatusText)" = serving ] || fail "restart: status '$(show StatusText)'"
 [ "$(x_cache /check)" = HIT ] || fail "restart: /check is not a HIT after the restart"
 disk_hits="$(curl -sS --max-time 10 http://127.0.0.1:9091/metrics | sed -n 's/^levee_disk_hits_total \([0-9.e+]*\)$/\1/p')"
 [ "${disk_hits%%.*}" -ge 1 ] 2>/dev/null \
   || fail "restart: the new process has no disk hit (levee_disk_hits_total '$disk_hits'); is [cache] disk_path set?"
-step "restarted: main pid $pid1 -> $pid2, /check a HIT from the disk tier (levee_disk_hits_total $disk_hits), $(show NFileDescriptorStore) sockets in systemd's fd store"
+step "restarted: main pid $pid1 -> $pid2, /check a HIT from the disk tier (levee_disk_hits_total $disk_hits), $(show NFileDescriptorStore) sockets in systemd's fd store; levee's log: $passed"
 
 # --- upgrade ---
 under_load upgrade apt_install levee-newer.deb
