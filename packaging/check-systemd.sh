@@ -175,7 +175,6 @@ journal() { ct journalctl -u levee --no-pager -o cat >"$work/journal" 2>&1 || tr
 # opened for it.
 load() {
   local out=$1 n=0 end=$((SECONDS + 120)) args
-  : >"$out"
   while [ ! -e "$work/stop" ] && [ "$n" -lt 6000 ] && [ "$SECONDS" -lt "$end" ]; do
     args=()
     for i in 0 1 2 3 4 5 6 7 8 9; do
@@ -198,6 +197,7 @@ under_load() {
   local name=$1 out="$work/$1.load" start took n failed connects
   shift
   rm -f "$work/stop"
+  : >"$out" # before the load starts: wait_lines reads it at once
   load "$out" &
   bg+=($!)
   wait_lines "$out" 100
@@ -234,6 +234,7 @@ if [ -n "${LEVEE_UPGRADE_FROM:-}" ]; then
   echo "# edited by the admin (check-systemd)" >>"$conf"
   edited="$(md5sum <"$conf")"
   rm -f "$work/stop"
+  : >"$work/from-old.load"
   load "$work/from-old.load" &
   bg+=($!)
   wait_lines "$work/from-old.load" 100
@@ -288,15 +289,16 @@ edited="$(md5sum <"$conf")"
 under_load restart ct systemctl restart levee
 pid2=$(show MainPID)
 [ "$pid2" != "$pid1" ] || fail "restart: the main pid did not change"
-# The new levee got its predecessor's sockets back from systemd's fd store.
-passed="$(ct journalctl -u levee _PID="$pid2" -o cat --no-pager | grep -m 1 'listening sockets from systemd' || true)"
+# The new levee got its predecessor's sockets back from systemd's fd store (the
+# environment it started with; levee removes the variables from its own).
+passed="$(ct cat /proc/"$pid2"/environ | tr '\0' '\n' | grep '^LISTEN_FDNAMES=' || true)"
 [ -n "$passed" ] || fail "restart: the new levee got no socket from systemd's fd store (FileDescriptorStoreMax=?)"
 [ "$(show StatusText)" = serving ] || fail "restart: status '$(show StatusText)'"
 [ "$(x_cache /check)" = HIT ] || fail "restart: /check is not a HIT after the restart"
 disk_hits="$(curl -sS --max-time 10 http://127.0.0.1:9091/metrics | sed -n 's/^levee_disk_hits_total \([0-9.e+]*\)$/\1/p')"
 [ "${disk_hits%%.*}" -ge 1 ] 2>/dev/null \
   || fail "restart: the new process has no disk hit (levee_disk_hits_total '$disk_hits'); is [cache] disk_path set?"
-step "restarted: main pid $pid1 -> $pid2, /check a HIT from the disk tier (levee_disk_hits_total $disk_hits), $(show NFileDescriptorStore) sockets in systemd's fd store; levee's log: $passed"
+step "restarted: main pid $pid1 -> $pid2, /check a HIT from the disk tier (levee_disk_hits_total $disk_hits), $(show NFileDescriptorStore) sockets in systemd's fd store, passed as $passed"
 
 # --- upgrade ---
 under_load upgrade apt_install levee-newer.deb
@@ -305,11 +307,13 @@ under_load upgrade apt_install levee-newer.deb
 pid3=$(show MainPID)
 [ "$pid3" != "$pid2" ] || fail "upgrade: levee was not restarted (main pid $pid2)"
 [ "$(show StatusText)" = serving ] || fail "upgrade: status '$(show StatusText)'"
+passed="$(ct cat /proc/"$pid3"/environ | tr '\0' '\n' | grep '^LISTEN_FDNAMES=' || true)"
+[ -n "$passed" ] || fail "upgrade: the new levee got no socket from systemd's fd store"
 [ "$(md5sum <"$conf")" = "$edited" ] || fail "upgrade: the admin's /etc/levee/levee.toml was not kept"
 grep -q "^# levee ${version}+upgrade1" "$conf.dpkg-dist" \
   || fail "upgrade: the package's new levee.toml is not beside the admin's as levee.toml.dpkg-dist"
 [ "$(x_cache /check)" = HIT ] || fail "upgrade: /check is not a HIT after the upgrade"
-step "upgraded to ${version}+upgrade1: main pid $pid2 -> $pid3, the admin's levee.toml kept (the package's as .dpkg-dist), /check a HIT"
+step "upgraded to ${version}+upgrade1: main pid $pid2 -> $pid3, the admin's levee.toml kept (the package's as .dpkg-dist), /check a HIT, sockets passed as $passed"
 journal
 
 # --- remove, purge ---
