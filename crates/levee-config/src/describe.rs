@@ -134,7 +134,10 @@ impl Settings {
             self.cache
                 .disk
                 .as_ref()
-                .map_or("off".into(), |d| size(d.size)),
+                .map_or("off".into(), |d| match d.size {
+                    crate::DiskSize::Bytes(n) => size(n),
+                    crate::DiskSize::Auto => "auto".into(),
+                }),
         );
         global(
             "cache.redis",

@@ -45,7 +45,7 @@ pub use site::{
     host_matches, AnonymousSettings, CacheRules, EditInvalidation, FastCgiSettings, Route,
     RouteTarget, Site, StaticSettings,
 };
-pub use tiers::DiskSettings;
+pub use tiers::{DiskSettings, DiskSize};
 
 /// An error in the configuration: always says what to change.
 #[derive(Debug, thiserror::Error)]

@@ -276,7 +276,8 @@ fn example_config_parses() {
 /// The Debian package's `/etc/levee/levee.toml` (packaging/levee.toml) loads as
 /// `levee serve --config` reads it and keeps the safe defaults: loopback only, no admin
 /// listener, the ACME directory inside the unit's StateDirectory (/var/lib/levee), the
-/// same as the built-in default.
+/// same as the built-in default; the disk tier in its CacheDirectory (/var/cache/levee),
+/// sized by the machine, so that the cache survives restarts and upgrades.
 #[test]
 fn packaged_config_loads_with_safe_defaults() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/levee.toml");
@@ -291,6 +292,9 @@ fn packaged_config_loads_with_safe_defaults() {
     assert!(s.admin.listen.is_none());
     assert!(s.access_log.is_none());
     assert_eq!(s.sites.len(), 1);
+    let disk = s.cache.disk.as_ref().unwrap();
+    assert_eq!(disk.path, std::path::Path::new("/var/cache/levee"));
+    assert_eq!(disk.size, crate::DiskSize::Auto);
     let file: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let defaults: toml::Table = toml::from_str(DEFAULTS).unwrap();
     let acme_dir = |t: &toml::Table| t["tls"]["acme_dir"].clone();
@@ -546,8 +550,14 @@ fn the_tiers_below_memory_are_off_unless_given_and_checked_when_given() {
     .unwrap();
     let disk = s.cache.disk.unwrap();
     assert_eq!(disk.path, std::path::Path::new("/var/cache/levee"));
-    assert_eq!(disk.size, 2 << 30);
+    assert_eq!(disk.size, crate::DiskSize::Bytes(2 << 30));
     assert_eq!(s.cache.redis, ["redis://10.0.0.5:6379"]);
+    let s = resolve(
+        "[cache]\ndisk_path = \"/var/cache/levee\"\ndisk_size = \"auto\"",
+        with_backend(),
+    )
+    .unwrap();
+    assert_eq!(s.cache.disk.unwrap().size, crate::DiskSize::Auto);
     for (toml, option) in [
         (
             "[cache]\ndisk_path = \"/d\"\ndisk_size = \"0\"",

@@ -8,7 +8,25 @@ use crate::{ConfigError, OneOrMany};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiskSettings {
     pub path: std::path::PathBuf,
-    pub size: u64,
+    pub size: DiskSize,
+}
+
+/// The disk tier's bound: bytes, or `auto`, sized by the filesystem it is on when levee
+/// starts (levee-proxy's tiers.rs: a tenth of the filesystem, at most 10 GiB, at most
+/// half of its free space).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskSize {
+    Bytes(u64),
+    Auto,
+}
+
+impl std::fmt::Display for DiskSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DiskSize::Bytes(n) => write!(f, "{n} bytes"),
+            DiskSize::Auto => f.write_str("auto"),
+        }
+    }
 }
 
 /// The disk tier (when `disk_path` is set) and the Redis URLs (empty: no shared tier).
@@ -17,13 +35,16 @@ pub(crate) fn from_options(
     disk_size: Option<String>,
     redis: Option<OneOrMany>,
 ) -> Result<(Option<DiskSettings>, Vec<String>), ConfigError> {
-    let disk_size = size("cache.disk_size", disk_size)?;
+    let disk_size = match disk_size {
+        Some(v) if v.trim().eq_ignore_ascii_case("auto") => DiskSize::Auto,
+        v => DiskSize::Bytes(size("cache.disk_size", v)?),
+    };
     let disk = match disk_path {
         Some(p) if !p.trim().is_empty() => {
-            if disk_size == 0 {
+            if disk_size == DiskSize::Bytes(0) {
                 return Err(ConfigError::invalid(
                     "cache.disk_size",
-                    "the disk tier needs room: give a size like 10GiB, or drop disk_path to turn it off",
+                    "the disk tier needs room: give a size like 10GiB, or \"auto\", or drop disk_path to turn it off",
                 ));
             }
             Some(DiskSettings {

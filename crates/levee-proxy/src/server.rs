@@ -314,6 +314,8 @@ pub fn serve_workers(
         .copied()
         .collect();
     let plain = settings.listen.len();
+    let configured: Vec<SocketAddr> = all.iter().copied().chain(settings.admin.listen).collect();
+    activated.release_unconfigured(&configured);
     let listeners = take_or_bind(&all, &mut activated)?;
     let mut addrs = listeners
         .iter()
@@ -330,7 +332,13 @@ pub fn serve_workers(
         Some(addr) => Some((take_or_bind(&[addr], &mut activated)?.remove(0), addr)),
         None => None,
     };
-    activated.finish()?;
+    // Every socket handed to systemd's store, for the next levee (the unit's
+    // FileDescriptorStoreMax=): a restart refuses no connection.
+    let listening: Vec<&std::net::TcpListener> = listeners
+        .iter()
+        .chain(admin.as_ref().map(|(l, _)| l))
+        .collect();
+    activated.finish(&listening)?;
     let limits = settings.limits.clone();
     let shared = Arc::new(Shared::new(settings)?);
     if let Some(r) = reloader {
@@ -573,10 +581,29 @@ fn take_or_bind(
     for addr in addrs {
         match activated.take(*addr) {
             Some(l) => listeners.push(l),
+            None if activated.released(addr.port()) => listeners.push(bind_after_release(*addr)?),
             None => listeners.extend(bind_std(std::slice::from_ref(addr))?),
         }
     }
     Ok(listeners)
+}
+
+/// Binds `addr` while systemd closes the stored socket just released on its port
+/// (another address of the same port, say `127.0.0.1:80` now `0.0.0.0:80`): tries again
+/// for a second while the port is in use.
+fn bind_after_release(addr: SocketAddr) -> Result<std::net::TcpListener, BindError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        match bind_std(std::slice::from_ref(&addr)) {
+            Err(e)
+                if e.source.kind() == std::io::ErrorKind::AddrInUse
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => return r.map(|mut v| v.remove(0)),
+        }
+    }
 }
 
 /// One non-blocking listening socket per address (backlog 1024, like tokio's).

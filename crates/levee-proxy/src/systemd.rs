@@ -1,12 +1,20 @@
 //! systemd, and nothing when systemd is not there: readiness, reload and stop notices
-//! and watchdog pings (sd_notify(3), through `NOTIFY_SOCKET`), and socket activation
-//! (sd_listen_fds(3): `LISTEN_FDS` for this `LISTEN_PID`), with which systemd holds the
-//! listening sockets and a restart refuses no connection: they queue in the kernel until
-//! the next levee accepts them.
+//! and watchdog pings (sd_notify(3), through `NOTIFY_SOCKET`), and the listening sockets
+//! systemd passes (sd_listen_fds(3): `LISTEN_FDS` for this `LISTEN_PID`).
+//!
+//! Those come from two places. A `.socket` unit (levee.socket, optional): systemd binds
+//! them. systemd's file descriptor store (the packaged unit's `FileDescriptorStoreMax=`):
+//! levee binds the addresses of its configuration and hands each listening socket to
+//! systemd (`FDSTORE=1`, named [`store_name`]); systemd keeps it open while levee
+//! restarts and passes it to the next levee. Either way a restart or an upgrade refuses
+//! no connection: they queue in the kernel until the next levee accepts them, and the
+//! admin keeps one list of addresses, in levee.toml.
 //!
 //! A passed socket is matched to the `listen`, `listen_tls` or `[admin] listen` address
-//! it is bound to (its own local address, whatever order `levee.socket` lists them in);
-//! a configured address no passed socket matches is bound as usual. A passed socket no
+//! it is bound to (its own local address, whatever order systemd passes them in), a
+//! `.socket` unit's first; a configured address no passed socket matches is bound as
+//! usual. A stored socket no address names any more is taken out of the store
+//! (`FDSTOREREMOVE=1`) and closed, so that its port is free; a `.socket` unit's socket no
 //! address names is an error: levee would never accept from it.
 
 use std::net::{SocketAddr, TcpListener};
@@ -78,9 +86,38 @@ fn parse_journal_stream(v: &str) -> Option<(u64, u64)> {
     Some((dev.parse().ok()?, ino.parse().ok()?))
 }
 
+/// The names levee stores its sockets under start with this, told apart from a `.socket`
+/// unit's (named after the unit, or by its `FileDescriptorName=`).
+const STORE_PREFIX: &str = "levee-listen-";
+
+/// The name the listening socket bound to `addr` is stored under (`FDNAME=` may not hold
+/// ':', `LISTEN_FDNAMES`'s separator).
+pub(crate) fn store_name(addr: SocketAddr) -> String {
+    format!("{STORE_PREFIX}{}", addr.to_string().replace(':', "_"))
+}
+
+/// A socket systemd passed: where it is bound, and the name it came with.
+struct Passed {
+    addr: SocketAddr,
+    listener: TcpListener,
+    name: String,
+}
+
+impl Passed {
+    /// From levee's own store rather than a `.socket` unit.
+    fn stored(&self) -> bool {
+        self.name.starts_with(STORE_PREFIX)
+    }
+}
+
 /// The listening sockets systemd passed, each with the address it is bound to.
 pub(crate) struct Activated {
-    sockets: Vec<(SocketAddr, TcpListener)>,
+    sockets: Vec<Passed>,
+    /// Where the sockets taken from a `.socket` unit are bound: systemd holds those
+    /// already, they are not stored.
+    from_unit: Vec<SocketAddr>,
+    /// Ports of the stored sockets released: a bind of one may race systemd closing it.
+    released: Vec<u16>,
 }
 
 impl Activated {
@@ -88,6 +125,11 @@ impl Activated {
     /// `LISTEN_*` variables are removed, so that no child takes them for its own).
     /// Call it before any thread starts.
     pub(crate) fn from_env() -> Result<Activated, ServeError> {
+        // Read first: listenfd removes LISTEN_PID and LISTEN_FDS, not the names.
+        let names: Vec<String> = std::env::var("LISTEN_FDNAMES")
+            .map(|v| v.split(':').map(str::to_owned).collect())
+            .unwrap_or_default();
+        std::env::remove_var("LISTEN_FDNAMES");
         let mut fds = listenfd::ListenFd::from_env();
         let mut sockets = Vec::new();
         for i in 0..fds.len() {
@@ -101,30 +143,102 @@ impl Activated {
             listener
                 .set_nonblocking(true)
                 .map_err(|e| activation(format!("socket {addr}: {e}")))?;
-            sockets.push((addr, listener));
+            let name = names.get(i).cloned().unwrap_or_default();
+            sockets.push(Passed {
+                addr,
+                listener,
+                name,
+            });
         }
         if !sockets.is_empty() {
-            let addrs: Vec<_> = sockets.iter().map(|(a, _)| a.to_string()).collect();
+            let addrs: Vec<_> = sockets
+                .iter()
+                .map(|p| format!("{} ({})", p.addr, p.name))
+                .collect();
             tracing::info!(sockets = ?addrs, "listening sockets from systemd");
         }
-        Ok(Activated { sockets })
+        Ok(Activated {
+            sockets,
+            from_unit: Vec::new(),
+            released: Vec::new(),
+        })
     }
 
-    /// The passed socket for the configured address `addr`, if one matches.
-    pub(crate) fn take(&mut self, addr: SocketAddr) -> Option<TcpListener> {
-        let i = self.sockets.iter().position(|(a, _)| matches(addr, *a))?;
-        Some(self.sockets.swap_remove(i).1)
-    }
-
-    /// Refuses to serve with passed sockets no address took: their connections would
-    /// wait forever.
-    pub(crate) fn finish(self) -> Result<(), ServeError> {
-        match self.sockets.first() {
-            None => Ok(()),
-            Some((addr, _)) => Err(activation(format!(
-                "systemd passed a socket on {addr} that no listen, listen_tls or [admin] listen of the configuration names; make levee.socket's ListenStream= and /etc/levee/levee.toml agree"
-            ))),
+    /// Releases the stored sockets no address of `configured` matches (the
+    /// configuration changed since they were stored): out of systemd's store, and
+    /// closed. Before anything is bound, as the port may be wanted by another address
+    /// (`127.0.0.1:80` becoming `0.0.0.0:80`).
+    pub(crate) fn release_unconfigured(&mut self, configured: &[SocketAddr]) {
+        let (gone, kept) = std::mem::take(&mut self.sockets)
+            .into_iter()
+            .partition(|p| p.stored() && !configured.iter().any(|c| matches(*c, p.addr)));
+        self.sockets = kept;
+        for p in gone {
+            self.release(p);
         }
+    }
+
+    fn release(&mut self, p: Passed) {
+        tracing::info!(addr = %p.addr, "a listening socket systemd kept is not configured any more: released");
+        notify(&[NotifyState::FdStoreRemove, NotifyState::FdName(&p.name)]);
+        self.released.push(p.addr.port());
+    }
+
+    /// Whether a stored socket on `port` was just released: systemd closes its copy
+    /// when it reads the message, so a new bind of the port may have to try again.
+    pub(crate) fn released(&self, port: u16) -> bool {
+        self.released.contains(&port)
+    }
+
+    /// The passed socket for the configured address `addr`, if one matches: a `.socket`
+    /// unit's before a stored one.
+    pub(crate) fn take(&mut self, addr: SocketAddr) -> Option<TcpListener> {
+        let found = |unit: bool| {
+            self.sockets
+                .iter()
+                .position(|p| p.stored() != unit && matches(addr, p.addr))
+        };
+        let i = found(true).or_else(|| found(false))?;
+        let p = self.sockets.swap_remove(i);
+        if !p.stored() {
+            self.from_unit.push(p.addr);
+        }
+        Some(p.listener)
+    }
+
+    /// Refuses to serve with a `.socket` unit's socket no address took: its connections
+    /// would wait forever. Otherwise releases what is left of the store (a socket stored
+    /// twice), and hands every socket of `listening` systemd does not hold already to its
+    /// store, for the next levee.
+    pub(crate) fn finish(mut self, listening: &[&TcpListener]) -> Result<(), ServeError> {
+        if let Some(p) = self.sockets.iter().find(|p| !p.stored()) {
+            return Err(activation(format!(
+                "systemd passed a socket on {} that no listen, listen_tls or [admin] listen of the configuration names; make levee.socket's ListenStream= and /etc/levee/levee.toml agree",
+                p.addr
+            )));
+        }
+        for p in std::mem::take(&mut self.sockets) {
+            self.release(p);
+        }
+        for l in listening {
+            match l.local_addr() {
+                Ok(addr) if !self.from_unit.contains(&addr) => store(addr, l),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `FDSTORE=1`: systemd keeps a copy of `listener` while levee restarts, if the unit
+/// has `FileDescriptorStoreMax=` (systemd logs and drops it otherwise). A no-op without
+/// `NOTIFY_SOCKET`.
+fn store(addr: SocketAddr, listener: &TcpListener) {
+    use std::os::fd::AsFd;
+    let name = store_name(addr);
+    let state = [NotifyState::FdStore, NotifyState::FdName(&name)];
+    if let Err(e) = sd_notify::notify_with_fds(&state, &[listener.as_fd()]) {
+        tracing::warn!(%addr, error = %e, "cannot hand the listening socket to systemd: a restart will refuse connections for a moment");
     }
 }
 
@@ -149,6 +263,15 @@ mod tests {
 
     fn a(s: &str) -> SocketAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_stored_socket_is_named_after_its_address_without_colons() {
+        assert_eq!(
+            store_name(a("127.0.0.1:8080")),
+            "levee-listen-127.0.0.1_8080"
+        );
+        assert_eq!(store_name(a("[::]:443")), "levee-listen-[__]_443");
     }
 
     #[test]
@@ -182,7 +305,7 @@ mod tests {
         if std::env::var_os("LISTEN_FDS").is_none() {
             let activated = Activated::from_env().unwrap();
             assert!(activated.sockets.is_empty());
-            assert!(activated.finish().is_ok());
+            assert!(activated.finish(&[]).is_ok());
         }
         if std::env::var_os("NOTIFY_SOCKET").is_none() {
             ready();

@@ -55,17 +55,21 @@ impl Tiers {
         if cache.disk.is_none() && cache.redis.is_empty() {
             return Ok(None);
         }
-        let disk = match &cache.disk {
-            Some(d) => Some(
+        let disk_size = match &cache.disk {
+            Some(d) => disk_bytes(d)?,
+            None => None,
+        };
+        let disk = match (&cache.disk, disk_size) {
+            (Some(d), Some(size)) => Some(
                 Disk::open(DiskConfig {
                     path: d.path.clone(),
-                    size: d.size,
+                    size,
                 })
                 .map_err(|e| {
                     ServeError::Tier(format!("the disk tier ({}): {e}", d.path.display()))
                 })?,
             ),
-            None => None,
+            _ => None,
         };
         // The longest a fill may hold the lock: until its response started, plus a
         // margin for the body; the other nodes wait about as long as a request waits
@@ -95,7 +99,10 @@ impl Tiers {
             (Some(redis), Some(runtime))
         };
         tracing::info!(
-            disk = %cache.disk.as_ref().map_or("off".into(), |d| format!("{} ({} bytes)", d.path.display(), d.size)),
+            disk = %match (&cache.disk, disk_size) {
+                (Some(d), Some(n)) => format!("{} ({n} bytes, disk_size {})", d.path.display(), d.size),
+                _ => "off".into(),
+            },
             redis = %if cache.redis.is_empty() { "off".into() } else { cache.redis.iter().map(|u| levee_redis::url_for_logs(u)).collect::<Vec<_>>().join(", ") },
             "cache tiers below memory"
         );
@@ -333,4 +340,75 @@ pub(crate) fn url_ban(key: &CacheKey, soft: bool) -> Ban {
         },
         BanTarget::Url(key.clone()),
     )
+}
+
+/// The disk tier's bound in bytes; `auto` sized now (None: no room for it at all).
+fn disk_bytes(d: &levee_config::DiskSettings) -> Result<Option<u64>, ServeError> {
+    let (total, free) = match d.size {
+        levee_config::DiskSize::Bytes(n) => return Ok(Some(n)),
+        levee_config::DiskSize::Auto => filesystem_space(&d.path).map_err(|e| {
+            ServeError::Tier(format!(
+                "the disk tier ({}): cannot read the size of its filesystem to size it ({e}); give [cache] disk_size in bytes, like 2GiB",
+                d.path.display()
+            ))
+        })?,
+    };
+    let size = auto_disk_size(total, free);
+    if size < AUTO_DISK_MIN {
+        tracing::warn!(path = %d.path.display(), free, "too little free space for the disk tier (disk_size = \"auto\"): serving without it");
+        return Ok(None);
+    }
+    Ok(Some(size))
+}
+
+/// `disk_size = "auto"`: a tenth of the filesystem, at most [`AUTO_DISK_MAX`], and never
+/// more than half of what is free on it when levee starts, so that the cache cannot fill
+/// the disk. Sized again at each start: on a filling disk it shrinks (the cache's own
+/// files count as used), and the disk tier evicts down to it.
+fn auto_disk_size(total: u64, free: u64) -> u64 {
+    (total / 10).min(AUTO_DISK_MAX).min(free / 2)
+}
+
+/// The most `auto` gives: a cache of hot pages rarely needs more.
+const AUTO_DISK_MAX: u64 = 10 << 30;
+/// Below this, `auto` turns the disk tier off rather than churn a few pages.
+const AUTO_DISK_MIN: u64 = 16 << 20;
+
+/// The size and the space available to unprivileged users (statvfs's `f_bavail`) of the
+/// filesystem `path` is on, or will be: the directory may not exist yet (levee-disk
+/// makes it), then its nearest existing ancestor's.
+fn filesystem_space(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
+    let dir = path
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(std::path::Path::new("/"));
+    let st = rustix::fs::statvfs(dir)?;
+    Ok((
+        st.f_blocks.saturating_mul(st.f_frsize),
+        st.f_bavail.saturating_mul(st.f_frsize),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_disk_size_is_a_tenth_capped_and_half_the_free_space_at_most() {
+        const G: u64 = 1 << 30;
+        // A tenth of a 50 GiB filesystem with room to spare.
+        assert_eq!(auto_disk_size(50 * G, 40 * G), 5 * G);
+        // Capped on a large one.
+        assert_eq!(auto_disk_size(2000 * G, 1000 * G), AUTO_DISK_MAX);
+        // Half the free space on a nearly full one.
+        assert_eq!(auto_disk_size(100 * G, 4 * G), 2 * G);
+        assert_eq!(auto_disk_size(100 * G, 0), 0);
+    }
+
+    #[test]
+    fn auto_sizes_by_the_nearest_existing_directory() {
+        let (total, free) =
+            filesystem_space(std::path::Path::new("/nonexistent/levee/cache")).unwrap();
+        assert!(total > 0 && free <= total);
+    }
 }

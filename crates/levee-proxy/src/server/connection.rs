@@ -24,7 +24,7 @@ pub(super) async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     tls: bool,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
     let header_timeout = shared.conf().settings.limits.header_timeout;
@@ -47,7 +47,7 @@ pub(super) async fn serve_connection(
                 }
                 Err(_) => return,
             },
-            _ = stop.changed() => return,
+            _ = stopped_for(stop.clone(), FIRST_REQUEST_GRACE) => return,
         };
         let alpn = stream.get_ref().1.alpn_protocol();
         if alpn == Some(levee_tls::ACME_TLS_ALPN) {
@@ -72,7 +72,7 @@ pub(super) async fn serve_connection(
             Ok(Ok(h2)) => h2,
             _ => return,
         },
-        _ = stop.changed() => return,
+        _ = stopped_for(stop.clone(), FIRST_REQUEST_GRACE) => return,
     };
     if is_h2 {
         serve_http(shared, TokioIo::new(stream), conn, true, None, stop).await;
@@ -93,23 +93,33 @@ async fn serve_http<I>(
     conn: ConnInfo,
     h2: bool,
     sendfile: Option<Arc<SendQueue>>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let _open = shared.stats.connection_opened();
     let limits = shared.conf().settings.limits.clone();
     let peer = conn.peer;
-    // On shutdown, finish the request in flight, then close (graceful_shutdown).
+    let first = Arc::new(FirstRequest::default());
+    // On shutdown: a connection that has not sent its first request yet gets
+    // FIRST_REQUEST_GRACE for it (it was accepted before the stop: its client is owed an
+    // answer); then the request in flight is finished and answered with `Connection:
+    // close` (HTTP/1.1; HTTP/2: GOAWAY) and an idle kept-alive connection closed, which
+    // clients retry on a new connection, served by the next levee (graceful_shutdown).
     macro_rules! drive {
         ($conn:expr) => {{
             let conn = $conn;
             tokio::pin!(conn);
             let result = tokio::select! {
                 r = conn.as_mut() => r,
-                _ = stop.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.as_mut().await
+                _ = stopped_for(stop.clone(), Duration::ZERO) => {
+                    tokio::select! {
+                        r = conn.as_mut() => r,
+                        _ = first.wait(FIRST_REQUEST_GRACE) => {
+                            conn.as_mut().graceful_shutdown();
+                            conn.as_mut().await
+                        }
+                    }
                 }
             };
             if let Err(e) = result {
@@ -124,7 +134,9 @@ async fn serve_http<I>(
         // `H2_MAX_CANCELLED`, when they outnumber the answered ones, the connection goes.
         let cancels = Arc::new(Cancels::default());
         let svc_cancels = cancels.clone();
+        let svc_first = first.clone();
         let service = service_fn(move |req| {
+            svc_first.seen();
             let guard = CancelGuard {
                 cancels: svc_cancels.clone(),
                 answered: false,
@@ -154,7 +166,9 @@ async fn serve_http<I>(
             }
         }
     } else {
+        let svc_first = first.clone();
         let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            svc_first.seen();
             if let Some(queue) = &sendfile {
                 req.extensions_mut().insert(queue.clone());
             }
@@ -170,6 +184,42 @@ async fn serve_http<I>(
             .max_headers(limits.max_headers)
             .max_header_size(limits.max_header_bytes);
         drive!(b.serve_connection(io, service));
+    }
+}
+
+/// How long a connection accepted before a stop may take to send its first request: a
+/// client sends it at once (after the TLS handshake: a round trip), and one that sends
+/// nothing is a browser's spare connection, closed after this. Bounds the drain.
+const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
+
+/// Completes `grace` after `stop` turns true (or its sender is gone: the server too).
+async fn stopped_for(mut stop: watch::Receiver<bool>, grace: Duration) {
+    // Not kept: the guard wait_for returns holds the channel's lock.
+    let _ = stop.wait_for(|s| *s).await.is_ok();
+    tokio::time::sleep(grace).await;
+}
+
+/// Whether a connection has had its first request.
+#[derive(Default)]
+struct FirstRequest {
+    seen: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl FirstRequest {
+    fn seen(&self) {
+        if !self.seen.load(Ordering::Relaxed) {
+            self.seen.store(true, Ordering::Relaxed);
+            // A permit is kept if nobody waits yet: `wait` cannot miss it.
+            self.notify.notify_one();
+        }
+    }
+
+    /// Until the first request has come, for at most `grace`.
+    async fn wait(&self, grace: Duration) {
+        if !self.seen.load(Ordering::Relaxed) {
+            let _ = tokio::time::timeout(grace, self.notify.notified()).await;
+        }
     }
 }
 

@@ -1,11 +1,14 @@
-//! systemd (issue 25), without systemd: the test plays the service manager. It binds the
-//! `NOTIFY_SOCKET` datagram socket levee reports to (READY=1 once listening, RELOADING=1
-//! then READY=1 around a SIGHUP reload, STOPPING=1 on SIGTERM, WATCHDOG=1 pings), and it
-//! holds a listening socket passed to levee as fd 3 with `LISTEN_FDS`/`LISTEN_PID`, as a
-//! `.socket` unit does: a connection made while no levee runs is answered by the next.
+//! systemd (issues 25 and 36), without systemd: the test plays the service manager. It
+//! binds the `NOTIFY_SOCKET` datagram socket levee reports to (READY=1 once listening,
+//! RELOADING=1 then READY=1 around a SIGHUP reload, STOPPING=1 on SIGTERM, WATCHDOG=1
+//! pings, FDSTORE=1 with each listening socket levee hands over), and it passes listening
+//! sockets to levee from fd 3 with `LISTEN_FDS`/`LISTEN_PID`, as a `.socket` unit or the
+//! file descriptor store does: a connection made while no levee runs is answered by the
+//! next.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -13,11 +16,12 @@ use std::time::{Duration, Instant};
 
 use levee_test::{Origin, Recorded, Reply};
 
-/// The fake service manager's end of `NOTIFY_SOCKET`, and every message received.
+/// The fake service manager's end of `NOTIFY_SOCKET`, and every message received with
+/// the descriptors that came with it.
 struct Notify {
     socket: UnixDatagram,
     path: std::path::PathBuf,
-    seen: Vec<String>,
+    seen: Vec<(String, Vec<OwnedFd>)>,
     _dir: tempfile::TempDir,
 }
 
@@ -37,25 +41,74 @@ impl Notify {
     /// Waits (at most 10 s) for a message with `line` among its lines, after those
     /// already matched; returns the message.
     fn expect(&mut self, line: &str) -> String {
+        self.expect_with_fds(line).0
+    }
+
+    /// [`expect`](Self::expect), with the descriptors the message carried (SCM_RIGHTS).
+    fn expect_with_fds(&mut self, line: &str) -> (String, Vec<OwnedFd>) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(i) = self.seen.iter().position(|m| m.lines().any(|l| l == line)) {
+            if let Some(i) = self
+                .seen
+                .iter()
+                .position(|(m, _)| m.lines().any(|l| l == line))
+            {
                 return self.seen.drain(..=i).next_back().unwrap();
             }
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(
                 !left.is_zero(),
                 "no {line:?} from levee; got {:?}",
-                self.seen
+                self.seen.iter().map(|(m, _)| m).collect::<Vec<_>>()
             );
             self.socket.set_read_timeout(Some(left)).unwrap();
-            let mut buf = [0u8; 4096];
-            if let Ok(n) = self.socket.recv(&mut buf) {
-                self.seen
-                    .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            if let Ok(message) = recv_with_fds(&self.socket) {
+                self.seen.push(message);
             }
         }
     }
+}
+
+/// One datagram and the descriptors passed with it, as systemd receives them.
+#[allow(unsafe_code)]
+fn recv_with_fds(socket: &UnixDatagram) -> std::io::Result<(String, Vec<OwnedFd>)> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut buf = [0u8; 4096];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // u64s: aligned for cmsghdr.
+    let mut control = [0u64; 64];
+    // SAFETY: a zeroed msghdr is valid; its pointers are set to live buffers below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: msg describes buffers that outlive the call.
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut fds = Vec::new();
+    // SAFETY: the CMSG_* walk stays within msg_controllen, as the kernel filled it; each
+    // SCM_RIGHTS descriptor is new to this process and owned once.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<libc::c_int>();
+                let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..len / std::mem::size_of::<libc::c_int>() {
+                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    let text = String::from_utf8_lossy(&buf[..n as usize]).into_owned();
+    Ok((text, fds))
 }
 
 fn origin() -> Origin {
@@ -227,4 +280,77 @@ fn a_passed_socket_no_address_names_is_refused() {
             && stderr.contains("levee.socket"),
         "{stderr}"
     );
+}
+
+/// The message's `KEY=` value.
+fn field<'a>(message: &'a str, key: &str) -> Option<&'a str> {
+    message.lines().find_map(|l| l.strip_prefix(key))
+}
+
+#[test]
+fn a_restart_with_the_fd_store_refuses_no_connection() {
+    let origin = origin();
+    let mut notify = Notify::bind();
+    // levee binds its own port, then hands the socket to the (fake) service manager.
+    let mut first = levee_cmd(&origin, "127.0.0.1:0", &notify).spawn().unwrap();
+    let (stored, mut fds) = notify.expect_with_fds("FDSTORE=1");
+    assert_eq!(fds.len(), 1, "{stored:?}");
+    let listener = TcpListener::from(fds.remove(0));
+    let addr = listener.local_addr().unwrap();
+    let name = format!("levee-listen-127.0.0.1_{}", addr.port());
+    assert_eq!(field(&stored, "FDNAME="), Some(name.as_str()), "{stored:?}");
+    notify.expect("READY=1");
+    let miss = get(addr, "/page");
+    assert!(miss.starts_with("HTTP/1.1 200"), "{miss}");
+
+    kill(&first, "TERM");
+    notify.expect("STOPPING=1");
+    wait_exit(&mut first);
+    // levee is gone, the socket is not: the connection waits in its queue.
+    let waiting = TcpStream::connect(addr).expect("connection refused between two levees");
+    // The next levee gets the stored socket back, named, as systemd passes it.
+    let mut cmd = levee_cmd(&origin, &addr.to_string(), &notify);
+    cmd.env("LISTEN_FDNAMES", &name);
+    let mut second = spawn_activated(cmd, &listener, Stdio::null());
+    // It stores it again (systemd keeps one copy of a socket stored twice).
+    let (again, fds) = notify.expect_with_fds("FDSTORE=1");
+    assert_eq!(field(&again, "FDNAME="), Some(name.as_str()), "{again:?}");
+    let again = TcpListener::from(fds.into_iter().next().unwrap());
+    assert_eq!(again.local_addr().unwrap(), addr);
+    notify.expect("READY=1");
+    let answer = get_on(waiting, "/page");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    kill(&second, "TERM");
+    wait_exit(&mut second);
+}
+
+#[test]
+fn a_stored_socket_no_address_names_is_released() {
+    let origin = origin();
+    let mut notify = Notify::bind();
+    // Stored by a levee whose configuration listened here; this one's listens elsewhere.
+    let old = TcpListener::bind("127.0.0.1:0").unwrap();
+    let name = format!(
+        "levee-listen-127.0.0.1_{}",
+        old.local_addr().unwrap().port()
+    );
+    let mut cmd = levee_cmd(&origin, "127.0.0.1:0", &notify);
+    cmd.env("LISTEN_FDNAMES", &name);
+    let mut levee = spawn_activated(cmd, &old, Stdio::null());
+    let removed = notify.expect("FDSTOREREMOVE=1");
+    assert_eq!(
+        field(&removed, "FDNAME="),
+        Some(name.as_str()),
+        "{removed:?}"
+    );
+    // Not an error, unlike a .socket unit's socket: levee serves on its own address.
+    let (stored, fds) = notify.expect_with_fds("FDSTORE=1");
+    assert_ne!(field(&stored, "FDNAME="), Some(name.as_str()));
+    let addr = TcpListener::from(fds.into_iter().next().unwrap())
+        .local_addr()
+        .unwrap();
+    notify.expect("READY=1");
+    assert!(get(addr, "/page").starts_with("HTTP/1.1 200"));
+    kill(&levee, "TERM");
+    wait_exit(&mut levee);
 }
