@@ -191,10 +191,11 @@ wait_lines() { # FILE N: until the load has made N requests (it stops within 120
     sleep 0.05
   done
 }
-# under_load NAME COMMAND...: runs COMMAND during the load, then lets the load go on for
-# 100 more requests (the new process serving them), and fails on any failed request.
-under_load() {
-  local name=$1 out="$work/$1.load" start took n failed connects
+# measure_load NAME COMMAND...: runs COMMAND during the load, then lets the load go on
+# for 100 more requests (the new process serving them); sets took (ms), n (requests),
+# failed and connects. Fails only if COMMAND does.
+measure_load() {
+  local name=$1 out="$work/$1.load" start
   shift
   rm -f "$work/stop"
   : >"$out" # before the load starts: wait_lines reads it at once
@@ -212,8 +213,14 @@ under_load() {
   n=$(lines "$out")
   failed=$(awk '$1 != 200' "$out" | wc -l)
   connects=$(awk '{ c += $2 } END { print c + 0 }' "$out")
+}
+# under_load NAME COMMAND...: measure_load, and fails on any failed request.
+under_load() {
+  local name=$1 took n failed connects
+  measure_load "$@"
+  shift
   echo "check-systemd: $name: '$*' took $took ms; load: $n requests over $connects connections, $failed failed"
-  [ "$failed" = 0 ] || { sort "$out" | uniq -c >&2; fail "$name: $failed of $n requests failed"; }
+  [ "$failed" = 0 ] || { sort "$work/$name.load" | uniq -c >&2; fail "$name: $failed of $n requests failed"; }
 }
 
 # apt-get install DEB (a file in the container's /root), as an admin would run it
@@ -233,21 +240,7 @@ if [ -n "${LEVEE_UPGRADE_FROM:-}" ]; then
   [ "$(show ActiveState)" = active ] || fail "from-old: the old levee.service is not active"
   echo "# edited by the admin (check-systemd)" >>"$conf"
   edited="$(md5sum <"$conf")"
-  rm -f "$work/stop"
-  : >"$work/from-old.load"
-  load "$work/from-old.load" &
-  bg+=($!)
-  wait_lines "$work/from-old.load" 100
-  start=$(ms)
-  apt_install levee.deb || fail "from-old: the upgrade from $old_version failed"
-  took=$(($(ms) - start))
-  n=$(lines "$work/from-old.load")
-  wait_lines "$work/from-old.load" $((n + 100))
-  touch "$work/stop"
-  wait "${bg[-1]}"
-  unset 'bg[-1]'
-  n=$(lines "$work/from-old.load")
-  failed=$(awk '$1 != 200' "$work/from-old.load" | wc -l)
+  measure_load from-old apt_install levee.deb
   echo "check-systemd: from-old: upgrade $old_version -> $version took $took ms; load: $n requests, $failed failed (the old levee kept no sockets in systemd's store)"
   [ "$(show ActiveState)" = active ] || fail "from-old: levee.service is not active after the upgrade"
   [ "$(md5sum <"$conf")" = "$edited" ] || fail "from-old: the admin's levee.toml was not kept"

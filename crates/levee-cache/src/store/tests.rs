@@ -8,23 +8,11 @@ use crate::EntryParts;
 use http::header::{HeaderValue, VARY};
 
 fn entry(key: &CacheKey, id: u64, lang: &'static str) -> Arc<Entry> {
-    entry_aged(key, id, lang, 60, 0, 1)
+    entry_with(key, id, lang, 60, 0, 1, true, 0)
 }
 
-/// An entry fresh for `lifetime` s, `age` s old, with a body of `size` bytes.
-fn entry_aged(
-    key: &CacheKey,
-    id: u64,
-    lang: &'static str,
-    lifetime: u64,
-    age: u64,
-    size: usize,
-) -> Arc<Entry> {
-    entry_with(key, id, lang, lifetime, age, size, true, 0)
-}
-
-/// [`entry_aged`], with `Vary: Accept-Language` or without `Vary`, kept `retain` s
-/// past its freshness.
+/// An entry fresh for `lifetime` s, `age` s old, with a body of `size` bytes, with
+/// `Vary: Accept-Language` or without `Vary`, kept `retain` s past its freshness.
 #[allow(clippy::too_many_arguments)]
 fn entry_with(
     key: &CacheKey,
@@ -153,7 +141,7 @@ fn a_response_without_vary_replaces_every_variant() {
 fn an_entry_past_freshness_and_retain_is_gone_on_the_next_get() {
     let store = Store::new(1 << 20);
     let k = key("/old");
-    store.insert(k.clone(), entry_aged(&k, 1, "en", 5, 10, 1));
+    store.insert(k.clone(), entry_with(&k, 1, "en", 5, 10, 1, true, 0));
     assert_eq!(store.len(), 1);
     assert!(store.get(&k, &lang("en")).is_none());
     assert_eq!(store.len(), 0, "removed, not only hidden");
@@ -169,7 +157,7 @@ fn the_sweep_removes_useless_entries() {
     for i in 0..10 {
         store.insert(
             key(&format!("/s{i}")),
-            entry_aged(&key(&format!("/s{i}")), i, "en", 5, 10, 1),
+            entry_with(&key(&format!("/s{i}")), i, "en", 5, 10, 1, true, 0),
         );
     }
     store.insert(key("/live"), entry(&key("/live"), 100, "en"));
@@ -184,7 +172,7 @@ fn weighted_size_never_exceeds_the_capacity() {
     for i in 0..1000 {
         store.insert(
             key(&format!("/w{i}")),
-            entry_aged(&key(&format!("/w{i}")), i, "en", 60, 0, 1000),
+            entry_with(&key(&format!("/w{i}")), i, "en", 60, 0, 1000, true, 0),
         );
         assert!(store.weighted_size() <= capacity);
     }
