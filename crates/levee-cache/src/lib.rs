@@ -31,6 +31,6 @@ pub use entry::{
 };
 pub use fill::{Coalescer, Fill, FillGuard, Incomplete, Reader};
 pub use key::{CacheKey, Scheme, VaryKey};
-pub use lookup::{lookup, stale_on_error, Lookup};
+pub use lookup::{lookup, stale_on_error, stale_while_busy, Lookup};
 pub use policy::{Freshness, NotStored, PolicyConfig, Storable};
 pub use store::Store;

@@ -118,6 +118,24 @@ pub fn stale_on_error(stale: &Entry, now: Instant) -> bool {
     }
 }
 
+/// Whether a stale copy may stand in at once while the backend is saturated (levee's
+/// stale-while-busy), its revalidation made in the background: as for an error
+/// ([`stale_on_error`]), and only a response that was fresh when it arrived. One that
+/// arrived already stale (its `Age` beyond its lifetime) was never fresh here, and RFC
+/// 9111 §4.2.4 does not let a cache generate a stale response from it on levee's own
+/// say; its own `stale-while-revalidate` or `stale-if-error` still allow it.
+pub fn stale_while_busy(stale: &Entry, now: Instant) -> bool {
+    if !stale_on_error(stale, now) {
+        return false;
+    }
+    let f = stale.freshness();
+    if stale.initial_age() < f.lifetime {
+        return true;
+    }
+    let own = f.stale_while_revalidate.max(f.stale_if_error);
+    matches!(stale.staleness(now), Err(by) if !own.is_zero() && by <= own)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +480,28 @@ mod tests {
     }
 
     // A stored 5xx is no better than the backend's new error; a stored 404 is a page.
+    #[test]
+    fn only_a_copy_that_was_fresh_here_stands_in_while_busy() {
+        let c = clock();
+        let mut f = freshness(60);
+        f.grace = Duration::from_secs(3600);
+        let fresh_here = stored_with(&c, f, 0, StatusCode::OK);
+        assert!(stale_while_busy(&fresh_here, c.at(61)));
+        assert!(!stale_while_busy(&fresh_here, c.at(30)), "not stale yet");
+        // Arrived with Age 120 for a lifetime of 60: never fresh here.
+        let arrived_stale = stored_with(&c, f, 120, StatusCode::OK);
+        assert!(
+            stale_on_error(&arrived_stale, c.at(1)),
+            "an error may still use it"
+        );
+        assert!(!stale_while_busy(&arrived_stale, c.at(1)));
+        // Unless its own directive allows it.
+        f.stale_while_revalidate = Duration::from_secs(600);
+        let allowed = stored_with(&c, f, 120, StatusCode::OK);
+        assert!(stale_while_busy(&allowed, c.at(1)));
+        assert!(!stale_while_busy(&allowed, c.at(700)));
+    }
+
     #[test]
     fn stored_errors_never_stand_in_for_errors() {
         let c = clock();

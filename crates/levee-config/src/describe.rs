@@ -204,6 +204,10 @@ impl Settings {
             l.backend_anonymous_adaptive.to_string(),
         );
         global(
+            "limits.trust_unproven_sessions",
+            secs(l.trust_unproven_sessions),
+        );
+        global(
             "limits.client_network_v4",
             format!("/{}", l.client_network_v4),
         );

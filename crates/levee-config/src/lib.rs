@@ -35,7 +35,9 @@ pub use options::{
     FastCgiOptions, LimitsOptions, LogOptions, OneOrMany, Options, PurgeOptions, RouteOptions,
     SiteOptions, SiteTlsOptions, StaticOptions, TlsOptions, Workers, DEFAULTS,
 };
-pub use presets::{DeviceRule, Preset, DEFAULT_SESSION_COOKIES, NEVER_SESSION_COOKIES};
+pub use presets::{
+    DeviceRule, Preset, DEFAULT_SESSION_COOKIES, NEVER_PROOF_COOKIES, NEVER_SESSION_COOKIES,
+};
 pub use route_rules::{BasicAuth, Redirect, RouteRules};
 pub use settings::{
     AccessLog, AccessLogFormat, AcmeChallenge, AcmeSettings, AdminSettings, BackendLimit,

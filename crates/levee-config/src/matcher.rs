@@ -40,6 +40,18 @@ pub struct CookieMatcher {
     visitor_patterns: Vec<String>,
 }
 
+impl Default for CookieMatcher {
+    /// Matches nothing.
+    fn default() -> Self {
+        CookieMatcher {
+            set: GlobSet::empty(),
+            patterns: Vec::new(),
+            visitor: GlobSet::empty(),
+            visitor_patterns: Vec::new(),
+        }
+    }
+}
+
 impl CookieMatcher {
     pub fn new(patterns: &[String]) -> Result<Self, ConfigError> {
         Ok(CookieMatcher {

@@ -64,6 +64,7 @@ backend_anonymous_share = "50%"
 backend_network_share = "25%"
 backend_anonymous_wait = "2s"
 backend_anonymous_adaptive = true
+trust_unproven_sessions = "0s"
 client_network_v4 = 24
 client_network_v6 = 56
 trusted_proxies = []
@@ -341,6 +342,7 @@ options_table! {
         pub backend_network_share: Option<String>,
         pub backend_anonymous_wait: Option<String>,
         pub backend_anonymous_adaptive: Option<bool>,
+        pub trust_unproven_sessions: Option<String>,
         pub client_network_v4: Option<u8>,
         pub client_network_v6: Option<u8>,
         pub trusted_proxies: Option<Vec<String>>,

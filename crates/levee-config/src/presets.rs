@@ -42,6 +42,19 @@ pub const DEFAULT_SESSION_COOKIES: &[&str] = &[
 /// (`WP Cookie check`) for anyone who opens it, and `wp_lang` for the form's language.
 pub const NEVER_SESSION_COOKIES: &[&str] = &["wordpress_test_cookie", "wp_lang"];
 
+/// Session cookies whose values are no secret (a user's name or id: MediaWiki's
+/// `<wiki>UserName` stays after a logout; a comment's author; an admin screen's
+/// settings; a post password shared by all its readers). They make a request personal,
+/// but anyone can write them, so they never prove that a person logged in
+/// (levee-proxy's request/proven.rs).
+pub const NEVER_PROOF_COOKIES: &[&str] = &[
+    "*UserName",
+    "*UserID",
+    "comment_author_*",
+    "wp-settings-*",
+    "wp-postpass_*",
+];
+
 /// How an application chooses between its desktop and mobile pages for one URL, when it
 /// does so without `Vary` (levee-proxy's request/device.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

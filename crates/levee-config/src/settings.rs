@@ -66,6 +66,11 @@ pub struct Limits {
     pub backend_anonymous_wait: Duration,
     /// People's latency sets the lane's cap within its share (and 2 s of linger).
     pub backend_anonymous_adaptive: bool,
+    /// For this long after levee starts, a session cookie whose value levee never saw
+    /// the backend give out still counts as a person's for the backend's scheduling
+    /// (zero: never). For the first hours in front of a site whose people logged in
+    /// before levee was there.
+    pub trust_unproven_sessions: Duration,
     /// Client networks' prefix lengths (IPv4, IPv6).
     pub client_network_v4: u8,
     pub client_network_v6: u8,
@@ -596,6 +601,10 @@ impl Limits {
             backend_anonymous_adaptive: need(
                 l.backend_anonymous_adaptive,
                 "limits.backend_anonymous_adaptive",
+            )?,
+            trust_unproven_sessions: duration(
+                "limits.trust_unproven_sessions",
+                l.trust_unproven_sessions,
             )?,
             client_network_v4: prefix_len("limits.client_network_v4", l.client_network_v4, 32)?,
             client_network_v6: prefix_len("limits.client_network_v6", l.client_network_v6, 128)?,

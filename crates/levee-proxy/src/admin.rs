@@ -321,6 +321,16 @@ fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
             shared.stats.top.len() as u64,
         ),
         (
+            "proven_sessions",
+            "Session values the backend gave out as people's, kept (at most 100,000)",
+            shared.proven.len(),
+        ),
+        (
+            "unproven_networks_tracked",
+            "Client networks tracked for the dashboard's unproven-sessions list (at most 2,048)",
+            shared.stats.unproven_nets.len() as u64,
+        ),
+        (
             "refused_networks_tracked",
             "Client networks tracked for the dashboard's refused list (at most 2,048)",
             shared.stats.refused_nets.len() as u64,

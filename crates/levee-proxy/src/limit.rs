@@ -30,10 +30,10 @@ mod class;
 mod governor;
 mod gradient;
 mod lane;
+mod people;
 mod refusal;
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -41,11 +41,12 @@ use tokio::sync::oneshot;
 
 use crate::client_net::ClientNet;
 use crate::worker;
-pub use class::{Class, ClassStats};
+pub use class::{Class, ClassStats, SessionOf};
 use governor::Governor;
 use gradient::Gradient;
 pub use lane::LaneConfig;
 use lane::{Arrival, Grant, Lane, LaneWaiter};
+use people::{People, SessionWaiter};
 pub use refusal::{Refusal, Refused};
 
 /// How the limit is set.
@@ -76,13 +77,7 @@ struct Inner {
     reserved: usize,
     lane: LaneConfig,
     adaptive: Option<Mutex<Gradient>>,
-    /// When the lane last queued or refused work (ms since `born`; 0: never).
-    pressed_ms: AtomicU64,
-    born: Instant,
 }
-
-/// How long after the lane last queued or refused work the backend counts as saturated.
-const PRESSED_FOR: Duration = Duration::from_secs(1);
 
 /// A priority semaphore with classes: tokio's is fair but has one queue. Hand-written
 /// for the classes and the lane's networks, and to keep slots on the worker thread that
@@ -93,9 +88,8 @@ const PRESSED_FOR: Duration = Duration::from_secs(1);
 struct State {
     limit: usize,
     in_use: usize,
-    sessions_in_use: usize,
-    /// People's waiters per worker thread (`worker::id()`), grown as threads show up.
-    threads: Vec<Local>,
+    /// People's waiters per worker thread and the session class's shares.
+    people: People,
     /// Arrival numbers: the order of waiters within a class.
     arrivals: u64,
     lane: Lane,
@@ -105,78 +99,49 @@ struct State {
     governor: Governor,
 }
 
-type Queue = VecDeque<(u64, oneshot::Sender<()>)>;
-
-#[derive(Default)]
-struct Local {
-    /// Slots held by requests of this thread, every class.
-    in_use: usize,
-    shared: Queue,
-    sessions: Queue,
-}
-
-impl Local {
-    fn is_empty(&self) -> bool {
-        self.shared.is_empty() && self.sessions.is_empty()
-    }
-}
-
 impl State {
-    fn local(&mut self, thread: usize) -> &mut Local {
-        if self.threads.len() <= thread {
-            self.threads.resize_with(thread + 1, Local::default);
-        }
-        &mut self.threads[thread]
-    }
-
-    fn people_queued(&self) -> usize {
-        self.threads
-            .iter()
-            .map(|l| l.shared.len() + l.sessions.len())
-            .sum()
-    }
-
     /// People's work in flight, waiting, or seen within `linger`: the lane keeps to
     /// its share, so that the next editor's request or reader's revalidation finds a
     /// free slot rather than waiting for a crawler's request to end.
     fn people_busy(&self, linger: Duration) -> bool {
         self.in_use > self.lane.in_use
-            || self.people_queued() > 0
+            || self.people.queued() > 0
             || self.people_seen.is_some_and(|t| t.elapsed() < linger)
     }
 
-    /// Gives free slots to waiters, `here` being the thread that freed them:
-    /// - sessions first while they hold less than their share (this thread's, else the
-    ///   oldest anywhere);
-    /// - then revalidations (shared work), likewise;
-    /// - then this thread's oldest session while the thread holds less than its fair
-    ///   share of the limit, or no other thread waits;
-    /// - else the oldest session of any thread, so that no thread starves another;
-    /// - then the anonymous lane, within its share while people are busy.
+    /// Whether the backend is truly saturated: every slot in use, people's work
+    /// waiting, or people's latency having cut the lane while it has work waiting
+    /// (governor.rs: an HTTP backend's own capacity may be far below levee's limit).
+    /// Only then does the lane refuse, or a stale page stand in for a revalidation; an
+    /// answer that is merely slow, with slots to spare, is no alarm.
+    fn saturated(&self, lane: &LaneConfig) -> bool {
+        self.in_use >= self.limit
+            || self.people.queued() > 0
+            || (lane.governed && self.lane.waiting > 0 && self.governor.cut(lane, self.limit))
+    }
+
+    /// Gives free slots to waiters, `here` being the thread that freed them: people's
+    /// first (people.rs says which), then the anonymous lane, within its share while
+    /// people are busy.
     fn grant(&mut self, here: usize, reserved: usize, lane: &LaneConfig) {
-        self.local(here);
+        self.people.local(here);
         while self.in_use < self.limit {
-            let Some((thread, session)) = self.pick(here, reserved) else {
+            let cap = lane.net_cap(self.limit);
+            let Some(pick) = self.people.pick(here, reserved, self.limit, cap) else {
                 if !self.grant_lane(here, lane) {
                     return;
                 }
                 continue;
             };
-            let local = &mut self.threads[thread];
-            let queue = if session {
-                &mut local.sessions
-            } else {
-                &mut local.shared
-            };
-            let Some((_, tx)) = queue.pop_front() else {
+            let Some((tx, session)) = self.people.take(pick) else {
                 return;
             };
             // A waiter that gave up (timed out, or its client left) is skipped.
             if tx.send(()).is_ok() {
-                local.in_use += 1;
+                self.people.threads[pick.thread].in_use += 1;
                 self.in_use += 1;
-                if session {
-                    self.sessions_in_use += 1;
+                if let Some(of) = session {
+                    self.people.session_admitted(of);
                 }
             }
         }
@@ -202,66 +167,11 @@ impl State {
         };
         if w.tx.send(Grant::Slot).is_ok() {
             self.in_use += 1;
-            self.local(w.thread).in_use += 1;
+            self.people.local(w.thread).in_use += 1;
             self.lane.admit(net, now);
             self.governor.lane_active();
         }
         true
-    }
-
-    /// The thread whose waiter of one class (sessions or shared work) goes next: this
-    /// thread's while it holds less than its fair share of the limit or no other thread
-    /// waits, else the oldest anywhere.
-    fn pick_in(&self, here: usize, session: bool) -> Option<usize> {
-        fn of(l: &Local, session: bool) -> &Queue {
-            if session {
-                &l.sessions
-            } else {
-                &l.shared
-            }
-        }
-        let queue = |l: &Local| of(l, session).front().map(|(a, _)| *a);
-        if queue(&self.threads[here]).is_some() {
-            let others_wait = self
-                .threads
-                .iter()
-                .enumerate()
-                .any(|(t, l)| t != here && queue(l).is_some());
-            let fair_share = self.limit.div_ceil(self.threads.len());
-            if !others_wait || self.threads[here].in_use < fair_share {
-                return Some(here);
-            }
-        }
-        self.threads
-            .iter()
-            .enumerate()
-            .filter_map(|(t, l)| queue(l).map(|a| (a, t)))
-            .min()
-            .map(|(_, t)| t)
-    }
-
-    fn pick(&self, here: usize, reserved: usize) -> Option<(usize, bool)> {
-        if self.sessions_in_use < reserved {
-            if !self.threads[here].sessions.is_empty() {
-                return Some((here, true));
-            }
-            let oldest_session = self
-                .threads
-                .iter()
-                .enumerate()
-                .filter_map(|(t, l)| l.sessions.front().map(|(a, _)| (*a, t)))
-                .min();
-            if let Some((_, t)) = oldest_session {
-                return Some((t, true));
-            }
-        }
-        // Then revalidations, which serve everyone who reads the page; then sessions.
-        for session in [false, true] {
-            if let Some(t) = self.pick_in(here, session) {
-                return Some((t, session));
-            }
-        }
-        None
     }
 }
 
@@ -294,8 +204,7 @@ impl Limiter {
                 state: Mutex::new(State {
                     limit,
                     in_use: 0,
-                    sessions_in_use: 0,
-                    threads: Vec::new(),
+                    people: People::default(),
                     arrivals: 0,
                     lane: Lane::default(),
                     people_seen: None,
@@ -310,8 +219,6 @@ impl Limiter {
                 reserved: reserved_slots(limit, session_share),
                 lane,
                 adaptive,
-                pressed_ms: AtomicU64::new(0),
-                born: Instant::now(),
             }),
         }
     }
@@ -352,6 +259,8 @@ impl Limiter {
             match got {
                 Ok(Ok(Grant::Slot)) => waiter.granted = true,
                 Ok(Ok(Grant::Displaced)) => return Err(inner.refuse(Refusal::NetworkOverShare)),
+                // The lane's wait ran out while the backend has room: no alarm.
+                Err(_) if inner.admit_late(&mut waiter) => waiter.granted = true,
                 // Timed out (or the limiter is gone): the Waiter's drop returns a slot
                 // granted meanwhile.
                 _ => return Err(inner.refuse(on_timeout)),
@@ -395,16 +304,11 @@ impl Limiter {
         self.inner.waiting.load(Ordering::Relaxed)
     }
 
-    /// Would people's work (a revalidation) wait for a slot now? Read without the lock:
-    /// a stale copy is served instead of waiting when it would.
-    /// Also while the anonymous lane is turning work away or queueing it: levee's limit
-    /// may be above what the application behind an HTTP backend runs at once, and a
-    /// revalidation would then wait there, behind the crawlers.
+    /// Is the backend truly saturated (`State::saturated`)? A stale copy is then served
+    /// at once instead of waiting for its revalidation. Takes the lock: asked only for a
+    /// stored page that needs revalidating, never on a hit.
     pub fn saturated(&self) -> bool {
-        let s = &self.inner.stats;
-        self.in_use() >= self.limit()
-            || s.queued[0].load(Ordering::Relaxed) + s.queued[1].load(Ordering::Relaxed) > 0
-            || self.inner.pressed_within(PRESSED_FOR)
+        self.inner.lock().saturated(&self.inner.lane)
     }
 
     /// The lane's settings.
@@ -458,16 +362,28 @@ impl Inner {
         }
     }
 
-    /// The lane queued or refused work just now.
-    fn pressed(&self) {
-        let ms = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.pressed_ms.store(ms.max(1), Ordering::Relaxed);
-    }
-
-    fn pressed_within(&self, d: Duration) -> bool {
-        let at = self.pressed_ms.load(Ordering::Relaxed);
-        let now = u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX);
-        at > 0 && now.saturating_sub(at) < u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    /// A lane waiter whose wait ran out: it gets a slot after all if one was granted
+    /// meanwhile, or if the backend is not truly saturated (`State::saturated`: the lane
+    /// held it back for people's linger or its share, with slots to spare). False:
+    /// refuse it.
+    fn admit_late(&self, waiter: &mut Waiter) -> bool {
+        let (Wait::Lane(rx), Class::Anonymous(net)) = (&mut waiter.wait, waiter.class) else {
+            return false;
+        };
+        let mut st = self.lock();
+        rx.close();
+        if rx.try_recv() == Ok(Grant::Slot) {
+            return true;
+        }
+        st.lane.remove_closed(net);
+        if st.in_use >= st.limit || st.saturated(&self.lane) {
+            return false;
+        }
+        st.in_use += 1;
+        st.people.local(waiter.thread).in_use += 1;
+        st.lane.admit(net, Instant::now());
+        st.governor.lane_active();
+        true
     }
 
     fn refuse(&self, why: Refusal) -> Refused {
@@ -482,33 +398,33 @@ impl Inner {
     /// A people's request: a slot now (`None`), a place in the queue, or refused.
     fn arrive_people(&self, thread: usize, class: Class) -> Result<Option<Wait>, Refused> {
         let mut st = self.lock();
-        st.local(thread);
+        st.people.local(thread);
         st.people_seen = Some(Instant::now());
         // Nobody jumps a waiting session; sessions may pass waiting shared work; the
         // lane's waiters never hold people back.
         let queued_ahead = match class {
-            Class::Session => st.threads.iter().any(|l| !l.sessions.is_empty()),
-            _ => st.threads.iter().any(|l| !l.is_empty()),
+            Class::Session(_) => st.people.sessions_waiting(),
+            _ => st.people.threads.iter().any(|l| !l.is_empty()),
         };
         if st.in_use < st.limit && !queued_ahead {
             st.in_use += 1;
-            st.threads[thread].in_use += 1;
-            if class == Class::Session {
-                st.sessions_in_use += 1;
+            st.people.threads[thread].in_use += 1;
+            if let Class::Session(of) = class {
+                st.people.session_admitted(of);
             }
             return Ok(None);
         }
-        if st.people_queued() >= self.max_waiting {
+        if st.people.queued() >= self.max_waiting {
             drop(st);
             return Err(self.refuse(Refusal::QueueFull));
         }
         let (tx, rx) = oneshot::channel();
         st.arrivals += 1;
-        let n = st.arrivals;
-        let local = &mut st.threads[thread];
+        let arrival = st.arrivals;
+        let local = &mut st.people.threads[thread];
         match class {
-            Class::Session => local.sessions.push_back((n, tx)),
-            _ => local.shared.push_back((n, tx)),
+            Class::Session(of) => local.sessions.push_back(SessionWaiter { arrival, tx, of }),
+            _ => local.shared.push_back((arrival, tx)),
         }
         Ok(Some(Wait::People(rx)))
     }
@@ -517,7 +433,7 @@ impl Inner {
     /// once.
     fn arrive_lane(&self, thread: usize, net: ClientNet) -> Result<Option<Wait>, Refused> {
         let mut st = self.lock();
-        st.local(thread);
+        st.people.local(thread);
         let limit = st.limit;
         let net_cap = self.lane.net_cap(limit);
         let people_busy = st.people_busy(self.lane.people_linger);
@@ -527,7 +443,7 @@ impl Inner {
             .lane_open(&self.lane, &st.lane, limit, people_busy, now);
         if st.in_use < limit && may_take && st.lane.may_admit_now(net, net_cap) {
             st.in_use += 1;
-            st.threads[thread].in_use += 1;
+            st.people.threads[thread].in_use += 1;
             st.lane.admit(net, now);
             st.governor.lane_active();
             return Ok(None);
@@ -535,7 +451,9 @@ impl Inner {
         if !may_take {
             st.governor.pressed();
         }
-        self.pressed();
+        // Refused for its network's share or the queue's bound only when the backend is
+        // truly saturated; with room to spare it waits (up to `max_waiting`).
+        let strict = st.saturated(&self.lane);
         let (tx, rx) = oneshot::channel();
         let slots = st.governor.lane_slots(&self.lane, limit, people_busy);
         let waiter = LaneWaiter { thread, tx };
@@ -546,6 +464,7 @@ impl Inner {
             self.max_waiting,
             self.lane.wait,
             slots,
+            strict,
             now,
         );
         let expected = st.lane.expected_wait(slots);
@@ -563,10 +482,10 @@ impl Inner {
     fn release(&self, class: Class, thread: usize, held: Duration) {
         let mut st = self.lock();
         st.in_use = st.in_use.saturating_sub(1);
-        let local = st.local(thread);
+        let local = st.people.local(thread);
         local.in_use = local.in_use.saturating_sub(1);
         match class {
-            Class::Session => st.sessions_in_use = st.sessions_in_use.saturating_sub(1),
+            Class::Session(of) => st.people.session_released(of),
             Class::Anonymous(net) => {
                 st.lane.release(net, held);
                 if self.lane.governed && st.people_busy(self.lane.people_linger) {
@@ -635,14 +554,8 @@ impl Drop for Waiter {
         let mut st = self.inner.lock();
         match self.class {
             Class::Anonymous(net) => st.lane.remove_closed(net),
-            Class::Session => st
-                .local(self.thread)
-                .sessions
-                .retain(|(_, tx)| !tx.is_closed()),
-            Class::Shared => st
-                .local(self.thread)
-                .shared
-                .retain(|(_, tx)| !tx.is_closed()),
+            Class::Session(_) => st.people.remove_closed(self.thread, true),
+            Class::Shared => st.people.remove_closed(self.thread, false),
         }
         st.grant(self.thread, self.inner.reserved, &self.inner.lane);
     }

@@ -55,6 +55,11 @@ pub(crate) struct Stats {
     pub top: TopUrls,
     /// The client networks refused most by the backend limiter's anonymous lane.
     pub refused_nets: TopNets,
+    /// Requests with a session cookie (or credentials) nobody proved, scheduled as
+    /// anonymous work: admitted to the backend, refused.
+    unproven: [AtomicU64; 2],
+    /// The client networks that sent them most.
+    pub unproven_nets: TopNets,
     /// Scrape-time copies of state kept elsewhere.
     cache_objects: Gauge,
     cache_bytes: Gauge,
@@ -110,6 +115,12 @@ impl Stats {
             Err(UpstreamError::BadRequest { .. }) => 5,
         };
         self.backend[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request whose session nobody proved (request/proven.rs), from `net`.
+    pub fn unproven_session(&self, net: ClientNet, refused: bool) {
+        self.unproven[usize::from(refused)].fetch_add(1, Ordering::Relaxed);
+        self.unproven_nets.note(net);
     }
 
     /// Counts a client connection until the returned guard drops.
@@ -222,8 +233,8 @@ impl TopNets {
         self.0.lock().map_or(0, |m| m.len())
     }
 
-    /// The `n` refused most, as JSON rows.
-    pub fn json(&self, n: usize) -> serde_json::Value {
+    /// The `n` noted most, as JSON rows counting `what`.
+    pub fn json(&self, n: usize, what: &str) -> serde_json::Value {
         let Ok(map) = self.0.lock() else {
             return serde_json::Value::Array(Vec::new());
         };
@@ -231,17 +242,18 @@ impl TopNets {
         rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         rows.into_iter()
             .take(n)
-            .map(|(net, refused)| serde_json::json!({ "network": net, "refused": refused }))
+            .map(|(net, count)| serde_json::json!({ "network": net, what: count }))
             .collect()
     }
 }
 
-/// `/top.json`: the URLs most often not served from the cache, and the client networks
-/// refused most.
+/// `/top.json`: the URLs most often not served from the cache, the client networks
+/// refused most, and those that sent most session cookies nobody proved.
 pub(crate) fn top_json(s: &Stats, n: usize) -> String {
     serde_json::json!({
         "urls": s.top.rows(n),
-        "refused_networks": s.refused_nets.json(n),
+        "refused_networks": s.refused_nets.json(n, "refused"),
+        "unproven_session_networks": s.unproven_nets.json(n, "requests"),
     })
     .to_string()
 }
@@ -510,6 +522,17 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
         "response_bytes",
         "Body bytes of responses whose length was known when they started",
         s.response_bytes.clone(),
+    );
+    let unproven = Family::<Labels, Counter>::default();
+    for (outcome, n) in ["admitted", "refused"].iter().zip(&s.unproven) {
+        unproven
+            .get_or_create(&vec![("outcome", *outcome)])
+            .inc_by(n.load(Ordering::Relaxed));
+    }
+    r.register(
+        "unproven_sessions",
+        "Requests with a session cookie or credentials the backend never gave out or accepted, scheduled as anonymous work, by what became of them",
+        unproven,
     );
     r.register(
         "coalesced",

@@ -9,8 +9,9 @@ use crate::client_net::ClientNet;
 pub enum Class {
     /// A revalidation of a stored page: serves everyone.
     Shared,
-    /// A request with a session cookie or Authorization.
-    Session,
+    /// A request whose session the backend gave out (proven), or whose credentials it
+    /// accepted: a person's.
+    Session(SessionOf),
     /// Anything else that reaches the backend without a session: serves one client.
     Anonymous(ClientNet),
 }
@@ -21,10 +22,18 @@ impl Class {
     pub(super) fn index(self) -> usize {
         match self {
             Class::Shared => 0,
-            Class::Session => 1,
+            Class::Session(_) => 1,
             Class::Anonymous(_) => 2,
         }
     }
+}
+
+/// Whose session a request is: its client network and the session itself (a keyed
+/// hash of its value), for the shares within the session class (people.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionOf {
+    pub net: ClientNet,
+    pub who: u64,
 }
 
 /// Counters per class, read without the lock by `/metrics`.

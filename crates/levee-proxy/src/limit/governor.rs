@@ -7,6 +7,11 @@
 //! best lately, and climbs back one slot a window while they do not: the crawlers get
 //! what does not slow people down (AIMD, as TCP shares a link).
 //!
+//! Robust to answers that are merely slow: a window is judged by its median, not its
+//! mean, and the early cut needs `EARLY_RUN` slow people's requests in a row. One
+//! deliberately slow page (a report, a search, a test's delayed answer) is not a
+//! saturated backend; every people's request slowing down is.
+//!
 //! Below one slot the cap is a duty cycle: one crawler's page running beside people's
 //! still takes a core of a two-core machine (php-fpm and the database), so at a cap of
 //! 0.25 the lane's one slot rests three times as long as its last request held it
@@ -27,25 +32,32 @@ const HISTORY: usize = 60;
 /// People's latency may grow this much over their reference before the lane is cut.
 const TOLERANCE: f64 = 1.5;
 const CUT: f64 = 0.67;
-/// One people's request this many times their reference cuts the lane at once, by
-/// `EARLY_CUT`, at most once per `EARLY_EVERY`: a storm's first wave fills the lane in
-/// a millisecond, and waiting for whole windows of evidence left people's requests
-/// queued behind it inside the application for a second and a half.
+/// `EARLY_RUN` people's requests in a row this many times their reference cut the lane
+/// at once, by `EARLY_CUT`, at most once per `EARLY_EVERY`: a storm's first wave fills
+/// the lane in a millisecond, and waiting for whole windows of evidence left people's
+/// requests queued behind it inside the application for a second and a half.
 const EARLY: f64 = 2.0;
+const EARLY_RUN: u32 = 3;
 const EARLY_CUT: f64 = 0.5;
 const EARLY_EVERY: Duration = Duration::from_millis(100);
 /// The least the lane's cap falls to: a tenth of one slot's time.
 const FLOOR: f64 = 0.1;
 /// Below one slot the cap climbs back by this much a window (a slot at a time above).
 const STEP_BELOW_ONE: f64 = 0.1;
+/// People's request times kept per window for its median; more are not kept (the
+/// median of the first ones stands for the window).
+const WINDOW_SAMPLES: usize = 256;
 
 pub(super) struct Governor {
     cap: f64,
     /// Recent windows' average people's latency, seconds.
     history: VecDeque<f64>,
     window_start: Instant,
-    sum: f64,
+    /// This window's people's request times, seconds (at most `WINDOW_SAMPLES`).
+    samples: Vec<f64>,
     count: u32,
+    /// People's requests in a row slower than `EARLY` times the reference.
+    slow_run: u32,
     /// The lane held its cap at some point in this window (the cap mattered).
     pressed: bool,
     /// The lane had work in flight in this window.
@@ -64,8 +76,9 @@ impl Governor {
             cap: f64::MAX,
             history: VecDeque::with_capacity(HISTORY),
             window_start: Instant::now(),
-            sum: 0.0,
+            samples: Vec::with_capacity(16),
             count: 0,
+            slow_run: 0,
             pressed: false,
             lane_active: false,
             rest_until: None,
@@ -112,20 +125,27 @@ impl Governor {
     /// One people's request held its slot for `held`; `most` is the lane's share of
     /// the limit now.
     pub fn sample(&mut self, held: Duration, most: usize, now: Instant) {
-        self.sum += held.as_secs_f64();
+        let held = held.as_secs_f64();
+        if self.samples.len() < WINDOW_SAMPLES {
+            self.samples.push(held);
+        }
         self.count += 1;
         let best = self.history.iter().copied().fold(f64::INFINITY, f64::min);
+        self.slow_run = match held > best * EARLY {
+            true => self.slow_run + 1,
+            false => 0,
+        };
         let early_due = self
             .cut_at
             .is_none_or(|t| now.duration_since(t) >= EARLY_EVERY);
-        if self.lane_active && held.as_secs_f64() > best * EARLY && early_due {
+        if self.lane_active && self.slow_run >= EARLY_RUN && early_due {
             self.cap = (self.cap.min(most.max(1) as f64) * EARLY_CUT).max(FLOOR);
             self.cut_at = Some(now);
         }
         if self.count < MIN_SAMPLES || now.duration_since(self.window_start) < WINDOW {
             return;
         }
-        let avg = self.sum / f64::from(self.count);
+        let avg = median(&mut self.samples);
         if self.lane_active && avg > best * TOLERANCE {
             self.cap = (self.cap.min(most.max(1) as f64) * CUT).max(FLOOR);
         } else if self.pressed {
@@ -140,15 +160,31 @@ impl Governor {
         }
         self.history.push_back(avg);
         self.window_start = now;
-        self.sum = 0.0;
+        self.samples.clear();
         self.count = 0;
         self.pressed = false;
         self.lane_active = false;
     }
 }
 
+/// The middle of `v` (reordered), or 0 when empty.
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mid = v.len() / 2;
+    let (_, m, _) = v.select_nth_unstable_by(mid, f64::total_cmp);
+    *m
+}
+
 /// The lane's cap as the grant decisions read it, from the limit now.
 impl Governor {
+    /// Whether people's latency has cut the lane below its share: evidence that the
+    /// backend behind levee is saturated even with levee's slots to spare.
+    pub fn cut(&self, cfg: &LaneConfig, limit: usize) -> bool {
+        cfg.governed && self.cap < cfg.cap(limit) as f64
+    }
+
     /// What the lane may hold while people have work: its share of the limit, as far as
     /// people's latency allows.
     pub fn lane_cap(&self, cfg: &LaneConfig, limit: usize) -> usize {
@@ -261,16 +297,21 @@ mod tests {
     }
 
     #[test]
-    fn one_very_slow_request_cuts_at_once() {
+    fn a_run_of_very_slow_requests_cuts_at_once() {
         let mut g = Governor::new();
         let mut now = Instant::now();
         for _ in 0..6 {
             window(&mut g, ms(50), &mut now);
         }
         g.lane_active();
+        for _ in 0..EARLY_RUN - 1 {
+            now += ms(10);
+            g.sample(ms(150), 8, now);
+        }
+        assert_eq!(g.cap(8), 8, "slow answers, not yet a slow backend");
         now += ms(10);
         g.sample(ms(150), 8, now);
-        assert_eq!(g.cap(8), 4, "halved by one request three times as slow");
+        assert_eq!(g.cap(8), 4, "halved by a run three times as slow");
         now += ms(10);
         g.sample(ms(150), 8, now);
         assert_eq!(g.cap(8), 4, "not twice within EARLY_EVERY");
@@ -280,6 +321,36 @@ mod tests {
         now += ms(10);
         g.sample(ms(90), 8, now);
         assert_eq!(g.cap(8), 2, "within twice the reference: no early cut");
+    }
+
+    #[test]
+    fn a_few_slow_answers_among_quick_ones_cut_nothing() {
+        let mut g = Governor::new();
+        let mut now = Instant::now();
+        for _ in 0..6 {
+            window(&mut g, ms(50), &mut now);
+        }
+        // Each window: one answer of 3 s (a slow page) among three quick ones.
+        for _ in 0..10 {
+            g.lane_active();
+            g.pressed();
+            for latency in [ms(3000), ms(50), ms(50), ms(50)] {
+                now += WINDOW / MIN_SAMPLES;
+                g.sample(latency, 8, now);
+            }
+        }
+        assert_eq!(g.cap(8), 8);
+        assert!(!g.cut(&cfg(), 8));
+    }
+
+    fn cfg() -> LaneConfig {
+        LaneConfig {
+            share: 1.0,
+            network_share: 1.0,
+            wait: Duration::from_secs(2),
+            people_linger: Duration::ZERO,
+            governed: true,
+        }
     }
 
     #[test]

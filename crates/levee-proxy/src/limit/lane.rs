@@ -207,6 +207,8 @@ impl Lane {
     }
 
     /// Queues a request of `net`, or says why not. `slots`: what the lane may hold now.
+    /// `strict` (the backend is truly saturated): its network's share and the bound of
+    /// what the lane can serve within `wait` hold; else only `max` does.
     #[allow(clippy::too_many_arguments)]
     pub fn arrive(
         &mut self,
@@ -216,16 +218,21 @@ impl Lane {
         max: usize,
         wait: Duration,
         slots: f64,
+        strict: bool,
         now: Instant,
     ) -> Arrival {
         let (queued, usage) = self
             .nets
             .get(&net)
             .map_or((0, 0.0), |n| (n.queue.len(), n.usage(now)));
-        if queued >= net_cap && self.others_wait(net) {
+        if strict && queued >= net_cap && self.others_wait(net) {
             return Arrival::NetworkOverShare;
         }
-        if self.waiting >= self.bound(max, wait, slots) && !self.displace_heavier(net, usage, now) {
+        let bound = match strict {
+            true => self.bound(max, wait, slots),
+            false => max.max(1),
+        };
+        if self.waiting >= bound && !self.displace_heavier(net, usage, now) {
             return Arrival::Full;
         }
         self.prune(now);
@@ -370,21 +377,27 @@ mod tests {
         for _ in 0..2 {
             let (w, rx) = waiter();
             keep.push(rx);
-            assert_eq!(lane.arrive(a, w, 2, 100, wait, 4.0, now), Arrival::Queued);
+            assert_eq!(
+                lane.arrive(a, w, 2, 100, wait, 4.0, true, now),
+                Arrival::Queued
+            );
         }
         // Alone, it may queue more: nobody else wants the lane.
         let (w, rx) = waiter();
         keep.push(rx);
-        assert_eq!(lane.arrive(a, w, 2, 100, wait, 4.0, now), Arrival::Queued);
+        assert_eq!(
+            lane.arrive(a, w, 2, 100, wait, 4.0, true, now),
+            Arrival::Queued
+        );
         let (w, _rx2) = waiter();
         assert_eq!(
-            lane.arrive(net("127.3.0.1"), w, 2, 100, wait, 4.0, now),
+            lane.arrive(net("127.3.0.1"), w, 2, 100, wait, 4.0, true, now),
             Arrival::Queued
         );
         // Now another network waits: beyond its share, refused at once.
         let (w, _rx) = waiter();
         assert_eq!(
-            lane.arrive(a, w, 2, 100, wait, 4.0, now),
+            lane.arrive(a, w, 2, 100, wait, 4.0, true, now),
             Arrival::NetworkOverShare
         );
     }
@@ -400,9 +413,9 @@ mod tests {
         }
         let wait = Duration::from_secs(2);
         let (w, _a) = waiter();
-        lane.arrive(crawler, w, 4, 100, wait, 4.0, now);
+        lane.arrive(crawler, w, 4, 100, wait, 4.0, true, now);
         let (w, _b) = waiter();
-        lane.arrive(reader, w, 4, 100, wait, 4.0, now);
+        lane.arrive(reader, w, 4, 100, wait, 4.0, true, now);
         assert_eq!(lane.next(4, 0, now).map(|(n, _)| n), Some(reader));
         assert_eq!(lane.next(4, 0, now).map(|(n, _)| n), Some(crawler));
         assert!(lane.next(4, 0, now).is_none());
@@ -424,12 +437,12 @@ mod tests {
         let wait = Duration::from_secs(4);
         let (w, mut first) = waiter();
         assert_eq!(
-            lane.arrive(crawler, w, 8, 100, wait, 1.0, now),
+            lane.arrive(crawler, w, 8, 100, wait, 1.0, true, now),
             Arrival::Queued
         );
         let (w, mut second) = waiter();
         assert_eq!(
-            lane.arrive(crawler, w, 8, 100, wait, 1.0, now),
+            lane.arrive(crawler, w, 8, 100, wait, 1.0, true, now),
             Arrival::Queued
         );
         // As used as the crawler, no one: refused.
@@ -438,11 +451,14 @@ mod tests {
         lane.admit(other, now);
         lane.admit(other, now);
         lane.admit(other, now);
-        assert_eq!(lane.arrive(other, w, 8, 100, wait, 1.0, now), Arrival::Full);
+        assert_eq!(
+            lane.arrive(other, w, 8, 100, wait, 1.0, true, now),
+            Arrival::Full
+        );
         // A reader that never used it: the crawler's newest waiter makes room.
         let (w, _reader) = waiter();
         assert_eq!(
-            lane.arrive(net("127.9.0.1"), w, 8, 100, wait, 1.0, now),
+            lane.arrive(net("127.9.0.1"), w, 8, 100, wait, 1.0, true, now),
             Arrival::Queued
         );
         assert_eq!(second.try_recv(), Ok(Grant::Displaced));
@@ -451,14 +467,14 @@ mod tests {
         // The crawler used it once more than a newcomer: its last waiter makes room.
         let (w, _fresh) = waiter();
         assert_eq!(
-            lane.arrive(net("127.10.0.1"), w, 8, 100, wait, 1.0, now),
+            lane.arrive(net("127.10.0.1"), w, 8, 100, wait, 1.0, true, now),
             Arrival::Queued
         );
         assert_eq!(first.try_recv(), Ok(Grant::Displaced));
         // Now every waiter's network weighs what a newcomer's would: no churn.
         let (w, _r) = waiter();
         assert_eq!(
-            lane.arrive(net("127.11.0.1"), w, 8, 100, wait, 1.0, now),
+            lane.arrive(net("127.11.0.1"), w, 8, 100, wait, 1.0, true, now),
             Arrival::Full
         );
         assert_eq!(lane.waiting, 2);

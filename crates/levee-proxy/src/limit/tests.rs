@@ -111,7 +111,7 @@ async fn a_freed_slot_goes_to_a_waiting_session_first() {
     }
     let editor = {
         let l = l.clone();
-        tokio::spawn(async move { l.acquire(Class::Session).await.map(|s| (Instant::now(), s)) })
+        tokio::spawn(async move { l.acquire(session()).await.map(|s| (Instant::now(), s)) })
     };
     while l.waiting() < 4 {
         tokio::task::yield_now().await;
@@ -172,7 +172,7 @@ async fn abandoned_waiters_do_not_clog_the_queue() {
     // The queue has room and both slots are free again.
     let _c = l.acquire(Class::Shared).await.unwrap();
     let _d = l.acquire(Class::Shared).await.unwrap();
-    assert_eq!(l.inner.lock().people_queued(), 0);
+    assert_eq!(l.inner.lock().people.queued(), 0);
 }
 
 /// Queues `priority` on `thread` in a task; resolves to when it got its slot.
@@ -261,7 +261,7 @@ async fn a_session_on_another_thread_comes_before_local_anonymous_work() {
         mine.push(l.acquire_on(0, Class::Shared).await.unwrap());
     }
     let local = queue_on(&l, 0, Class::Shared).await;
-    let editor = queue_on(&l, 1, Class::Session).await;
+    let editor = queue_on(&l, 1, session()).await;
     mine.pop();
     let (_, s) = editor.await.unwrap().unwrap();
     assert_eq!(s.thread, 1);
@@ -278,6 +278,13 @@ async fn futures_take(l: &Limiter, p: Class, n: usize) -> Vec<BackendSlot> {
         }
     }
     v
+}
+
+fn session() -> Class {
+    Class::Session(super::SessionOf {
+        net: crate::client_net::ClientNet::of("127.1.0.1".parse().unwrap(), 24, 56),
+        who: 1,
+    })
 }
 
 fn anon(addr: &str) -> Class {
@@ -318,7 +325,7 @@ async fn the_lane_keeps_to_its_share_while_people_work() {
     }
     crawl.truncate(2);
     // An editor starts: from now on the lane keeps to 2 of 4.
-    let editor = l.acquire(Class::Session).await.unwrap();
+    let editor = l.acquire(session()).await.unwrap();
     let blocked = l.acquire(anon("127.9.0.1"));
     let got = tokio::time::timeout(ms(50), blocked).await;
     assert!(got.is_err(), "the lane took a third slot while people work");

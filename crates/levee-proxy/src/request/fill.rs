@@ -55,6 +55,7 @@ pub(crate) async fn fetch(
             conn,
             req_cc: CacheControl::from_request_headers(&parts.headers),
             req_headers: parts.headers.clone(),
+            path: parts.uri.path().into(),
             stale: stale.clone(),
         };
         spawn_filler(shared, site, guard, req, ctx);
@@ -195,6 +196,7 @@ pub(crate) fn revalidate_in_background(
         conn,
         req_cc: CacheControl::default(),
         req_headers: parts.headers.clone(),
+        path: parts.uri.path().into(),
         stale: Some(entry.clone()),
     };
     spawn_filler(shared, site, guard, req, ctx);
@@ -206,6 +208,8 @@ struct FillCtx {
     req_cc: CacheControl,
     /// For the Vary key of what is stored.
     req_headers: HeaderMap,
+    /// For what its answer teaches the sessions (a challenge for credentials).
+    path: Box<str>,
     /// The stored response being validated.
     stale: Option<Arc<Entry>>,
 }
@@ -327,8 +331,13 @@ async fn run_fill(
         // Not shared: the leader gets it as it is, cookies too, when it sent none (with
         // cookies it asks again with them, see `fetch`): an anonymous session starts.
         if !ctx.req_headers.contains_key(header::COOKIE) {
-            site.sessions
-                .observe(&Method::GET, &ctx.req_headers, head.status, &head.headers);
+            site.sessions.observe(
+                &Method::GET,
+                &ctx.path,
+                &ctx.req_headers,
+                head.status,
+                &head.headers,
+            );
         }
         // Not shared: late requests go to the backend on their own (see `fetch`).
         fill.stop_buffering();

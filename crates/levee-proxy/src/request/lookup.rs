@@ -49,13 +49,14 @@ pub(crate) fn lookup(shared: &Shared, site: &Site, parts: &request::Parts, key: 
                 "the response is not in the cache and the request said only-if-cached"
             },
         )),
-        // Readers never wait for a revalidation while the backend is saturated: the
-        // copy (within grace, and not must-revalidate & co.: the rule that lets it stand
-        // in for a failure) now, one revalidation in the background. With a free slot
-        // the revalidation is made at once, so an edit reaches readers at once.
+        // Readers never wait for a revalidation while the backend is truly saturated:
+        // the copy (within grace, and not must-revalidate & co.: the rule that lets it
+        // stand in for a failure; and only one that was fresh here) now, one
+        // revalidation in the background. With room at the backend the revalidation is
+        // made at once, so an edit reaches readers at once.
         (Lookup::Validate, Some(entry))
-            if site.upstream_for(parts.uri.path()).limiter.saturated()
-                && levee_cache::stale_on_error(&entry, now)
+            if levee_cache::stale_while_busy(&entry, now)
+                && site.upstream_for(parts.uri.path()).limiter.saturated()
                 && entry.vary().matches(&parts.headers) =>
         {
             Next::ServeAndRevalidate {

@@ -38,6 +38,7 @@ mod lookup;
 mod next;
 mod partial;
 mod pass;
+mod proven;
 mod range_miss;
 mod respond;
 mod rules;
@@ -51,7 +52,7 @@ pub use shared::{cert_pairs, Reloader};
 
 /// The session-cookie rules on their own, for the fuzz target (`crate::__fuzz`).
 pub(crate) fn fuzz_sessions(configured: levee_config::CookieMatcher) -> sessions::Sessions {
-    sessions::Sessions::new(configured)
+    sessions::Sessions::new(configured, Arc::new(proven::Proven::new(1000)))
 }
 
 use std::convert::Infallible;
@@ -142,10 +143,15 @@ pub(crate) async fn handle(
                 .map(|s| s.name.clone()),
             backend: outcome.backend_wait,
             total,
-            // Why an error or a stale copy: every refusal names its reason.
-            reason: matches!(outcome.result, CacheResult::Error | CacheResult::Stale)
-                .then(|| outcome.reason.clone())
-                .flatten(),
+            // Why an error or a stale copy: every refusal names its reason; and a pass
+            // whose session nobody proved.
+            reason: (matches!(outcome.result, CacheResult::Error | CacheResult::Stale)
+                || outcome
+                    .reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("unproven-")))
+            .then(|| outcome.reason.clone())
+            .flatten(),
         });
     }
     Ok(resp)

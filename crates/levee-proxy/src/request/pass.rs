@@ -14,10 +14,11 @@ use levee_cache::{CacheControl, CacheKey, HitForMiss};
 use levee_config::EditInvalidation;
 
 use super::respond;
+use super::sessions::Standing;
 use super::shared::Shared;
 use super::site::Site;
-use crate::headers::{prepare_forward, strip_hop_by_hop};
-use crate::limit::Class;
+use crate::headers::{prepare_forward, strip_hop_by_hop, X_CACHE_REASON};
+use crate::limit::{Class, SessionOf};
 use crate::outcome::{Answer, Reason};
 use crate::upstream::{BoxError, ClientBodyError, ConnInfo};
 
@@ -39,22 +40,45 @@ pub(crate) async fn pass(
     // the backend answers.
     site.sessions
         .forget_anonymous(&parts.method, &parts.headers);
-    // Logged-in users and editors (a session cookie, Authorization) may use the slots
-    // kept for them: anonymous traffic cannot crowd them out.
-    let session = parts.headers.contains_key(http::header::AUTHORIZATION)
-        || !matches!(site.sessions.session_cookie(&parts.headers), Ok(None));
-    // Anonymous passes serve one client: the lane, fair between client networks.
-    let class = if session {
-        Class::Session
-    } else {
-        Class::Anonymous(shared.client_net(conn.peer.ip(), &parts.headers))
+    // People whose session the backend gave out (proven.rs) may use the slots kept for
+    // them: anonymous traffic cannot crowd them out. A session cookie nobody proved is
+    // a claim any client can write: personal (passed with its cookies, never stored),
+    // but anonymous work, in the lane, fair between client networks.
+    let net = shared.client_net(conn.peer.ip(), &parts.headers);
+    let standing = site.sessions.standing(&parts);
+    let class = match standing {
+        Standing::Person { who } => Class::Session(SessionOf { net, who }),
+        Standing::Anonymous | Standing::Unproven => Class::Anonymous(net),
     };
+    let session = matches!(standing, Standing::Person { .. });
+    let unproven = standing == Standing::Unproven;
     let upstream = site.upstream_for(parts.uri.path());
-    let permit = match upstream.slot(class).await {
+    let permit = upstream.slot(class).await;
+    if unproven {
+        shared.stats.unproven_session(net, permit.is_err());
+    }
+    let permit = match permit {
         Ok(p) => p,
         Err(e) => {
             shared.refused(class, &e);
-            return respond::upstream_error(&e);
+            let whole = drain_refused(&parts, body).await;
+            let mut answer = respond::upstream_error(&e);
+            if !whole && parts.version <= http::Version::HTTP_11 {
+                answer.resp.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+            }
+            if unproven {
+                // The refusal, and that the session it claimed was nobody's.
+                let why = answer.outcome.reason.take().unwrap_or_default();
+                let why = format!("{why}; unproven-session");
+                if let Ok(v) = http::HeaderValue::from_str(&why) {
+                    answer.resp.headers_mut().insert(X_CACHE_REASON.clone(), v);
+                }
+                answer.outcome.reason = Some(why.into());
+            }
+            return answer;
         }
     };
     let unsafe_method = !matches!(
@@ -92,8 +116,13 @@ pub(crate) async fn pass(
     };
     let (mut head, body) = resp.into_parts();
     site.sessions.learn(&head.headers);
-    site.sessions
-        .observe(&parts.method, &parts.headers, head.status, &head.headers);
+    site.sessions.observe(
+        &parts.method,
+        parts.uri.path(),
+        &parts.headers,
+        head.status,
+        &head.headers,
+    );
     if let Some(key) = marked {
         let conf = site.conf();
         let is_session = |n: &str| site.sessions.is_configured(n);
@@ -122,9 +151,53 @@ pub(crate) async fn pass(
     }
     strip_hop_by_hop(&mut head.headers);
     levee_cache::tags::strip(&mut head.headers);
+    let reason = match unproven {
+        true => format!("unproven-{reason}").into(),
+        false => reason,
+    };
     let mut answer = respond::passed(shared, &parts, head, body, permit, reason);
     answer.outcome.backend_wait = Some(waited);
     answer
+}
+
+/// Bytes and time a refused request's body is read for, at most.
+const DRAIN_BYTES: usize = 1 << 20;
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads and drops what a refused request's client is still sending (a login form, an
+/// upload), up to `DRAIN_BYTES` within `DRAIN_TIME`, as nginx's `lingering_close` does:
+/// a connection closed with its body unread is reset, and the client, still writing,
+/// fails with a broken pipe instead of reading its 503 and `Retry-After`. Bounded, so
+/// that a slow body cannot hold the connection; not for a client that waits for
+/// `100 Continue` (it has sent nothing, and the refusal is its final answer). True:
+/// the whole body was read (the connection may be kept).
+async fn drain_refused(parts: &request::Parts, body: Incoming) -> bool {
+    use hyper::body::Body;
+    if body.is_end_stream() {
+        return true;
+    }
+    let expects = parts
+        .headers
+        .get(http::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if expects || parts.version > http::Version::HTTP_11 {
+        return false;
+    }
+    let read = async {
+        let mut body = body;
+        let mut n = 0;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { return false };
+            n += frame.data_ref().map_or(0, |d| d.len());
+            if n > DRAIN_BYTES {
+                return false;
+            }
+        }
+        true
+    };
+    tokio::time::timeout(DRAIN_TIME, read)
+        .await
+        .unwrap_or(false)
 }
 
 /// RFC 9111 §4.4: a successful unsafe request invalidates the target URI and the URIs in

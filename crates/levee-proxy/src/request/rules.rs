@@ -82,6 +82,8 @@ pub(crate) async fn apply(
         if !auth.allows(parts.headers.get(header::AUTHORIZATION)).await {
             return Some(unauthorized(shared, &auth.conf.realm));
         }
+        // levee checked the password itself: a person, for the backend's scheduling.
+        parts.extensions.insert(super::sessions::AuthVerified);
     }
     let query = parts.uri.query().map(str::to_string);
     if let Some(r) = &rules.redirect {

@@ -9,18 +9,48 @@
 //! would be served what a fill fetched without their cookies.
 //!
 //! A session cookie whose value levee saw started for an anonymous visitor does not make
-//! a request personal (anonymous.rs).
+//! a request personal (anonymous.rs). Whether a personal request is a *person's*, for
+//! the backend's scheduling, is a second question: its value must be one levee saw the
+//! backend give out as a login's ([`Standing`], proven.rs).
 
 use std::collections::HashSet;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use http::header::{HeaderMap, AUTHORIZATION, COOKIE, SET_COOKIE};
-use http::{Method, StatusCode};
+use http::header::{HeaderMap, AUTHORIZATION, COOKIE, SET_COOKIE, WWW_AUTHENTICATE};
+use http::{request, Method, StatusCode};
 use levee_config::CookieMatcher;
 
 use super::anonymous::{set_cookie_parts, AnonymousSessions};
+use super::proven::{self, Given, Held, Proven};
+
+/// A request whose `Authorization` levee checked itself (a route's basic auth).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AuthVerified;
+
+/// The name `Authorization` values are proven under (no cookie can have it).
+const AUTHORIZATION_NAME: &str = "\0authorization";
+
+/// Paths whose backend asked for credentials (401 with `WWW-Authenticate`), remembered
+/// this many at most, this long: credentials it then accepts there prove a person.
+const CHALLENGED_PATHS: u64 = 10_000;
+const CHALLENGED_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// Who a request is to the backend's scheduler (limit.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// No session cookie (or only anonymous sessions') and no `Authorization`.
+    Anonymous,
+    /// A session levee saw the backend give out, or credentials it accepted: people's
+    /// work. `who` tells one session from another (fair shares within the class).
+    Person { who: u64 },
+    /// A session cookie or `Authorization` nobody proved: personal (never stored), but
+    /// scheduled as anonymous work.
+    Unproven,
+}
 
 /// More learned names than this is not an application's cookies: stop learning (the
 /// configured globs still apply) rather than grow without bound.
@@ -35,16 +65,82 @@ pub(crate) struct Sessions {
     /// `[anonymous] remember_anonymous_sessions`; replaced by a reload.
     remember: AtomicBool,
     anonymous: AnonymousSessions,
+    /// Shared by every site (a value proves the same wherever it is shown).
+    proven: Arc<Proven>,
+    /// Session cookies whose values never prove a person (`NEVER_PROOF_COOKIES`).
+    never_proof: CookieMatcher,
+    /// Hashes of paths whose backend challenged for credentials.
+    challenged: moka::sync::Cache<u64, ()>,
+    path_hasher: std::collections::hash_map::RandomState,
 }
 
 impl Sessions {
-    pub fn new(configured: CookieMatcher) -> Sessions {
+    pub fn new(configured: CookieMatcher, proven: Arc<Proven>) -> Sessions {
+        let never: Vec<String> = levee_config::NEVER_PROOF_COOKIES
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         Sessions {
             configured: ArcSwap::from_pointee(configured),
             learned: ArcSwap::from_pointee(HashSet::new()),
             remember: AtomicBool::new(false),
             anonymous: AnonymousSessions::new(super::anonymous::CAPACITY),
+            proven,
+            // Fixed globs, compiled once: they cannot fail.
+            never_proof: CookieMatcher::new(&never).unwrap_or_default(),
+            challenged: moka::sync::Cache::builder()
+                .max_capacity(CHALLENGED_PATHS)
+                .time_to_live(CHALLENGED_FOR)
+                .build(),
+            path_hasher: std::collections::hash_map::RandomState::new(),
         }
+    }
+
+    /// Who the request is to the backend's scheduler: a proven person, someone whose
+    /// session nobody proved, or anonymous. Its session cookies' values are looked up,
+    /// anonymous sessions' skipped; `Authorization` counts when levee checked it (a
+    /// route's basic auth) or the backend accepted it where it had asked for it.
+    pub fn standing(&self, parts: &request::Parts) -> Standing {
+        let h = &parts.headers;
+        let mut claimed = false;
+        if let Some(auth) = h.get(AUTHORIZATION) {
+            claimed = true;
+            let value = String::from_utf8_lossy(auth.as_bytes());
+            if parts.extensions.get::<AuthVerified>().is_some()
+                || self.proven.contains(AUTHORIZATION_NAME, &value)
+            {
+                return Standing::Person {
+                    who: self.who(AUTHORIZATION_NAME, &value),
+                };
+            }
+        }
+        let remembering = self.remembering();
+        let mut person = None;
+        let readable = self.each_session_cookie(h, |name, value| {
+            if remembering && self.anonymous.contains(name, value) {
+                return true;
+            }
+            claimed = true;
+            if self.proven.contains(name, value) {
+                person = Some(self.who(name, value));
+                return false;
+            }
+            true
+        });
+        claimed |= readable.is_err();
+        match person {
+            Some(who) => Standing::Person { who },
+            None if claimed && self.proven.trusting() => Standing::Person {
+                who: self.who("", &String::from_utf8_lossy(cookie_bytes(h))),
+            },
+            None if claimed => Standing::Unproven,
+            None => Standing::Anonymous,
+        }
+    }
+
+    /// One session's identity for fair shares: a keyed hash, not the value.
+    fn who(&self, name: &str, value: &str) -> u64 {
+        self.path_hasher.hash_one((name, value))
     }
 
     /// Turns anonymous sessions on or off (off forgets nothing, but nothing counts).
@@ -164,10 +260,12 @@ impl Sessions {
     pub fn observe(
         &self,
         method: &Method,
+        path: &str,
         request: &HeaderMap,
         status: StatusCode,
         response: &HeaderMap,
     ) {
+        self.witness(method, path, request, status, response);
         if !self.remembering()
             || !(*method == Method::GET || *method == Method::HEAD)
             || request.contains_key(AUTHORIZATION)
@@ -227,6 +325,69 @@ impl Sessions {
         }
     }
 
+    /// What an answer that reaches the client proves or ends (proven.rs): the session
+    /// values it gives out after a login, the ones it deletes; credentials it accepts
+    /// where it asked for them, or refuses.
+    fn witness(
+        &self,
+        method: &Method,
+        path: &str,
+        request: &HeaderMap,
+        status: StatusCode,
+        response: &HeaderMap,
+    ) {
+        if let Some(auth) = request.get(AUTHORIZATION) {
+            let value = String::from_utf8_lossy(auth.as_bytes());
+            let path_hash = self.path_hasher.hash_one(path);
+            if status == StatusCode::UNAUTHORIZED {
+                self.proven.forget(AUTHORIZATION_NAME, &value);
+            } else if (status.is_success() || status.is_redirection())
+                && self.challenged.contains_key(&path_hash)
+                && value.len() >= proven::MIN_PROOF_LEN
+            {
+                self.proven.prove(AUTHORIZATION_NAME, &value);
+            }
+        }
+        if status == StatusCode::UNAUTHORIZED && response.contains_key(WWW_AUTHENTICATE) {
+            self.challenged.insert(self.path_hasher.hash_one(path), ());
+        }
+        if !response.contains_key(SET_COOKIE) {
+            return;
+        }
+        let mut held = Vec::new();
+        let _ = self.each_session_cookie(request, |name, value| {
+            let proven = self.proven.contains(name, value);
+            held.push(Held {
+                name,
+                value,
+                proven,
+            });
+            true
+        });
+        let given: Vec<Given> = response
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|f| f.to_str().ok().and_then(set_cookie_parts))
+            .filter(|(name, _, _)| self.is_session_name(name))
+            .map(|(name, value, deletes)| Given {
+                name,
+                value,
+                deletes,
+            })
+            .collect();
+        let p = proven::proofs(method, status, &held, &given);
+        for (name, value) in p.forget {
+            self.proven.forget(name, value);
+        }
+        for (name, value) in p.prove {
+            if value.len() >= proven::MIN_PROOF_LEN && !self.never_proof.is_session(name) {
+                // A person's now: no longer an anonymous visitor's.
+                self.anonymous.forget(name, value);
+                self.proven.prove(name, value);
+            }
+        }
+    }
+
     /// Learns the names of the cookies a backend response sets.
     pub fn learn(&self, response: &HeaderMap) {
         for value in response.get_all(SET_COOKIE) {
@@ -264,13 +425,22 @@ impl Sessions {
     }
 }
 
+/// The request's `Cookie` field as sent (the first one), for a trusted session's identity.
+fn cookie_bytes(h: &HeaderMap) -> &[u8] {
+    h.get(COOKIE).map_or(&[], |v| v.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use http::HeaderValue;
 
+    fn proven() -> Arc<Proven> {
+        Arc::new(Proven::new(1000))
+    }
+
     fn sessions() -> Sessions {
-        Sessions::new(CookieMatcher::new(&["PHPSESSID".into()]).unwrap())
+        Sessions::new(CookieMatcher::new(&["PHPSESSID".into()]).unwrap(), proven())
     }
 
     fn cookies(v: &'static str) -> HeaderMap {
@@ -355,6 +525,7 @@ mod tests {
                 .unwrap()
                 .with_visitors(&["visit".into()])
                 .unwrap(),
+            proven(),
         );
         s.remember_anonymous(true);
         s
@@ -371,6 +542,7 @@ mod tests {
         );
         s.observe(
             &get,
+            "/",
             &HeaderMap::new(),
             StatusCode::OK,
             &set_cookies(&["PHPSESSID=a1; path=/", "rx_login_status=none", "visit=3"]),
@@ -403,6 +575,7 @@ mod tests {
         );
         s.observe(
             &Method::POST,
+            "/",
             &cookies("PHPSESSID=a1"),
             StatusCode::OK,
             &set_cookies(&["PHPSESSID=b1"]),
@@ -419,18 +592,24 @@ mod tests {
         let get = Method::GET;
         let given = set_cookies(&["PHPSESSID=r1"]);
         // A redirect (a login by link), a member's request, Authorization: not remembered.
-        s.observe(&get, &HeaderMap::new(), StatusCode::FOUND, &given);
-        s.observe(&get, &cookies("PHPSESSID=member"), StatusCode::OK, &given);
+        s.observe(&get, "/", &HeaderMap::new(), StatusCode::FOUND, &given);
+        s.observe(
+            &get,
+            "/",
+            &cookies("PHPSESSID=member"),
+            StatusCode::OK,
+            &given,
+        );
         let mut auth = HeaderMap::new();
         auth.insert(AUTHORIZATION, HeaderValue::from_static("Basic YTpi"));
-        s.observe(&get, &auth, StatusCode::OK, &given);
+        s.observe(&get, "/", &auth, StatusCode::OK, &given);
         assert_eq!(
             s.session_cookie(&cookies("PHPSESSID=r1")),
             Ok(Some("PHPSESSID"))
         );
         // Off: nothing counts.
         s.remember_anonymous(false);
-        s.observe(&get, &HeaderMap::new(), StatusCode::OK, &given);
+        s.observe(&get, "/", &HeaderMap::new(), StatusCode::OK, &given);
         assert_eq!(
             s.session_cookie(&cookies("PHPSESSID=r1")),
             Ok(Some("PHPSESSID"))
@@ -453,12 +632,12 @@ mod tests {
             let given = HeaderValue::from_str(&given).unwrap();
             let mut first = HeaderMap::new();
             first.insert(SET_COOKIE, given);
-            s.observe(&get, &HeaderMap::new(), StatusCode::OK, &first);
+            s.observe(&get, "/", &HeaderMap::new(), StatusCode::OK, &first);
             assert_eq!(s.session_cookie(&cookies(held)), Ok(None));
             // The same value again: still anonymous.
-            s.observe(&get, &cookies(held), StatusCode::OK, &first);
+            s.observe(&get, "/", &cookies(held), StatusCode::OK, &first);
             assert_eq!(s.session_cookie(&cookies(held)), Ok(None));
-            s.observe(&get, &cookies(held), status, &set_cookies(&[change]));
+            s.observe(&get, "/", &cookies(held), status, &set_cookies(&[change]));
             assert_eq!(
                 s.session_cookie(&cookies(held)),
                 Ok(Some("PHPSESSID")),
@@ -478,15 +657,22 @@ mod tests {
         let s = remembering();
         let get = Method::GET;
         let start = set_cookies(&["PHPSESSID=r0", "rx_login_status=none"]);
-        s.observe(&get, &HeaderMap::new(), StatusCode::OK, &start);
+        s.observe(&get, "/", &HeaderMap::new(), StatusCode::OK, &start);
         s.observe(
             &get,
+            "/",
             &HeaderMap::new(),
             StatusCode::OK,
             &set_cookies(&["PHPSESSID=r9", "rx_login_status=none"]),
         );
         let held = cookies("PHPSESSID=r0; rx_login_status=none");
-        s.observe(&get, &held, StatusCode::OK, &set_cookies(&["PHPSESSID=r1"]));
+        s.observe(
+            &get,
+            "/",
+            &held,
+            StatusCode::OK,
+            &set_cookies(&["PHPSESSID=r1"]),
+        );
         assert_eq!(
             s.session_cookie(&cookies("PHPSESSID=r1; rx_login_status=none")),
             Ok(None)
@@ -500,6 +686,7 @@ mod tests {
         let held = cookies("PHPSESSID=r1; rx_login_status=none");
         s.observe(
             &get,
+            "/",
             &held,
             StatusCode::OK,
             &set_cookies(&["rx_login_status=h9TTCBTs3dTd6f6ImpWSjn7f"]),

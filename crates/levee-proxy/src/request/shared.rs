@@ -11,6 +11,7 @@ use http::{HeaderMap, StatusCode};
 use levee_cache::{CacheKey, Coalescer, Entry, HitForMiss, NotStored, Store, VaryKey};
 use levee_config::Settings;
 
+use super::proven::Proven;
 use super::site::Site;
 use crate::access_log::AccessLogger;
 use crate::client_net::{ClientNet, ClientNets};
@@ -50,6 +51,8 @@ pub(crate) struct Shared {
     /// Disk and Redis below memory, when configured (tiers.rs).
     pub tiers: Option<crate::tiers::Tiers>,
     pub fills: Arc<Coalescer<FillHead>>,
+    /// Session values the backend gave out as people's, shared by every site (proven.rs).
+    pub proven: Arc<Proven>,
     /// Keys whose last response was not cacheable, and until when (levee's clock):
     /// fetched without coalescing meanwhile.
     hit_for_miss: moka::sync::Cache<CacheKey, (NotStored, Instant)>,
@@ -116,10 +119,18 @@ impl Shared {
         let pairs = cert_pairs(&settings, &settings.sites);
         let hosts = levee_config::SiteIndex::new(&settings.sites);
         let site_settings = std::mem::take(&mut settings.sites);
+        let proven = Arc::new(Proven::new(super::proven::CAPACITY));
+        proven.trust_for(settings.limits.trust_unproven_sessions);
+        if !settings.limits.trust_unproven_sessions.is_zero() {
+            tracing::warn!(
+                window = ?settings.limits.trust_unproven_sessions,
+                "limits.trust_unproven_sessions: every session cookie counts as a person's until then, made-up ones too"
+            );
+        }
         let sites = site_settings
             .into_iter()
             .enumerate()
-            .map(|(i, s)| Site::new(i, &settings, s))
+            .map(|(i, s)| Site::new(i, &settings, s, proven.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         if sites.is_empty() {
             return Err(ServeError::NoSite);
@@ -183,6 +194,7 @@ impl Shared {
             ),
             store,
             tiers,
+            proven,
             fills: Coalescer::new(FillHead::abandoned),
             // Expiry is checked on levee's clock (tests move it); moka's own TTL, on the
             // real clock, only bounds how long a mark takes memory.

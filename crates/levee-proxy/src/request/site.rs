@@ -14,6 +14,7 @@ use levee_cache::PolicyConfig;
 use levee_config::{CacheRules, RouteTarget, Settings, StaticSettings};
 use levee_static::{StaticConfig, StaticFiles};
 
+use super::proven::Proven;
 use super::sessions::Sessions;
 use crate::error::ServeError;
 use crate::upstream::Upstream;
@@ -71,6 +72,7 @@ impl Site {
         index: usize,
         global: &Settings,
         site: levee_config::Site,
+        proven: Arc<Proven>,
     ) -> Result<Site, ServeError> {
         let files = match &site.root {
             Some(root) => Some(
@@ -102,7 +104,7 @@ impl Site {
                 })
             })
             .collect::<Result<Vec<_>, ServeError>>()?;
-        let sessions = Sessions::new(site.anonymous.session_cookies.clone());
+        let sessions = Sessions::new(site.anonymous.session_cookies.clone(), proven);
         sessions.remember_anonymous(site.anonymous.remember_anonymous_sessions);
         Ok(Site {
             index,

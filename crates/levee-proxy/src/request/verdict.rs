@@ -85,7 +85,10 @@ pub fn anonymous_get(
     headers: &HeaderMap,
     received: SystemTime,
 ) -> Verdict {
-    let sessions = Sessions::new(site.anonymous.session_cookies.clone());
+    let sessions = Sessions::new(
+        site.anonymous.session_cookies.clone(),
+        std::sync::Arc::new(super::proven::Proven::new(1)),
+    );
     let request = Request::builder()
         .method(Method::GET)
         .uri(path_and_query)

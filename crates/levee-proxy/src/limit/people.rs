@@ -1,0 +1,276 @@
+//! People's queues: revalidations (shared work) and proven sessions, per worker thread,
+//! and which of their waiters a freed slot goes to.
+//!
+//! Fair inside the session class: while other people's requests wait, one client
+//! network, or one session, holds at most `cap` slots (the lane's network share of the
+//! limit); its further requests wait behind the others'. A stolen session, or an editor
+//! running a script, cannot take the site from the other editors. When nobody else
+//! waits, a session may use whatever is free (work-conserving).
+
+use std::collections::{HashMap, VecDeque};
+
+use tokio::sync::oneshot;
+
+use super::class::SessionOf;
+
+pub(super) type Queue = VecDeque<(u64, oneshot::Sender<()>)>;
+
+/// A session's request waiting for a slot.
+pub(super) struct SessionWaiter {
+    pub arrival: u64,
+    pub tx: oneshot::Sender<()>,
+    pub of: SessionOf,
+}
+
+/// How far into a thread's session queue a waiter under its share is looked for: a
+/// script's flood of queued requests is skipped over this many at a time, at most.
+const LOOKAHEAD: usize = 64;
+
+#[derive(Default)]
+pub(super) struct Local {
+    /// Slots held by requests of this thread, every class.
+    pub in_use: usize,
+    pub shared: Queue,
+    pub sessions: VecDeque<SessionWaiter>,
+}
+
+impl Local {
+    pub fn is_empty(&self) -> bool {
+        self.shared.is_empty() && self.sessions.is_empty()
+    }
+}
+
+/// A waiter chosen to get the next slot: its thread, whether a session, and its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Pick {
+    pub thread: usize,
+    pub session: bool,
+    pub at: usize,
+}
+
+#[derive(Default)]
+pub(super) struct People {
+    /// Waiters per worker thread (`worker::id()`), grown as threads show up.
+    pub threads: Vec<Local>,
+    pub sessions_in_use: usize,
+    /// Session slots in flight per client network and per session.
+    nets: HashMap<crate::client_net::ClientNet, usize>,
+    whos: HashMap<u64, usize>,
+}
+
+impl People {
+    pub fn local(&mut self, thread: usize) -> &mut Local {
+        if self.threads.len() <= thread {
+            self.threads.resize_with(thread + 1, Local::default);
+        }
+        &mut self.threads[thread]
+    }
+
+    pub fn queued(&self) -> usize {
+        self.threads
+            .iter()
+            .map(|l| l.shared.len() + l.sessions.len())
+            .sum()
+    }
+
+    pub fn sessions_waiting(&self) -> bool {
+        self.threads.iter().any(|l| !l.sessions.is_empty())
+    }
+
+    /// A session's slot taken.
+    pub fn session_admitted(&mut self, of: SessionOf) {
+        self.sessions_in_use += 1;
+        *self.nets.entry(of.net).or_default() += 1;
+        *self.whos.entry(of.who).or_default() += 1;
+    }
+
+    /// A session's slot given back.
+    pub fn session_released(&mut self, of: SessionOf) {
+        self.sessions_in_use = self.sessions_in_use.saturating_sub(1);
+        for count in [self.nets.get_mut(&of.net), self.whos.get_mut(&of.who)]
+            .into_iter()
+            .flatten()
+        {
+            *count = count.saturating_sub(1);
+        }
+        if self.nets.get(&of.net) == Some(&0) {
+            self.nets.remove(&of.net);
+        }
+        if self.whos.get(&of.who) == Some(&0) {
+            self.whos.remove(&of.who);
+        }
+    }
+
+    /// Whether `of` holds less than `cap` slots, by network and by session.
+    pub fn under_share(&self, of: SessionOf, cap: usize) -> bool {
+        self.nets.get(&of.net).copied().unwrap_or(0) < cap
+            && self.whos.get(&of.who).copied().unwrap_or(0) < cap
+    }
+
+    /// Takes the chosen waiter out of its queue.
+    pub fn take(&mut self, p: Pick) -> Option<(oneshot::Sender<()>, Option<SessionOf>)> {
+        let local = self.threads.get_mut(p.thread)?;
+        if p.session {
+            let w = local.sessions.remove(p.at)?;
+            Some((w.tx, Some(w.of)))
+        } else {
+            let (_, tx) = local.shared.remove(p.at)?;
+            Some((tx, None))
+        }
+    }
+
+    /// The waiter a slot freed on thread `here` goes to:
+    /// - a session first while sessions hold less than `reserved`;
+    /// - then revalidations (shared work), which serve everyone who reads the page;
+    /// - then sessions.
+    ///
+    /// Within a class, this thread's waiter while the thread holds less than its fair
+    /// share of `limit` or no other thread waits, else the oldest anywhere; among
+    /// sessions, those under their share (`cap`) before those over it.
+    pub fn pick(&self, here: usize, reserved: usize, limit: usize, cap: usize) -> Option<Pick> {
+        if self.sessions_in_use < reserved {
+            if let Some(p) = self.pick_session(here, limit, cap) {
+                return Some(p);
+            }
+        }
+        self.pick_shared(here, limit)
+            .or_else(|| self.pick_session(here, limit, cap))
+    }
+
+    fn fair_share(&self, limit: usize) -> usize {
+        limit.div_ceil(self.threads.len().max(1))
+    }
+
+    fn pick_shared(&self, here: usize, limit: usize) -> Option<Pick> {
+        let front = |l: &Local| l.shared.front().map(|(a, _)| *a);
+        let thread = self.choose(here, limit, |t, l| front(l).map(|a| (a, t, 0)))?;
+        Some(Pick {
+            thread: thread.1,
+            session: false,
+            at: 0,
+        })
+    }
+
+    fn pick_session(&self, here: usize, limit: usize, cap: usize) -> Option<Pick> {
+        let eligible = |_: usize, l: &Local| {
+            l.sessions
+                .iter()
+                .take(LOOKAHEAD)
+                .enumerate()
+                .find(|(_, w)| self.under_share(w.of, cap))
+                .map(|(i, w)| (w.arrival, i))
+        };
+        let any = |_: usize, l: &Local| l.sessions.front().map(|w| (w.arrival, 0));
+        let chosen = self
+            .choose(here, limit, |t, l| eligible(t, l).map(|(a, i)| (a, t, i)))
+            .or_else(|| self.choose(here, limit, |t, l| any(t, l).map(|(a, i)| (a, t, i))))?;
+        Some(Pick {
+            thread: chosen.1,
+            session: true,
+            at: chosen.2,
+        })
+    }
+
+    /// Of the candidates `of` finds per thread (arrival, thread, place): this thread's
+    /// while it holds less than its fair share or no other thread has one, else the
+    /// oldest.
+    fn choose(
+        &self,
+        here: usize,
+        limit: usize,
+        of: impl Fn(usize, &Local) -> Option<(u64, usize, usize)>,
+    ) -> Option<(u64, usize, usize)> {
+        let mine = self.threads.get(here).and_then(|l| of(here, l));
+        if let Some(m) = mine {
+            let others = self
+                .threads
+                .iter()
+                .enumerate()
+                .any(|(t, l)| t != here && of(t, l).is_some());
+            if !others || self.threads[here].in_use < self.fair_share(limit) {
+                return Some(m);
+            }
+        }
+        self.threads
+            .iter()
+            .enumerate()
+            .filter_map(|(t, l)| of(t, l))
+            .min()
+    }
+
+    /// Forgets this thread's waiters that gave up.
+    pub fn remove_closed(&mut self, thread: usize, session: bool) {
+        let local = self.local(thread);
+        if session {
+            local.sessions.retain(|w| !w.tx.is_closed());
+        } else {
+            local.shared.retain(|(_, tx)| !tx.is_closed());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client_net::ClientNet;
+
+    fn of(net: &str, who: u64) -> SessionOf {
+        SessionOf {
+            net: ClientNet::of(net.parse().unwrap(), 24, 56),
+            who,
+        }
+    }
+
+    fn queue(p: &mut People, thread: usize, arrival: u64, s: SessionOf) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        p.local(thread)
+            .sessions
+            .push_back(SessionWaiter { arrival, tx, of: s });
+        rx
+    }
+
+    #[test]
+    fn a_session_over_its_share_waits_behind_the_others() {
+        let mut p = People::default();
+        let script = of("127.2.0.1", 7);
+        p.session_admitted(script);
+        let _a = queue(&mut p, 0, 1, script);
+        let _b = queue(&mut p, 0, 2, script);
+        let _editor = queue(&mut p, 0, 3, of("127.3.0.1", 9));
+        // cap 1: the script holds one; the editor, though last, goes first.
+        let pick = p.pick(0, 0, 4, 1).unwrap();
+        assert_eq!((pick.session, pick.at), (true, 2));
+        let (_, got) = p.take(pick).unwrap();
+        assert_eq!(got, Some(of("127.3.0.1", 9)));
+        // Nobody else waits: the script's own, oldest first (work-conserving).
+        assert_eq!(p.pick(0, 0, 4, 1).map(|p| p.at), Some(0));
+    }
+
+    #[test]
+    fn the_same_session_from_another_network_is_still_one_session() {
+        let mut p = People::default();
+        p.session_admitted(of("127.2.0.1", 7));
+        let _stolen = queue(&mut p, 0, 1, of("127.5.0.1", 7));
+        let _editor = queue(&mut p, 0, 2, of("127.3.0.1", 9));
+        assert_eq!(p.pick(0, 0, 4, 1).map(|p| p.at), Some(1));
+        p.session_released(of("127.2.0.1", 7));
+        assert_eq!(p.pick(0, 0, 4, 1).map(|p| p.at), Some(0));
+        assert!(
+            p.nets.is_empty() && p.whos.is_empty(),
+            "nothing kept for the idle"
+        );
+    }
+
+    #[test]
+    fn revalidations_come_before_sessions_beyond_the_reserve() {
+        let mut p = People::default();
+        let _s = queue(&mut p, 0, 1, of("127.3.0.1", 9));
+        let (tx, _rx) = oneshot::channel();
+        p.local(0).shared.push_back((2, tx));
+        // Sessions below their reserve: the session.
+        assert_eq!(p.pick(0, 1, 4, 1).map(|p| p.session), Some(true));
+        p.session_admitted(of("127.4.0.1", 1));
+        // At their reserve: the revalidation.
+        assert_eq!(p.pick(0, 1, 4, 1).map(|p| p.session), Some(false));
+    }
+}
