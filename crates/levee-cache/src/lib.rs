@@ -17,6 +17,7 @@ pub mod headers;
 pub mod key;
 pub mod lookup;
 pub mod policy;
+pub mod proof;
 pub mod range;
 pub mod store;
 pub mod tags;

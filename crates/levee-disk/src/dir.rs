@@ -6,6 +6,7 @@
 //!   lock         flock'ed by the process that uses the directory
 //!   bans         the ban log: one Ban::to_line per line (banlog.rs)
 //!   clean        present only between a clean shutdown and the next open
+//!   sessions     the proven sessions (sessions.rs), one line each
 //!   00/ .. ff/   records, by the first two hex digits of their name (nginx's levels=2)
 //!     <32 hex>       one key's record (levee_cache::codec), named by codec::key_hex
 //!     <32 hex>.tmp   a record being written, renamed over <32 hex> once complete

@@ -36,6 +36,7 @@ mod error;
 mod index;
 mod queue;
 mod scan;
+mod sessions;
 mod shared;
 mod stats;
 mod writer;
@@ -52,6 +53,7 @@ use levee_cache::{CacheKey, Entry};
 use tokio::sync::watch;
 
 pub use error::DiskError;
+pub use sessions::SessionFile;
 pub use stats::DiskStats;
 
 use banlog::BanLog;

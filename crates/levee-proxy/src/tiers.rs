@@ -11,6 +11,10 @@
 //! - **a purge**: applied to memory by the caller, then to disk and, through Redis
 //!   pub/sub, to every other node's memory and disk ([`Tiers::ban`], [`apply_remote`]).
 //!
+//! And the proven sessions (request/proven.rs) are kept with them: in the disk tier's
+//! `sessions` file across restarts, and through Redis on every node
+//! ([`Tiers::keep_sessions`]).
+//!
 //! Redis down or slow costs a request at most one bounded wait, and nothing once it is
 //! known down: the node then serves from its local tiers alone.
 
@@ -20,10 +24,13 @@ use std::time::Duration;
 use http::HeaderMap;
 use levee_cache::ban::{Ban, BanMode, BanTarget};
 use levee_cache::codec::Decoded;
+use levee_cache::proof::ProofChange;
 use levee_cache::{CacheControl, CacheKey, Entry, Lookup, Store};
 use levee_config::CacheSettings;
 use levee_disk::{Disk, DiskConfig};
-use levee_redis::{Lock, LockGuard, Redis, RedisConfig};
+use levee_redis::{Lock, LockGuard, ProofLimits, Redis, RedisConfig};
+
+use crate::request::proven::{self, Proven};
 
 use crate::error::ServeError;
 
@@ -33,8 +40,28 @@ pub(crate) struct Tiers {
     pub redis: Option<Redis>,
     /// How long a fill waits for another node's copy before fetching itself.
     redis_wait: Duration,
+    /// The proven sessions' file beside the disk tier's records.
+    sessions: Option<Arc<levee_disk::SessionFile>>,
     /// Keeps the thread whose runtime drives Redis's connections alive.
     _runtime: Option<TierRuntime>,
+}
+
+/// The disk tier's proven sessions: read into `proven`, then kept up to date.
+fn open_sessions(disk: &Disk, proven: &Proven) -> Result<levee_disk::SessionFile, ServeError> {
+    let (file, held) =
+        levee_disk::SessionFile::open(disk.path(), proven::IDLE, proven::CAPACITY as usize)
+            .map_err(|e| {
+                ServeError::Tier(format!(
+                    "the disk tier's proven sessions ({}/sessions): {e}",
+                    disk.path().display()
+                ))
+            })?;
+    let n = held.len();
+    for change in held {
+        proven.apply(change);
+    }
+    tracing::info!(sessions = n, "proven sessions read from the disk tier");
+    Ok(file)
 }
 
 /// What a fill does after looking below memory.
@@ -51,6 +78,7 @@ impl Tiers {
         cache: &CacheSettings,
         store: &Store,
         limits: &levee_config::Limits,
+        proven: &Arc<Proven>,
     ) -> Result<Option<Tiers>, ServeError> {
         if cache.disk.is_none() && cache.redis.is_empty() {
             return Ok(None);
@@ -70,6 +98,10 @@ impl Tiers {
                 })?,
             ),
             _ => None,
+        };
+        let sessions = match &disk {
+            Some(d) => Some(Arc::new(open_sessions(d, proven)?)),
+            None => None,
         };
         // The longest a fill may hold the lock: until its response started, plus a
         // margin for the body; the other nodes wait about as long as a request waits
@@ -92,9 +124,18 @@ impl Tiers {
                 Arc::new(move |ban: Ban| apply_remote(&store, disk.as_ref(), ban))
                     as Arc<dyn Fn(Ban) + Send + Sync>
             };
+            let on_proof = {
+                let proven = proven.clone();
+                Arc::new(move |change| proven.apply(change))
+                    as Arc<dyn Fn(ProofChange) + Send + Sync>
+            };
+            let limits = ProofLimits {
+                idle_secs: proven::IDLE.as_secs(),
+                capacity: proven::CAPACITY as usize,
+            };
             let runtime = TierRuntime::start()?;
             let redis = runtime
-                .run(move || Redis::connect(cfg, on_ban))
+                .run(move || Redis::connect_sharing(cfg, on_ban, Some((on_proof, limits))))
                 .map_err(|e| ServeError::Tier(format!("the Redis tier: {e}")))?;
             (Some(redis), Some(runtime))
         };
@@ -106,12 +147,32 @@ impl Tiers {
             redis = %if cache.redis.is_empty() { "off".into() } else { cache.redis.iter().map(|u| levee_redis::url_for_logs(u)).collect::<Vec<_>>().join(", ") },
             "cache tiers below memory"
         );
-        Ok(Some(Tiers {
+        let tiers = Tiers {
             disk,
             redis,
             redis_wait,
+            sessions,
             _runtime: runtime,
-        }))
+        };
+        tiers.keep_sessions(proven);
+        Ok(Some(tiers))
+    }
+
+    /// From now on, every session proven or forgotten here is written to the disk
+    /// tier's file and shared through Redis.
+    fn keep_sessions(&self, proven: &Proven) {
+        if self.sessions.is_none() && self.redis.is_none() {
+            return;
+        }
+        let (file, redis) = (self.sessions.clone(), self.redis.clone());
+        proven.set_sink(Arc::new(move |change| {
+            if let Some(f) = &file {
+                f.write(change);
+            }
+            if let Some(r) = &redis {
+                r.prove(change);
+            }
+        }));
     }
 
     /// How much longer than usual a request may wait for a fill's head: the fill may

@@ -34,8 +34,10 @@ pub(crate) struct Inner {
     pub(crate) writes: Arc<Semaphore>,
     /// A request saw the connection fail: the supervisor checks it at once.
     pub(crate) trouble: Notify,
-    /// Bans are waiting to be written.
+    /// Bans or proofs are waiting to be written.
     pub(crate) flush: Notify,
+    /// Proven sessions shared with the other nodes, when the caller asked.
+    pub(crate) proofs: Option<crate::sessions::ProofSync>,
 }
 
 /// Where the bans between this node and Redis stand (see sync.rs).

@@ -56,6 +56,16 @@ impl Keys {
         format!("{}bans", self.prefix)
     }
 
+    /// The sorted set of proven sessions' hashes.
+    pub(crate) fn sessions(&self) -> String {
+        format!("{}sessions", self.prefix)
+    }
+
+    /// The pub/sub channel of proven sessions.
+    pub(crate) fn proofs(&self) -> String {
+        format!("{}proofs", self.prefix)
+    }
+
     /// The pub/sub channel of bans.
     pub(crate) fn channel(&self) -> String {
         format!("{}purge", self.prefix)

@@ -26,6 +26,8 @@
 //! | `P l:{H}` | the fill lock: a node's token, `NX PX lock_ttl` |
 //! | `P bans` | recent bans: a sorted set by time, trimmed to a day |
 //! | `P purge` | the pub/sub channel bans are published on |
+//! | `P sessions` | proven sessions' hashes: a sorted set by time, trimmed (sessions.rs) |
+//! | `P proofs` | the pub/sub channel proofs are published on |
 //!
 //! (`{H}`: the hash is the key's Redis Cluster hash tag, so a record's head and chunks
 //! would share a slot; the prefix should hold no braces.)
@@ -36,6 +38,7 @@ mod keys;
 mod link;
 mod lock;
 mod record;
+mod sessions;
 mod stats;
 mod sync;
 mod tier;
@@ -43,5 +46,6 @@ mod tier;
 pub use config::{RedisConfig, RedisError};
 pub use keys::shown as url_for_logs;
 pub use lock::{Lock, LockGuard};
+pub use sessions::ProofLimits;
 pub use stats::RedisStats;
 pub use tier::Redis;

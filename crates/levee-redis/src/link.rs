@@ -15,7 +15,7 @@ use redis::aio::{MultiplexedConnection, PubSubStream};
 use tokio::sync::watch;
 
 use crate::inner::Inner;
-use crate::sync;
+use crate::{sessions, sync};
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -116,11 +116,23 @@ async fn connect(inner: &Inner) -> Result<(MultiplexedConnection, PubSubStream),
             .subscribe(inner.keys.channel())
             .await
             .map_err(|e| e.to_string())?;
+        if inner.proofs.is_some() {
+            pubsub
+                .subscribe(inner.keys.proofs())
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         if !sync::flush(inner, &mut conn).await {
             return Err("cannot write the bans made meanwhile".to_string());
         }
         if !sync::load(inner, &mut conn).await {
             return Err("cannot read the bans kept there".to_string());
+        }
+        if !sessions::flush(inner, &mut conn).await {
+            return Err("cannot write the sessions proven meanwhile".to_string());
+        }
+        if !sessions::load(inner, &mut conn).await {
+            return Err("cannot read the proven sessions kept there".to_string());
         }
         Ok((conn, pubsub.into_on_message()))
     };
@@ -138,16 +150,22 @@ async fn watch_over(
     let mut tick = tokio::time::interval(PING_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut missed = 0;
+    let proofs = inner.keys.proofs();
     loop {
         tokio::select! {
             _ = stop.changed() => return Ended::Stop,
             msg = messages.next() => match msg {
+                Some(msg) if msg.get_channel_name() == proofs => {
+                    sessions::received(inner, msg.get_payload_bytes())
+                }
                 Some(msg) => sync::received(inner, msg.get_payload_bytes()),
                 None => return Ended::Lost("the connection was closed".to_string()),
             },
             _ = inner.flush.notified() => {
                 // A failure is retried on the next tick, or after reconnecting.
-                sync::flush(inner, &mut conn).await;
+                if sync::flush(inner, &mut conn).await {
+                    sessions::flush(inner, &mut conn).await;
+                }
             }
             _ = tick.tick() => {
                 if ping(inner, &mut conn).await {
@@ -160,6 +178,9 @@ async fn watch_over(
                 }
                 if sync::pending(inner) {
                     sync::flush(inner, &mut conn).await;
+                }
+                if sessions::pending(inner) {
+                    sessions::flush(inner, &mut conn).await;
                 }
                 sync::trim(inner);
             }

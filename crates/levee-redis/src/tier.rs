@@ -7,14 +7,16 @@ use std::time::Duration;
 
 use levee_cache::ban::{Ban, Bans};
 use levee_cache::codec::Decoded;
+use levee_cache::proof::ProofChange;
 use levee_cache::{CacheKey, Entry};
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::config::{RedisConfig, RedisError};
 use crate::inner::{BanSync, Inner};
 use crate::lock::Lock;
+use crate::sessions::{ProofLimits, ProofSync};
 use crate::stats::{Counters, RedisStats};
-use crate::{keys, link, lock, record, sync};
+use crate::{keys, link, lock, record, sessions, sync};
 
 /// The shared tier. Cheap to clone; the background tasks end when the last clone is
 /// dropped.
@@ -42,6 +44,17 @@ impl Redis {
     pub fn connect(
         cfg: RedisConfig,
         on_ban: Arc<dyn Fn(Ban) + Send + Sync>,
+    ) -> Result<Redis, RedisError> {
+        Redis::connect_sharing(cfg, on_ban, None)
+    }
+
+    /// [`Redis::connect`], also sharing proven sessions ([`Redis::prove`]): `on_proof`
+    /// is called for every change another node makes, and for every proof kept in
+    /// Redis on each (re)connection, on the task that reads them: it must not block.
+    pub fn connect_sharing(
+        cfg: RedisConfig,
+        on_ban: Arc<dyn Fn(Ban) + Send + Sync>,
+        proofs: Option<(Arc<dyn Fn(ProofChange) + Send + Sync>, ProofLimits)>,
     ) -> Result<Redis, RedisError> {
         let url = match cfg.urls.as_slice() {
             [] => return Err(RedisError::NoUrl),
@@ -72,6 +85,11 @@ impl Redis {
             writes: Arc::new(Semaphore::new(MAX_WRITES_IN_FLIGHT)),
             trouble: Notify::new(),
             flush: Notify::new(),
+            proofs: proofs.map(|(on_proof, limits)| ProofSync {
+                on_proof,
+                limits,
+                pending: Mutex::new(Default::default()),
+            }),
             cfg,
         });
         runtime.spawn(link::supervise(inner.clone(), stop_rx));
@@ -118,6 +136,13 @@ impl Redis {
     /// when it is back).
     pub fn publish(&self, ban: Ban) {
         sync::publish(&self.0.inner, ban);
+    }
+
+    /// A session proven or forgotten on this node: kept in Redis and published to the
+    /// other nodes in the background (queued while Redis is down). Nothing without
+    /// `connect_sharing`.
+    pub fn prove(&self, change: ProofChange) {
+        sessions::queue(&self.0.inner, change);
     }
 
     /// Whether Redis is connected.

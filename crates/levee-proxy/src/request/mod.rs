@@ -38,7 +38,7 @@ mod lookup;
 mod next;
 mod partial;
 mod pass;
-mod proven;
+pub(crate) mod proven;
 mod range_miss;
 mod respond;
 mod rules;

@@ -32,6 +32,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{Method, StatusCode};
+use levee_cache::proof::ProofChange as Change;
 use moka::sync::Cache;
 use sha2::{Digest, Sha256};
 
@@ -50,13 +51,6 @@ const TOUCH_AFTER: u64 = IDLE.as_secs() / 8;
 
 /// Shorter values are guessable (a user id, a flag): they never prove a person.
 pub(crate) const MIN_PROOF_LEN: usize = 16;
-
-/// What is sent below memory: a value proven (`at`: unix seconds), or forgotten.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Change {
-    Proven { hash: u128, at: u64 },
-    Forgotten { hash: u128 },
-}
 
 /// Where changes go below memory (the disk tier's file, Redis), set once the tiers open.
 pub(crate) type Sink = Arc<dyn Fn(Change) + Send + Sync>;

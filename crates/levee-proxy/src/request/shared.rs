@@ -181,7 +181,7 @@ impl Shared {
         };
         let c = &settings.cache;
         let store = Store::new(c.size);
-        let tiers = crate::tiers::Tiers::open(c, &store, &settings.limits)?;
+        let tiers = crate::tiers::Tiers::open(c, &store, &settings.limits, &proven)?;
         Ok(Shared {
             tls,
             acme,
