@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use levee_cache::ban::{Ban, Bans};
+use levee_cache::proof::ProofChange;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::{Notify, Semaphore};
 
@@ -37,7 +38,21 @@ pub(crate) struct Inner {
     /// Bans or proofs are waiting to be written.
     pub(crate) flush: Notify,
     /// Proven sessions shared with the other nodes, when the caller asked.
-    pub(crate) proofs: Option<crate::sessions::ProofSync>,
+    pub(crate) proofs: Option<ProofSync>,
+}
+
+/// How long a proof is kept, and how many; set by the caller (`Redis::connect_sharing`).
+#[derive(Debug, Clone, Copy)]
+pub struct ProofLimits {
+    pub idle_secs: u64,
+    pub capacity: usize,
+}
+
+/// What this node shares: the callback for other nodes' changes, the queue of its own.
+pub(crate) struct ProofSync {
+    pub on_proof: Arc<dyn Fn(ProofChange) + Send + Sync>,
+    pub limits: ProofLimits,
+    pub pending: std::sync::Mutex<VecDeque<ProofChange>>,
 }
 
 /// Where the bans between this node and Redis stand (see sync.rs).

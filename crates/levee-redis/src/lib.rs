@@ -44,8 +44,8 @@ mod sync;
 mod tier;
 
 pub use config::{RedisConfig, RedisError};
+pub use inner::ProofLimits;
 pub use keys::shown as url_for_logs;
 pub use lock::{Lock, LockGuard};
-pub use sessions::ProofLimits;
 pub use stats::RedisStats;
 pub use tier::Redis;

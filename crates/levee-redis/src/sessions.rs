@@ -11,31 +11,15 @@
 //! person's on every node (only for the backend's scheduling: what a request may be
 //! served is never decided from it).
 
-use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use levee_cache::proof::ProofChange;
 use redis::aio::MultiplexedConnection;
 
-use crate::inner::Inner;
+use crate::inner::{Inner, ProofLimits};
 
 /// Changes queued while Redis is down, at most.
 const MAX_PENDING: usize = 10_000;
-
-/// How long a proof is kept, and how many; set by the caller (`Redis::connect_sharing`).
-#[derive(Debug, Clone, Copy)]
-pub struct ProofLimits {
-    pub idle_secs: u64,
-    pub capacity: usize,
-}
-
-/// What this node shares: the callback for other nodes' changes, the queue of its own.
-pub(crate) struct ProofSync {
-    pub on_proof: Arc<dyn Fn(ProofChange) + Send + Sync>,
-    pub limits: ProofLimits,
-    pub pending: std::sync::Mutex<VecDeque<ProofChange>>,
-}
 
 pub(crate) fn queue(inner: &Inner, change: ProofChange) {
     let Some(p) = &inner.proofs else { return };

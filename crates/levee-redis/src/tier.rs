@@ -12,9 +12,8 @@ use levee_cache::{CacheKey, Entry};
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::config::{RedisConfig, RedisError};
-use crate::inner::{BanSync, Inner};
+use crate::inner::{BanSync, Inner, ProofLimits, ProofSync};
 use crate::lock::Lock;
-use crate::sessions::{ProofLimits, ProofSync};
 use crate::stats::{Counters, RedisStats};
 use crate::{keys, link, lock, record, sessions, sync};
 

@@ -5,8 +5,9 @@
 //! storm setup --target http://127.0.0.1:PORT [--pages 8 --revisions 3 --editors 2]
 //! storm run   --target http://127.0.0.1:PORT [--fair-secs 30 --storm-secs 60
 //!             --readers 8 --think-ms 200 --editors 2 --edit-every-secs 5
-//!             --crawler-addrs 64 --crawler-conns 64 --pages 8
-//!             --visible-within-secs 10 --timeout-secs 30]
+//!             --crawler-kind plain --crawler-addrs 64 --crawler-conns 64 --pages 8
+//!             --visible-within-secs 10 --timeout-secs 30 --refused-pause-ms 0
+//!             --fpm-status http://127.0.0.1:PORT/fpm-status]
 //! ```
 //!
 //! - readers: anonymous, from 127.0.0.1, one of the pages, then `think-ms`;
@@ -16,14 +17,21 @@
 //!   shows the edit or `visible-within-secs` passed;
 //! - crawlers, from the storm phase on: `crawler-conns` connections, no think time,
 //!   connection i bound to address i mod `crawler-addrs` (127.1.0.1 onwards, each in its
-//!   own /24), asking for history, old revisions, diffs, recent changes, what links
-//!   here, searches.
+//!   own /24; `replay`: all in 127.1.0.0/24), of one `crawler-kind` (storm/crawlers.rs:
+//!   plain, fake-session, fake-session-each, query, login-flood, replay);
+//! - the backend's busy share: php-fpm's status page (`--fpm-status`), sampled 5 times a
+//!   second in both phases (storm/busy.rs).
 //!
-//! Readers and editors run on one thread, crawlers on another (each a single-threaded
-//! runtime), so that the crawlers' own work does not delay the people's clocks.
+//! Readers, editors and the sampler run on one thread, crawlers on another (each a
+//! single-threaded runtime), so that the crawlers' own work does not delay the people's
+//! clocks.
 //! Prints a summary per population and phase, then one `RESULT {json}` line. Only ever
 //! connects to 127.0.0.0/8.
 
+#[path = "storm/busy.rs"]
+mod busy;
+#[path = "storm/crawlers.rs"]
+mod crawlers;
 #[path = "storm/http.rs"]
 mod http;
 #[path = "storm/stats.rs"]
@@ -38,6 +46,7 @@ use levee_test::apps::MediaWiki;
 use serde_json::{json, Value};
 use tokio::time::sleep_until;
 
+use crawlers::{Crawl, Kind};
 use http::Conn;
 use stats::{Seen, Tally, PHASES};
 use wiki::{Rng, Session, LOCALHOST};
@@ -56,8 +65,11 @@ struct Args {
     think: Duration,
     editors: usize,
     edit_every: Duration,
+    crawler_kind: Kind,
     crawler_addrs: usize,
     crawler_conns: usize,
+    /// php-fpm's status page (address, path with `?json`), sampled for the busy share.
+    fpm_status: Option<(SocketAddr, String)>,
     /// A crawler's pause after a 429 or 503 (0: it asks again at once).
     refused_pause: Duration,
     fair: Duration,
@@ -83,8 +95,10 @@ fn parse_args(argv: &[String]) -> Args {
         think: Duration::from_millis(200),
         editors: 2,
         edit_every: Duration::from_secs(5),
+        crawler_kind: Kind::Plain,
         crawler_addrs: 64,
         crawler_conns: 64,
+        fpm_status: None,
         refused_pause: Duration::ZERO,
         fair: Duration::from_secs(30),
         storm: Duration::from_secs(60),
@@ -112,6 +126,18 @@ fn parse_args(argv: &[String]) -> Args {
             "--think-ms" => a.think = Duration::from_millis(num()),
             "--editors" => a.editors = num() as usize,
             "--edit-every-secs" => a.edit_every = secs(),
+            "--crawler-kind" => {
+                a.crawler_kind = Kind::parse(value).unwrap_or_else(|| {
+                    usage(&format!("--crawler-kind {value}: one of {}", Kind::names()))
+                })
+            }
+            "--fpm-status" => {
+                a.fpm_status = Some(busy::parse_url(value).unwrap_or_else(|| {
+                    usage(&format!(
+                        "--fpm-status {value}: want http://127.x.y.z:PORT/PATH"
+                    ))
+                }))
+            }
             "--crawler-addrs" => a.crawler_addrs = num() as usize,
             "--crawler-conns" => a.crawler_conns = num() as usize,
             "--refused-pause-ms" => a.refused_pause = Duration::from_millis(num()),
@@ -148,7 +174,6 @@ fn parse_args(argv: &[String]) -> Args {
 struct Plan {
     fair_end: Instant,
     storm_end: Instant,
-    max_rev: u64,
 }
 
 impl Plan {
@@ -194,34 +219,6 @@ async fn reader(a: Args, plan: Plan, i: usize) -> Seen {
         think(&plan, a.think).await;
     }
     seen
-}
-
-async fn crawler(a: Args, plan: Plan, i: usize) -> (Tally, u64) {
-    let mut tally = Tally::default();
-    let mut conn = Conn::new(a.target, wiki::crawler_ip(i % a.crawler_addrs), a.timeout);
-    let mut rng = Rng::new(1_000_000 + i as u64);
-    sleep_until(plan.fair_end.into()).await;
-    for _ in 0..MAX_REQUESTS_PER_TASK {
-        if !plan.running() {
-            break;
-        }
-        let path = wiki::crawler_path(&mut rng, a.pages, plan.max_rev);
-        let start = Instant::now();
-        let r = conn.get(&path, &[]).await;
-        tally.record(&r, start.elapsed());
-        match &r {
-            // A crawler retries at once; a pause only keeps a refused connect from
-            // spinning this thread.
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-            // It ignores Retry-After; `--refused-pause-ms` stands for its round trip
-            // and its own work between two requests (see storm.sh's REFUSED_PAUSE_MS).
-            Ok(resp) if matches!(resp.status, 429 | 503) && !a.refused_pause.is_zero() => {
-                tokio::time::sleep(a.refused_pause).await
-            }
-            Ok(_) => {}
-        }
-    }
-    (tally, conn.opened)
 }
 
 /// Polls `path` anonymously until it shows `marker` or `within` has passed since
@@ -346,9 +343,20 @@ async fn editor(a: Args, plan: Plan, e: usize, mut s: Session) -> Seen {
     seen
 }
 
+/// What `prepare` leaves for the run.
+struct Prepared {
+    max_rev: u64,
+    editors: Vec<Session>,
+    /// The wiki's session cookie as its login set it (`<dbname>_session`), if one did.
+    session_cookie: Option<String>,
+    /// `replay`: the `Cookie` header of the replayed account's session.
+    replayed: Vec<(&'static str, String)>,
+}
+
 /// Before the clock starts: the newest revision, every page viewed once (a cache's
-/// first miss is not the readers'), the editors logged in.
-async fn prepare(a: &Args) -> Result<(u64, Vec<Session>), String> {
+/// first miss is not the readers'), the editors logged in (and for `replay` the replayed
+/// account, as they are: from 127.0.0.1, through the front).
+async fn prepare(a: &Args) -> Result<Prepared, String> {
     let mut anon = Session::new(a.target, a.timeout);
     let max_rev = wiki::max_revision(&mut anon).await?;
     for p in 0..a.pages {
@@ -369,7 +377,37 @@ async fn prepare(a: &Args) -> Result<(u64, Vec<Session>), String> {
             .await?;
         editors.push(s);
     }
-    Ok((max_rev, editors))
+    let mut replayed = Vec::new();
+    let mut session_cookie = editors
+        .iter()
+        .find_map(|s| s.jar.name_ending("_session"))
+        .map(str::to_string);
+    if a.crawler_kind == Kind::Replay {
+        let mut s = Session::new(a.target, a.timeout);
+        s.login(wiki::REPLAYED_ACCOUNT, wiki::EDITOR_PASSWORD)
+            .await?;
+        session_cookie = session_cookie.or(s.jar.name_ending("_session").map(str::to_string));
+        replayed = s.jar.header();
+        if session_cookie.is_none() {
+            return Err(format!(
+                "the replayed account's login set no *_session cookie (cookies: {:?})",
+                s.jar.names()
+            ));
+        }
+    }
+    if a.crawler_kind.needs_session_name() && session_cookie.is_none() {
+        return Err(format!(
+            "--crawler-kind {}: no editor's login set a *_session cookie (editors: {})",
+            a.crawler_kind.name(),
+            a.editors
+        ));
+    }
+    Ok(Prepared {
+        max_rev,
+        editors,
+        session_cookie,
+        replayed,
+    })
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
@@ -380,20 +418,33 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 
 fn run(a: &Args) -> Result<Value, String> {
     let people_rt = runtime().map_err(|e| format!("runtime: {e}"))?;
-    let (max_rev, sessions) = people_rt.block_on(prepare(a))?;
+    let ready = people_rt.block_on(prepare(a))?;
+    let max_rev = ready.max_rev;
     let start = Instant::now() + Duration::from_millis(100);
     let plan = Plan {
         fair_end: start + a.fair,
         storm_end: start + a.fair + a.storm,
+    };
+    let crawl = Crawl {
+        kind: a.crawler_kind,
+        target: a.target,
+        timeout: a.timeout,
+        addrs: a.crawler_addrs,
+        pages: a.pages,
         max_rev,
+        session_cookie: ready.session_cookie.clone().unwrap_or_default(),
+        replayed: ready.replayed,
+        refused_pause: a.refused_pause,
+        start: plan.fair_end,
+        end: plan.storm_end,
     };
     let crawlers = {
-        let a = a.clone();
+        let conns = a.crawler_conns;
         std::thread::spawn(move || -> Result<(Tally, u64), String> {
             let rt = runtime().map_err(|e| format!("runtime: {e}"))?;
             rt.block_on(async move {
-                let tasks: Vec<_> = (0..a.crawler_conns)
-                    .map(|i| tokio::spawn(crawler(a.clone(), plan, i)))
+                let tasks: Vec<_> = (0..conns)
+                    .map(|i| tokio::spawn(crawlers::crawler(crawl.clone(), i)))
                     .collect();
                 let (mut all, mut opened) = (Tally::default(), 0);
                 for t in tasks {
@@ -405,12 +456,23 @@ fn run(a: &Args) -> Result<Value, String> {
             })
         })
     };
-    let (readers, editors) = people_rt.block_on(async {
+    let (readers, editors, backend) = people_rt.block_on(async {
+        let sampler = a.fpm_status.clone().map(|(addr, path)| {
+            tokio::spawn(busy::sample(
+                addr,
+                path,
+                LOCALHOST,
+                start,
+                plan.fair_end,
+                plan.storm_end,
+            ))
+        });
         sleep_until(start.into()).await;
         let r: Vec<_> = (0..a.readers)
             .map(|i| tokio::spawn(reader(a.clone(), plan, i)))
             .collect();
-        let e: Vec<_> = sessions
+        let e: Vec<_> = ready
+            .editors
             .into_iter()
             .enumerate()
             .map(|(i, s)| tokio::spawn(editor(a.clone(), plan, i, s)))
@@ -422,7 +484,11 @@ fn run(a: &Args) -> Result<Value, String> {
         for t in e {
             editors.merge(&t.await.map_err(|e| format!("an editor failed: {e}"))?);
         }
-        Ok::<_, String>((readers, editors))
+        let backend = match sampler {
+            Some(t) => t.await.map_err(|e| format!("the sampler failed: {e}"))?,
+            None => Value::Null,
+        };
+        Ok::<_, String>((readers, editors, backend))
     })?;
     let (crawlers, crawler_conns_opened) = crawlers
         .join()
@@ -461,6 +527,8 @@ fn run(a: &Args) -> Result<Value, String> {
         "storm_secs": secs[1],
         "readers_n": a.readers,
         "editors_n": a.editors,
+        "crawler_kind": a.crawler_kind.name(),
+        "session_cookie": ready.session_cookie,
         "crawler_addrs": a.crawler_addrs,
         "crawler_conns": a.crawler_conns,
         "visible_within_s": a.visible_within.as_secs_f64(),
@@ -472,6 +540,7 @@ fn run(a: &Args) -> Result<Value, String> {
         "edits": edits,
         "saves_due": saves_due,
         "refusal_p99_ms": refusals,
+        "backend": backend,
     }))
 }
 
@@ -506,6 +575,22 @@ fn show(v: &Value) {
         "edits    due  : {} saves by the editors' schedule",
         v["saves_due"]
     );
+    println!(
+        "crawlers kind : {}, session cookie {}",
+        v["crawler_kind"],
+        f(&v["session_cookie"])
+    );
+    for phase in PHASES {
+        let b = &v["backend"][phase];
+        if b.is_null() {
+            continue;
+        }
+        println!(
+            "backend  {phase:5}: {}% of php-fpm's workers busy (all {} busy in {}% of {} samples, {} failed: {}), {} requests",
+            f(&b["busy_pct"]), f(&b["workers"]), f(&b["all_busy_pct"]), b["samples"], b["failed"],
+            f(&b["why"]), f(&b["requests_between_samples"]),
+        );
+    }
 }
 
 fn main() {

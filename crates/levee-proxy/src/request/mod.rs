@@ -149,7 +149,7 @@ pub(crate) async fn handle(
                 || outcome
                     .reason
                     .as_deref()
-                    .is_some_and(|r| r.starts_with("unproven-")))
+                    .is_some_and(|r| r.ends_with("; unproven")))
             .then(|| outcome.reason.clone())
             .flatten(),
         });

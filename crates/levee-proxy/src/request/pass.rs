@@ -72,7 +72,7 @@ pub(crate) async fn pass(
             if unproven {
                 // The refusal, and that the session it claimed was nobody's.
                 let why = answer.outcome.reason.take().unwrap_or_default();
-                let why = format!("{why}; unproven-session");
+                let why = format!("{why}; unproven");
                 if let Ok(v) = http::HeaderValue::from_str(&why) {
                     answer.resp.headers_mut().insert(X_CACHE_REASON.clone(), v);
                 }
@@ -152,7 +152,7 @@ pub(crate) async fn pass(
     strip_hop_by_hop(&mut head.headers);
     levee_cache::tags::strip(&mut head.headers);
     let reason = match unproven {
-        true => format!("unproven-{reason}").into(),
+        true => format!("{reason}; unproven").into(),
         false => reason,
     };
     let mut answer = respond::passed(shared, &parts, head, body, permit, reason);

@@ -214,6 +214,19 @@ impl Jar {
         }
     }
 
+    /// The first kept cookie whose name ends with `suffix`.
+    pub fn name_ending(&self, suffix: &str) -> Option<&str> {
+        self.cookies
+            .keys()
+            .map(String::as_str)
+            .find(|k| k.ends_with(suffix))
+    }
+
+    /// The names of the kept cookies, for messages.
+    pub fn names(&self) -> Vec<&str> {
+        self.cookies.keys().map(String::as_str).collect()
+    }
+
     /// The `Cookie` header, if any cookie is kept.
     pub fn header(&self) -> Vec<(&'static str, String)> {
         if self.cookies.is_empty() {

@@ -12,6 +12,11 @@ use super::http::{form, urlencode, Conn, Failure, Jar, Reply};
 
 pub const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 pub const EDITOR_PASSWORD: &str = "storm-editor-secret-7391";
+/// The account whose one session the `replay` crawlers share (created by `setup` beside
+/// the editors', with their password; logged in before the clock starts).
+pub const REPLAYED_ACCOUNT: &str = "Storm crawler";
+/// Special:UserLogin as its form posts to it (the `login-flood` crawlers' target).
+pub const LOGIN_PATH: &str = "/index.php?title=Special:UserLogin&returnto=Main_Page";
 
 /// Words for the pages' text and the crawlers' searches.
 const WORDS: &[&str] = &[
@@ -115,6 +120,39 @@ pub fn crawler_path(rng: &mut Rng, pages: usize, max_rev: u64) -> String {
     }
 }
 
+/// A page view a cache may keep, made a new URL by a query parameter the wiki ignores:
+/// what a crawler (or a cache-busting bot) asks for to get past a cache.
+pub fn busting_path(rng: &mut Rng, pages: usize) -> String {
+    let page = title(rng.below(pages as u64) as usize);
+    format!("/index.php?title={page}&x={:016x}", rng.next())
+}
+
+/// A made-up session id as MediaWiki writes its own: 32 characters of base 32
+/// (`0-9a-v`), here never given out by the wiki.
+pub fn made_up_session_id(rng: &mut Rng) -> String {
+    const DIGITS: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
+    (0..32)
+        .map(|_| char::from(DIGITS[rng.below(32) as usize]))
+        .collect()
+}
+
+/// The fields Special:UserLogin's form posts, with a wrong password and a login token
+/// made up too (no cookie jar: the wiki never gave this client one).
+pub fn wrong_login_form(rng: &mut Rng, user: &str) -> Bytes {
+    let password = format!("guess-{:08x}", rng.next() as u32);
+    let token = format!("{:016x}{:016x}+\\", rng.next(), rng.next());
+    form(&[
+        ("title", "Special:UserLogin"),
+        ("wpName", user),
+        ("wpPassword", &password),
+        ("wploginattempt", "Log in"),
+        ("wpEditToken", "+\\"),
+        ("authAction", "login"),
+        ("force", ""),
+        ("wpLoginToken", &token),
+    ])
+}
+
 /// MediaWiki's timestamp (`YYYYMMDDHHMMSS`, UTC) of a Unix time.
 fn mw_timestamp(unix: u64) -> String {
     let (days, secs) = (unix / 86_400, unix % 86_400);
@@ -146,6 +184,12 @@ pub fn crawler_ip(i: usize) -> IpAddr {
         (i % 256) as u8,
         1 + (i / (256 * 254) % 254) as u8,
     ))
+}
+
+/// The `replay` crawlers' source addresses: 127.1.0.1 to 127.1.0.254, one client network
+/// (one /24) however many connections.
+pub fn one_network_ip(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 1, 0, 1 + (i % 254) as u8))
 }
 
 fn json_of(r: &Reply) -> Result<Value, String> {
@@ -276,8 +320,9 @@ pub async fn max_revision(s: &mut Session) -> Result<u64, String> {
         .ok_or_else(|| format!("no revid in {v}"))
 }
 
-/// Before a run: the admin creates the editors' accounts and `pages` pages, each saved
-/// `revisions` times (histories and diffs to crawl).
+/// Before a run: the admin creates the editors' accounts and the replayed one
+/// ([`REPLAYED_ACCOUNT`]), and `pages` pages, each saved `revisions` times (histories and
+/// diffs to crawl).
 pub async fn setup(
     target: SocketAddr,
     timeout: Duration,
@@ -288,9 +333,9 @@ pub async fn setup(
 ) -> Result<(), String> {
     let mut s = Session::new(target, timeout);
     s.login(admin.0, admin.1).await?;
-    for e in 0..editors {
+    let names = (0..editors).map(editor_name);
+    for name in names.chain([REPLAYED_ACCOUNT.to_string()]) {
         let token = s.token("createaccount").await?;
-        let name = editor_name(e);
         let return_url = format!("http://{}/", s.conn.host());
         let r = s
             .api_post_or(&[
@@ -344,6 +389,16 @@ mod tests {
         assert_eq!(mw_timestamp(951_782_400), "20000229000000");
         assert_eq!(crawler_ip(0).to_string(), "127.1.0.1");
         assert_eq!(crawler_ip(999).to_string(), "127.4.231.1");
+        assert_eq!(one_network_ip(0).to_string(), "127.1.0.1");
+        assert_eq!(one_network_ip(254).to_string(), "127.1.0.1");
+        let mut rng = Rng::new(1);
+        let id = made_up_session_id(&mut rng);
+        assert!(
+            id.len() == 32
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'v').contains(&b))
+        );
         assert!((0..100_000).all(|i| !matches!(crawler_ip(i), IpAddr::V4(a) if a.octets()[1] == 0)));
     }
 }

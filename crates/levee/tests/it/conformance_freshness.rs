@@ -1240,7 +1240,7 @@ async fn authorization_always_passes_even_when_the_response_allows_sharing() {
     for n in 1..=2 {
         let r = levee.get_with("/a", &[("authorization", "Bearer x")]).await;
         assert_eq!(r.x_cache(), "PASS", "{}", r.summary());
-        assert_eq!(r.reason(), "session-or-authorization");
+        assert_eq!(r.reason(), "session-or-authorization; unproven");
         assert_eq!(origin.requests(), n);
     }
     let r = levee.get("/a").await;

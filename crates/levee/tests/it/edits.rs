@@ -18,6 +18,13 @@ fn wiki_with(cache_control: Option<&'static str>) -> (Origin, Arc<AtomicUsize>) 
     let revision = Arc::new(AtomicUsize::new(1));
     let rev = revision.clone();
     let origin = Origin::start(move |r| {
+        // A login: the form posted, a redirect with the session (as MediaWiki's).
+        if r.method == "POST" && r.path == "/login" {
+            return Reply::status(302)
+                .header("location", "/")
+                .header("set-cookie", &format!("wiki_session={EDITOR}; path=/; HttpOnly"))
+                .header("cache-control", "private");
+        }
         if r.method == "POST" {
             rev.fetch_add(1, Ordering::SeqCst);
             return Reply::text("saved").header("cache-control", "no-store");
@@ -34,6 +41,19 @@ fn wiki_with(cache_control: Option<&'static str>) -> (Origin, Arc<AtomicUsize>) 
         }
     });
     (origin, revision)
+}
+
+/// The session the wiki gives its editor at login.
+const EDITOR: &str = "5f0d8c2e9a7b41e3b6c1d0f2a8e4c7b9";
+
+/// Logs the editor in through levee; returns the cookie the wiki gave out, which levee
+/// then counts as a person's (it saw it given out at a login).
+async fn log_in(levee: &Levee) -> String {
+    let r = Req::post("/login", "user=admin&password=secret")
+        .send(levee)
+        .await;
+    assert_eq!(r.status, 302, "{}", r.summary());
+    format!("wiki_session={EDITOR}")
 }
 
 async fn stored_page(levee: &Levee, path: &str) -> String {
@@ -71,8 +91,9 @@ async fn an_edit_with_a_session_makes_the_sites_pages_stale() {
         stored_page(&levee, "/wiki/Other").await,
         "/wiki/Other revision 1"
     );
+    let cookie = log_in(&levee).await;
     let edit = Req::post("/api.php", "action=edit&title=Main")
-        .header("cookie", "wiki_session=admin")
+        .header("cookie", &cookie)
         .send(&levee)
         .await;
     assert_eq!(edit.text(), "saved");
@@ -90,12 +111,20 @@ async fn an_anonymous_post_or_url_scope_invalidates_only_its_urls() {
     let (origin, _) = wiki();
     let levee = levee!().backend(&origin.url()).start();
     stored_page(&levee, "/wiki/Main").await;
-    // No session: only the POST's own URL (RFC 9111 §4.4).
-    Req::post("/api.php", "x").send(&levee).await;
-    levee.wait_backend_idle().await;
-    let r = levee.get("/wiki/Main").await;
-    assert_eq!(r.x_cache(), "HIT", "{}", r.summary());
-    assert_eq!(r.text(), "/wiki/Main revision 1");
+    // No session: only the POST's own URL (RFC 9111 §4.4). Nor a session cookie
+    // nobody gave out: anyone can write one, and a made-up cookie on every POST would
+    // otherwise mark the whole site stale each time.
+    for cookie in [None, Some("wiki_session=made-up-by-a-crawler-0123456789")] {
+        let mut post = Req::post("/api.php", "x");
+        if let Some(c) = cookie {
+            post = post.header("cookie", c);
+        }
+        assert_eq!(post.send(&levee).await.text(), "saved");
+        levee.wait_backend_idle().await;
+        let r = levee.get("/wiki/Main").await;
+        assert_eq!(r.x_cache(), "HIT", "{cookie:?}: {}", r.summary());
+        assert_eq!(r.text(), "/wiki/Main revision 1");
+    }
 
     let (origin, _) = wiki();
     let levee = levee!()
@@ -103,8 +132,9 @@ async fn an_anonymous_post_or_url_scope_invalidates_only_its_urls() {
         .config("[anonymous]\nedit_invalidation = \"url\"")
         .start();
     stored_page(&levee, "/wiki/Main").await;
+    let cookie = log_in(&levee).await;
     Req::post("/api.php", "x")
-        .header("cookie", "PHPSESSID=admin")
+        .header("cookie", &cookie)
         .send(&levee)
         .await;
     levee.wait_backend_idle().await;
@@ -128,8 +158,9 @@ async fn an_edit_is_not_hidden_by_a_micro_cached_pages_stale_window() {
         "/wiki/Main revision 1"
     );
     assert_eq!(levee.get("/wiki/Main").await.x_cache(), "HIT");
+    let cookie = log_in(&levee).await;
     let edit = Req::post("/api.php", "action=edit&title=Main")
-        .header("cookie", "wiki_session=admin")
+        .header("cookie", &cookie)
         .send(&levee)
         .await;
     assert_eq!(edit.text(), "saved");

@@ -37,6 +37,9 @@ async fn freed_slots_go_to_a_session_then_a_revalidation_then_a_session_then_ano
         stored_then_edited(&levee).await;
         site.set_page_ms(1200);
         warm_up(&levee).await;
+        for who in ["s1", "s2"] {
+            log_in(&levee, "PHPSESSID", who).await;
+        }
         let mut set = JoinSet::new();
         for (i, n) in [(1, 2), (2, 3)] {
             spawn(&mut set, addr, "a", net(n, 1), work(&format!("a{i}"), 2000));
@@ -102,6 +105,7 @@ async fn anonymous_work_holds_its_share_beside_a_session_and_all_slots_otherwise
     bounded(async {
         let addr = levee.addr();
         warm_up(&levee).await;
+        log_in(&levee, "PHPSESSID", "s").await;
         let mut set = JoinSet::new();
         for i in 1..=4 {
             spawn(

@@ -6,9 +6,18 @@ use std::time::Duration;
 use levee_test::{levee, Origin, Reply, Req};
 use tokio::task::JoinSet;
 
-/// `/cached` is stored for a minute; everything else takes `delay` and is never stored.
+/// The session the origin gives its editor at login.
+const EDITOR: &str = "PHPSESSID=editor-5f0d8c2e9a7b41e3";
+
+/// `/cached` is stored for a minute; a POST to `/login` logs the editor in (a redirect
+/// with their session); everything else takes `delay` and is never stored.
 fn origin(delay: Duration) -> Origin {
     Origin::start(move |r| {
+        if r.method == "POST" && r.path == "/login" {
+            return Reply::status(303)
+                .header("location", "/")
+                .header("set-cookie", &format!("{EDITOR}; path=/"));
+        }
         if r.path == "/cached" {
             Reply::text("from the cache").header("cache-control", "max-age=60")
         } else {
@@ -60,6 +69,8 @@ async fn an_editor_gets_through_a_saturated_backend_ahead_of_anonymous_traffic()
         .backend(&origin.url())
         .config("[limits]\nbackend_max_concurrency = 2\nbackend_anonymous_wait = \"10s\"")
         .start();
+    // The editor logs in through levee: their session is one the backend gave out.
+    assert_eq!(Req::post("/login", "u=e").send(&levee).await.status, 303);
     let addr = levee.addr();
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut set = JoinSet::new();
@@ -76,7 +87,7 @@ async fn an_editor_gets_through_a_saturated_backend_ahead_of_anonymous_traffic()
     let done = done_tx.clone();
     set.spawn(async move {
         let r = Req::get("/wp-admin/edit.php")
-            .header("cookie", "PHPSESSID=editor")
+            .header("cookie", EDITOR)
             .send_to(addr)
             .await;
         let _ = done.send(format!("editor {}", r.status.as_u16()));

@@ -101,7 +101,7 @@ async fn no_store_private_and_authorization_are_never_stored() {
         .get_with("/auth", &[("authorization", "Bearer alice")])
         .await;
     assert_eq!(r.x_cache(), "PASS", "{}", r.summary());
-    assert_eq!(r.reason(), "session-or-authorization");
+    assert_eq!(r.reason(), "session-or-authorization; unproven");
     assert_eq!(r.text(), "/auth for Bearer alice");
     assert_eq!(origin.last().header("authorization"), Some("Bearer alice"));
     let r = levee.get("/auth").await;

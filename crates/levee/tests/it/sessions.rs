@@ -201,7 +201,7 @@ async fn a_cookie_levee_never_saw_still_reaches_the_backend_when_the_page_is_not
     // From now on levee knows the name (the fill's answer set it): straight to the backend.
     let r = levee.get_with("/other", &[("cookie", "appsess=bob")]).await;
     assert_eq!(r.text(), "hello bob", "{}", r.summary());
-    assert_eq!(r.reason(), "session-cookie:appsess");
+    assert_eq!(r.reason(), "session-cookie:appsess; unproven");
     // A cookie-less visitor gets the fresh session: it is their own response.
     let r = levee.get("/never-seen").await;
     assert_eq!(r.text(), "hello guest");

@@ -35,7 +35,8 @@ async fn a_stale_page_is_served_at_once_while_the_backend_is_saturated() {
 
         for (round, stale_by) in [(1, "edit"), (2, "max-age")] {
             if stale_by == "edit" {
-                let saved = edit(&levee, "wordpress_logged_in_abc=editor").await;
+                let editor = log_in(&levee, "wordpress_logged_in_abc", "editor").await;
+                let saved = edit(&levee, &editor).await;
                 assert_eq!(saved, "saved 3");
             } else {
                 levee.advance_clock(Duration::from_secs(3700)).await;
@@ -165,6 +166,18 @@ async fn logged_in_requests_are_never_refused_by_the_lane_nor_served_stored_page
         let addr = levee.addr();
         stored_then_edited(&levee).await;
         warm_up(&levee).await;
+        let s = log_in(&levee, "PHPSESSID", "s").await;
+        let w = log_in(&levee, "wiki_session", "w").await;
+        let u = log_in(&levee, "wordpress_logged_in_1", "u").await;
+        // Credentials count once the backend asked for them and accepted them.
+        let r = Req::get("/work.php?auth=1&tag=challenge").send(&levee).await;
+        assert_eq!(r.status, 401, "{}", r.summary());
+        let credentials = "Basic dXNlcjpsb25nLXBhc3N3b3Jk";
+        let r = Req::get("/work.php?auth=1&tag=accepted")
+            .header("authorization", credentials)
+            .send(&levee)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.summary());
         let mut set = JoinSet::new();
         for i in 1..=8 {
             spawn(&mut set, addr, "a", net(2, i), work(&format!("a{i}"), 1500));
@@ -189,21 +202,21 @@ async fn logged_in_requests_are_never_refused_by_the_lane_nor_served_stored_page
         let people = [
             (
                 "s-page",
-                Req::get("/page.php").header("cookie", "PHPSESSID=s"),
+                Req::get("/page.php").header("cookie", &s),
             ),
             (
                 "s-wiki",
-                Req::get("/page.php").header("cookie", "wiki_session=w"),
+                Req::get("/page.php").header("cookie", &w),
             ),
             (
                 "s-wp",
-                work("s-wp", 0).header("cookie", "wordpress_logged_in_1=u"),
+                work("s-wp", 0).header("cookie", &u),
             ),
             (
                 "s-auth",
                 // A GET: a POST with Authorization is an edit, which would mark the
                 // page stale again whenever it ended after the revalidation.
-                work("s-auth", 0).header("authorization", "Basic dTpw"),
+                Req::get("/work.php?auth=1&tag=s-auth").header("authorization", credentials),
             ),
         ];
         let mut logged_in = JoinSet::new();
@@ -238,7 +251,7 @@ async fn logged_in_requests_are_never_refused_by_the_lane_nor_served_stored_page
         // The fresh copy is stored again: anonymous readers get it, logged-in ones not.
         levee.wait_stored("/page.php").await;
         let r = Req::get("/page.php")
-            .header("cookie", "PHPSESSID=s")
+            .header("cookie", &s)
             .header("x-tag", "s-again")
             .send(&levee)
             .await;

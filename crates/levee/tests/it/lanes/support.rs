@@ -20,10 +20,15 @@ function lane_tag(string $default): string {
 "#;
 
 pub(super) const SCRIPTS: &[(&str, &str)] = &[
-    // Uncacheable work of `ms` milliseconds; says what request body it received.
+    // Uncacheable work of `ms` milliseconds; says what request body it received. With
+    // `?auth=1` it asks for credentials first (401), as an API behind a login does.
     (
         "work.php",
         r#"<?php require '@LIB@';
+if (isset($_GET['auth']) && ($_SERVER['HTTP_AUTHORIZATION'] ?? '') === '') {
+    header('WWW-Authenticate: Basic realm="lanes"', true, 401);
+    exit;
+}
 $tag = lane_tag('-');
 $body = file_get_contents('php://input');
 lane_log("start $tag");
@@ -47,6 +52,16 @@ lane_log("end $tag");
 header('Content-Type: text/html; charset=UTF-8');
 header('Cache-Control: public, max-age=3600');
 echo "<p>revision $rev</p>";
+"#,
+    ),
+    // A login: the form posted, a redirect with the person's session cookie (its name
+    // and who it is for in the form), as WordPress, MediaWiki and gnuboard answer it.
+    (
+        "login.php",
+        r#"<?php
+setcookie($_POST['name'] ?? 'PHPSESSID', 'person-' . ($_POST['who'] ?? 'x') . '-5f0d8c2e9a7b41e3', ['path' => '/']);
+// Not a stored page: a 3xx to a POST invalidates its Location (RFC 9111 §4.4).
+header('Location: /', true, 302);
 "#,
     ),
     // An editor's save: a new revision.
@@ -160,9 +175,29 @@ pub(super) fn work(tag: &str, ms: u64) -> Req {
     Req::get(&format!("/work.php?tag={tag}&ms={ms}"))
 }
 
-/// A logged-in request: a session cookie.
+/// The cookie `login.php` gives `who` under `name`.
+pub(super) fn person(name: &str, who: &str) -> String {
+    format!("{name}=person-{who}-5f0d8c2e9a7b41e3")
+}
+
+/// Logs `who` in through levee (login.php): from now on levee counts the session
+/// cookie it got (`person(name, who)`) as a person's, since it saw the backend give it
+/// out at a login. Made-up session cookies are anonymous work (proven.rs).
+pub(super) async fn log_in(levee: &Levee, name: &str, who: &str) -> String {
+    let r = Req::post("/login.php", format!("name={name}&who={who}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send(levee)
+        .await;
+    assert_eq!(r.status, 302, "the login: {}", r.summary());
+    let cookie = person(name, who);
+    let set = r.header("set-cookie").unwrap_or_default();
+    assert!(set.starts_with(&cookie), "the login set {set:?}, not {cookie}");
+    cookie
+}
+
+/// A logged-in request of `who` (logged in first with `log_in(levee, "PHPSESSID", who)`).
 pub(super) fn session(req: Req, who: &str) -> Req {
-    req.header("cookie", &format!("PHPSESSID={who}"))
+    req.header("cookie", &person("PHPSESSID", who))
         .header("x-tag", who)
 }
 
@@ -338,7 +373,8 @@ pub(super) async fn stored_then_edited(levee: &Levee) {
     let r = levee.get("/page.php").await;
     assert_eq!(r.text(), "<p>revision 1</p>", "{}", r.summary());
     levee.wait_stored("/page.php").await;
-    assert_eq!(edit(levee, "PHPSESSID=editor").await, "saved 2");
+    let editor = log_in(levee, "PHPSESSID", "editor").await;
+    assert_eq!(edit(levee, &editor).await, "saved 2");
 }
 
 /// Whole tests run under this, so that a hang fails instead.
