@@ -14,6 +14,7 @@ mod anonymous_ttl;
 mod app_pool;
 mod apps;
 mod caching_fields;
+mod claims;
 mod coalescing;
 mod compression;
 mod conformance_freshness;
