@@ -22,7 +22,10 @@ fn wiki_with(cache_control: Option<&'static str>) -> (Origin, Arc<AtomicUsize>) 
         if r.method == "POST" && r.path == "/login" {
             return Reply::status(302)
                 .header("location", "/")
-                .header("set-cookie", &format!("wiki_session={EDITOR}; path=/; HttpOnly"))
+                .header(
+                    "set-cookie",
+                    &format!("wiki_session={EDITOR}; path=/; HttpOnly"),
+                )
                 .header("cache-control", "private");
         }
         if r.method == "POST" {

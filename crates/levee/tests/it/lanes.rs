@@ -5,6 +5,7 @@
 //! script that logs when each request starts and ends; clients bound to loopback
 //! addresses of different networks (127.N.0.x: one /24 per N).
 
+mod claims;
 mod people;
 mod support;
 

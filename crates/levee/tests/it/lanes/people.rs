@@ -170,7 +170,9 @@ async fn logged_in_requests_are_never_refused_by_the_lane_nor_served_stored_page
         let w = log_in(&levee, "wiki_session", "w").await;
         let u = log_in(&levee, "wordpress_logged_in_1", "u").await;
         // Credentials count once the backend asked for them and accepted them.
-        let r = Req::get("/work.php?auth=1&tag=challenge").send(&levee).await;
+        let r = Req::get("/work.php?auth=1&tag=challenge")
+            .send(&levee)
+            .await;
         assert_eq!(r.status, 401, "{}", r.summary());
         let credentials = "Basic dXNlcjpsb25nLXBhc3N3b3Jk";
         let r = Req::get("/work.php?auth=1&tag=accepted")
@@ -200,18 +202,9 @@ async fn logged_in_requests_are_never_refused_by_the_lane_nor_served_stored_page
         assert_eq!(r.x_cache(), "STALE", "anonymous reader: {}", r.summary());
 
         let people = [
-            (
-                "s-page",
-                Req::get("/page.php").header("cookie", &s),
-            ),
-            (
-                "s-wiki",
-                Req::get("/page.php").header("cookie", &w),
-            ),
-            (
-                "s-wp",
-                work("s-wp", 0).header("cookie", &u),
-            ),
+            ("s-page", Req::get("/page.php").header("cookie", &s)),
+            ("s-wiki", Req::get("/page.php").header("cookie", &w)),
+            ("s-wp", work("s-wp", 0).header("cookie", &u)),
             (
                 "s-auth",
                 // A GET: a POST with Authorization is an edit, which would mark the

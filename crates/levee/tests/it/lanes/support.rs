@@ -64,6 +64,14 @@ setcookie($_POST['name'] ?? 'PHPSESSID', 'person-' . ($_POST['who'] ?? 'x') . '-
 header('Location: /', true, 302);
 "#,
     ),
+    // A logout: the session cookie deleted, as PHP applications delete it.
+    (
+        "logout.php",
+        r#"<?php
+setcookie('PHPSESSID', '', ['expires' => 1, 'path' => '/']);
+header('Location: /', true, 302);
+"#,
+    ),
     // An editor's save: a new revision.
     (
         "edit.php",
@@ -191,7 +199,10 @@ pub(super) async fn log_in(levee: &Levee, name: &str, who: &str) -> String {
     assert_eq!(r.status, 302, "the login: {}", r.summary());
     let cookie = person(name, who);
     let set = r.header("set-cookie").unwrap_or_default();
-    assert!(set.starts_with(&cookie), "the login set {set:?}, not {cookie}");
+    assert!(
+        set.starts_with(&cookie),
+        "the login set {set:?}, not {cookie}"
+    );
     cookie
 }
 
