@@ -48,4 +48,4 @@ pub use inner::ProofLimits;
 pub use keys::shown as url_for_logs;
 pub use lock::{Lock, LockGuard};
 pub use stats::RedisStats;
-pub use tier::Redis;
+pub use tier::{OnProof, Redis};

@@ -17,6 +17,9 @@ use crate::lock::Lock;
 use crate::stats::{Counters, RedisStats};
 use crate::{keys, link, lock, record, sessions, sync};
 
+/// Called with every proven-session change another node makes.
+pub type OnProof = Arc<dyn Fn(ProofChange) + Send + Sync>;
+
 /// The shared tier. Cheap to clone; the background tasks end when the last clone is
 /// dropped.
 #[derive(Clone)]
@@ -53,7 +56,7 @@ impl Redis {
     pub fn connect_sharing(
         cfg: RedisConfig,
         on_ban: Arc<dyn Fn(Ban) + Send + Sync>,
-        proofs: Option<(Arc<dyn Fn(ProofChange) + Send + Sync>, ProofLimits)>,
+        proofs: Option<(OnProof, ProofLimits)>,
     ) -> Result<Redis, RedisError> {
         let url = match cfg.urls.as_slice() {
             [] => return Err(RedisError::NoUrl),
