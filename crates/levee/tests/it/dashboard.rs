@@ -96,6 +96,9 @@ async fn the_dashboard_moves_under_load_in_headless_chromium() {
         "{dom}"
     );
     assert!(dom.contains("/cookie") && dom.contains("PASS"), "{dom}");
+    // The session cookie nobody gave out: its network is listed.
+    assert!(dom.contains("data-unproven=\"1\""), "{dom}");
+    assert!(dom.contains("127.0.0.0/24"), "{dom}");
     let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot ({e}): {shot_err}"));
     assert!(
         png.starts_with(b"\x89PNG") && png.len() > 20_000,
