@@ -20,6 +20,7 @@
 
 use std::collections::VecDeque;
 
+use super::gradient::median;
 use super::lane::{Lane, LaneConfig};
 use std::time::{Duration, Instant};
 
@@ -165,16 +166,6 @@ impl Governor {
         self.pressed = false;
         self.lane_active = false;
     }
-}
-
-/// The middle of `v` (reordered), or 0 when empty.
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mid = v.len() / 2;
-    let (_, m, _) = v.select_nth_unstable_by(mid, f64::total_cmp);
-    *m
 }
 
 /// The lane's cap as the grant decisions read it, from the limit now.

@@ -3,7 +3,10 @@
 use std::time::{Duration, Instant};
 
 /// Gradient2: the limit grows while the latency of recent requests stays near its long
-/// average, and shrinks in proportion when it rises (the backend queues inside).
+/// average, and shrinks in proportion when it rises (the backend queues inside). A
+/// window is judged by its median, not its mean: a few answers that are slow by nature
+/// (a report, a test's delayed answer) are not the backend queueing, and must not take
+/// its limit down.
 pub(super) struct Gradient {
     pub(super) limit: f64,
     min: usize,
@@ -11,7 +14,8 @@ pub(super) struct Gradient {
     /// Average time of many windows: the backend's latency when not queueing.
     long_rtt: Option<f64>,
     window_start: Instant,
-    window_sum: f64,
+    /// This window's request times, seconds (at most `WINDOW_SAMPLES`).
+    window: Vec<f64>,
     window_count: u32,
     window_max_in_flight: usize,
 }
@@ -24,6 +28,18 @@ const TOLERANCE: f64 = 1.5;
 /// Weight of one window in the long average (about 100 windows).
 const LONG_WEIGHT: f64 = 0.01;
 const SMOOTHING: f64 = 0.2;
+/// Request times kept per window for its median.
+const WINDOW_SAMPLES: usize = 256;
+
+/// The middle of `v` (reordered), or 0 when empty.
+pub(super) fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mid = v.len() / 2;
+    let (_, m, _) = v.select_nth_unstable_by(mid, f64::total_cmp);
+    *m
+}
 
 impl Gradient {
     pub(super) fn new(initial: usize, min: usize, max: usize) -> Gradient {
@@ -33,7 +49,7 @@ impl Gradient {
             max,
             long_rtt: None,
             window_start: Instant::now(),
-            window_sum: 0.0,
+            window: Vec::with_capacity(16),
             window_count: 0,
             window_max_in_flight: 0,
         }
@@ -46,16 +62,18 @@ impl Gradient {
         in_flight: usize,
         now: Instant,
     ) -> Option<usize> {
-        self.window_sum += rtt.as_secs_f64();
+        if self.window.len() < WINDOW_SAMPLES {
+            self.window.push(rtt.as_secs_f64());
+        }
         self.window_count += 1;
         self.window_max_in_flight = self.window_max_in_flight.max(in_flight);
         if self.window_count < MIN_SAMPLES || now.duration_since(self.window_start) < WINDOW {
             return None;
         }
-        let short = self.window_sum / f64::from(self.window_count);
+        let short = median(&mut self.window);
         let used = self.window_max_in_flight;
         self.window_start = now;
-        self.window_sum = 0.0;
+        self.window.clear();
         self.window_count = 0;
         self.window_max_in_flight = 0;
         self.update(short, used)

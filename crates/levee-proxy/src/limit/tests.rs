@@ -48,6 +48,24 @@ fn a_slowing_backend_gets_fewer_requests() {
 }
 
 #[test]
+fn a_few_slow_answers_do_not_bring_the_limit_down() {
+    let mut g = Gradient::new(40, 2, 100);
+    let mut now = Instant::now();
+    run(&mut g, 20, ms(20), 40, &mut now);
+    let before = g.limit;
+    // Each window: three answers of 3 s (deliberately slow pages) among nine of 20 ms.
+    for _ in 0..20 {
+        for i in 0..12 {
+            let rtt = if i % 4 == 0 { ms(3000) } else { ms(20) };
+            g.sample(rtt, 40, now);
+        }
+        now += WINDOW;
+        g.sample(ms(20), 40, now);
+    }
+    assert!(g.limit >= before, "{before} -> {}", g.limit);
+}
+
+#[test]
 fn an_idle_limit_does_not_grow() {
     let mut g = Gradient::new(20, 2, 100);
     let mut now = Instant::now();
