@@ -232,6 +232,7 @@ impl Limiter {
     async fn acquire_on(&self, thread: usize, class: Class) -> Result<BackendSlot, Refused> {
         let inner = &self.inner;
         let asked = Instant::now();
+        let class = inner.effective(class);
         let wait = match class {
             Class::Anonymous(net) => inner.arrive_lane(thread, net)?,
             _ => inner.arrive_people(thread, class)?,
@@ -358,6 +359,22 @@ impl Inner {
                     let mut st = self.lock();
                     st.grant(thread, self.reserved, &self.lane);
                 }
+            }
+        }
+    }
+
+    /// The class a request is scheduled in: a person's beyond its session's or its
+    /// network's share of the session class is anonymous work of its network (people.rs).
+    fn effective(&self, class: Class) -> Class {
+        let Class::Session(of) = class else {
+            return class;
+        };
+        let st = self.lock();
+        match st.people.under_share(of, self.lane.net_cap(st.limit)) {
+            true => class,
+            false => {
+                self.stats.over_share.fetch_add(1, Ordering::Relaxed);
+                Class::Anonymous(of.net)
             }
         }
     }

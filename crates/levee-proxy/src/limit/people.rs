@@ -1,11 +1,12 @@
 //! People's queues: revalidations (shared work) and proven sessions, per worker thread,
 //! and which of their waiters a freed slot goes to.
 //!
-//! Fair inside the session class: while other people's requests wait, one client
-//! network, or one session, holds at most `cap` slots (the lane's network share of the
-//! limit); its further requests wait behind the others'. A stolen session, or an editor
-//! running a script, cannot take the site from the other editors. When nobody else
-//! waits, a session may use whatever is free (work-conserving).
+//! Fair inside the session class: one client network holds at most `cap` slots of it
+//! (the lane's network share of the limit), one session at most [`session_cap`] of
+//! those; a request beyond is anonymous work of its network (limit.rs, `effective`),
+//! where the lane's shares and people's latency hold it. A stolen session, or an editor
+//! running a script, cannot take the site from the other editors. Within their shares,
+//! waiters under them go first.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -20,6 +21,15 @@ pub(super) struct SessionWaiter {
     pub arrival: u64,
     pub tx: oneshot::Sender<()>,
     pub of: SessionOf,
+}
+
+/// Slots one session holds at most in the session class: a person's browser asks for a
+/// page and a call or two at once; a script asks for dozens.
+const SESSION_SLOTS: usize = 2;
+
+/// One session's cap within the session class, from its network's.
+pub(super) fn session_cap(net_cap: usize) -> usize {
+    SESSION_SLOTS.min(net_cap).max(1)
 }
 
 /// How far into a thread's session queue a waiter under its share is looked for: a
@@ -101,10 +111,10 @@ impl People {
         }
     }
 
-    /// Whether `of` holds less than `cap` slots, by network and by session.
+    /// Whether `of` holds less than its network's `cap` and its session's share of it.
     pub fn under_share(&self, of: SessionOf, cap: usize) -> bool {
         self.nets.get(&of.net).copied().unwrap_or(0) < cap
-            && self.whos.get(&of.who).copied().unwrap_or(0) < cap
+            && self.whos.get(&of.who).copied().unwrap_or(0) < session_cap(cap)
     }
 
     /// Takes the chosen waiter out of its queue.

@@ -469,3 +469,32 @@ async fn the_lane_keeps_to_its_share_a_while_after_people_left() {
     let _b = l.acquire(anon("127.3.0.1")).await.unwrap();
     assert!(started.elapsed() >= ms(40), "{:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn a_session_beyond_its_share_is_anonymous_work_of_its_network() {
+    let l = Limiter::new(
+        Mode::Fixed(8),
+        0.25,
+        100,
+        ms(2000),
+        lanes(0.5, 0.25, ms(2000)),
+    );
+    // Its network may hold two slots of the session class, one session two as well.
+    let held = [
+        l.acquire(session()).await.unwrap(),
+        l.acquire(session()).await.unwrap(),
+    ];
+    let third = l.acquire(session()).await.unwrap();
+    let stats = l.stats();
+    assert_eq!(stats.over_share.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.in_flight[1].load(Ordering::Relaxed), 2, "session");
+    assert_eq!(stats.in_flight[2].load(Ordering::Relaxed), 1, "anonymous");
+    drop((held, third));
+    // Another session of the same network: the network's share is free again.
+    let other = Class::Session(super::SessionOf {
+        net: crate::client_net::ClientNet::of("127.1.0.9".parse().unwrap(), 24, 56),
+        who: 2,
+    });
+    let _s = l.acquire(other).await.unwrap();
+    assert_eq!(stats.in_flight[1].load(Ordering::Relaxed), 1);
+}

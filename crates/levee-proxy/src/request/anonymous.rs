@@ -47,10 +47,23 @@ pub(crate) const CAPACITY: u64 = 200_000;
 /// of inactivity; applications raise it to hours).
 const IDLE: Duration = Duration::from_secs(24 * 3600);
 
+/// What levee knows of a value it saw given out to an anonymous visitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Given {
+    /// Given to one visitor: an id.
+    Once,
+    /// Given to two or more: a flag that identifies nobody.
+    Shared,
+    /// No longer anonymous (a POST with it, a change under a GET), but levee saw the
+    /// backend give it out: a login that regenerates it proves the new value
+    /// (proven.rs), where a made-up one proves nothing.
+    Spent,
+}
+
 pub(crate) struct AnonymousSessions {
     /// Keyed by a 64-bit hash of `name=value` under a random key (SipHash): the values
-    /// themselves, session identifiers, are not kept. `true` once given out twice.
-    seen: Cache<u64, bool>,
+    /// themselves, session identifiers, are not kept.
+    seen: Cache<u64, Given>,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -72,27 +85,50 @@ impl AnonymousSessions {
         h.finish()
     }
 
+    /// Whether the value is an anonymous visitor's now.
     pub fn contains(&self, name: &str, value: &str) -> bool {
+        matches!(
+            self.seen.get(&self.key(name, value)),
+            Some(Given::Once | Given::Shared)
+        )
+    }
+
+    /// Whether levee saw the backend give the value out to a visitor (anonymous now or
+    /// not).
+    pub fn was_given(&self, name: &str, value: &str) -> bool {
         self.seen.contains_key(&self.key(name, value))
+    }
+
+    /// Notes that the backend gave the value out, without making it anonymous (it may be
+    /// anyone's): what `was_given` asks.
+    pub fn note_given(&self, name: &str, value: &str) {
+        let key = self.key(name, value);
+        if !self.seen.contains_key(&key) {
+            self.seen.insert(key, Given::Spent);
+        }
     }
 
     pub fn remember(&self, name: &str, value: &str) {
         let key = self.key(name, value);
         // Two clients got the same value: it is nobody's in particular.
-        let shared = self.seen.contains_key(&key);
-        self.seen.insert(key, shared);
+        let given = match self.seen.get(&key) {
+            None | Some(Given::Spent) => Given::Once,
+            Some(_) => Given::Shared,
+        };
+        self.seen.insert(key, given);
     }
 
     /// Whether the value was given to one visitor only (an id, not a flag).
     pub fn identifies(&self, name: &str, value: &str) -> bool {
-        self.seen.get(&self.key(name, value)) == Some(false)
+        self.seen.get(&self.key(name, value)) == Some(Given::Once)
     }
 
-    /// Forgets a value that identifies one visitor; a shared one stays.
+    /// A value that identifies one visitor is no longer anonymous (it stays known as
+    /// given out); a shared one stays anonymous.
     pub fn forget(&self, name: &str, value: &str) {
         let key = self.key(name, value);
-        if self.seen.get(&key) == Some(false) {
-            self.seen.invalidate(&key);
+        if self.seen.get(&key) == Some(Given::Once) {
+            self.seen.insert(key, Given::Spent);
         }
     }
 
@@ -148,6 +184,11 @@ mod tests {
         assert!(!a.contains("OTHER", "abc"));
         a.forget("PHPSESSID", "abc");
         assert!(!a.contains("PHPSESSID", "abc"));
+        assert!(
+            a.was_given("PHPSESSID", "abc"),
+            "no longer anonymous, still given"
+        );
+        assert!(!a.was_given("PHPSESSID", "made-up"));
         a.remember("rx_login_status", "none");
         a.remember("rx_login_status", "none");
         a.forget("rx_login_status", "none");

@@ -10,11 +10,18 @@
 //! lose their place ahead of the crawlers while the backend is saturated.
 //!
 //! What proves a value is decided in [`proofs`] (pure), from what the backend answered:
-//! - a form post answered with a redirect that sets it (a login's POST-redirect-GET);
-//! - a form post whose answer gives the client a new value for a session cookie it held
-//!   (an id regenerated at login, answered 200);
+//! - a form post answered with a redirect that sets it anew (a login's
+//!   POST-redirect-GET), from a client whose session cookies levee all saw given out;
+//! - a form post whose answer gives the client a new value for a session cookie levee saw
+//!   given to it (an id regenerated at login, answered 200). A made-up id that the
+//!   application replaces (it knows no such session) proves nothing;
 //! - any answer to a request that already held a proven value and deletes none of its
 //!   session cookies (a renewed id, the cookies a logged-in page adds).
+//!
+//! Only the session cookies the configuration names (presets, built-in globs,
+//! `extra_session_cookies`) prove anything: a learned name may be a token the
+//! application sets anew on every answer (Laravel's `XSRF-TOKEN`), which a failed login
+//! would then "regenerate".
 //!
 //! A value stops counting when an answer deletes it (a logout), after `IDLE` unused, or
 //! when evicted from the bounded set. A session started for a visitor (a GET answered
@@ -168,12 +175,14 @@ pub(crate) fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A session cookie a request held: its name, value and whether that value is proven.
+/// A session cookie a request held: its name, value, whether that value is proven, and
+/// whether levee saw the backend give it out (proven, or to an anonymous visitor).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Held<'a> {
     pub name: &'a str,
     pub value: &'a str,
     pub proven: bool,
+    pub given: bool,
 }
 
 /// A session cookie an answer set: name, value, and whether it deletes it.
@@ -213,10 +222,14 @@ pub(crate) fn proofs<'a>(
         return out;
     }
     let held_proven = held.iter().any(|h| h.proven);
+    let all_given = held.iter().all(|h| h.given);
     for g in given.iter().filter(|g| !g.deletes) {
-        let regenerated = held.iter().any(|h| h.name == g.name && h.value != g.value);
+        let anew = !held.iter().any(|h| h.name == g.name && h.value == g.value);
+        let regenerated = held
+            .iter()
+            .any(|h| h.name == g.name && h.value != g.value && h.given);
         let proves = held_proven
-            || (unsafe_method && status.is_redirection())
+            || (unsafe_method && status.is_redirection() && anew && all_given)
             || (unsafe_method && regenerated);
         if proves {
             out.prove.push((g.name, g.value));
@@ -234,6 +247,16 @@ mod tests {
             name,
             value,
             proven,
+            given: true,
+        }
+    }
+
+    fn made_up(name: &str) -> Held<'_> {
+        Held {
+            name,
+            value: "made-up",
+            proven: false,
+            given: false,
         }
     }
 
@@ -298,8 +321,30 @@ mod tests {
             (
                 &GET,
                 StatusCode::OK,
-                vec![held("PHPSESSID", "made-up", false)],
+                vec![made_up("PHPSESSID")],
                 vec![given("PHPSESSID", "fresh")],
+            ),
+            // A made-up id the application replaced at a (failed) login post; or a
+            // redirect answering a post that held one.
+            (
+                &POST,
+                StatusCode::OK,
+                vec![made_up("wiki_session")],
+                vec![given("wiki_session", "fresh")],
+            ),
+            (
+                &POST,
+                StatusCode::FOUND,
+                vec![made_up("wiki_session")],
+                vec![given("wiki_session", "fresh")],
+            ),
+            // A failed login answered with a redirect that sets the same id again
+            // (Laravel re-sends its session cookie with every answer).
+            (
+                &POST,
+                StatusCode::FOUND,
+                vec![held("laravel_session", "same", false)],
+                vec![given("laravel_session", "same")],
             ),
         ] {
             assert_eq!(proofs(method, status, &h, &g), Proofs::default());

@@ -361,6 +361,7 @@ impl Sessions {
                 name,
                 value,
                 proven,
+                given: proven || self.anonymous.was_given(name, value),
             });
             true
         });
@@ -379,8 +380,16 @@ impl Sessions {
         for (name, value) in p.forget {
             self.proven.forget(name, value);
         }
+        // Whatever else it is, each value given out is known as given (`was_given`).
+        for g in given.iter().filter(|g| !g.deletes) {
+            self.anonymous.note_given(g.name, g.value);
+        }
+        let configured = self.configured.load();
         for (name, value) in p.prove {
-            if value.len() >= proven::MIN_PROOF_LEN && !self.never_proof.is_session(name) {
+            if value.len() >= proven::MIN_PROOF_LEN
+                && configured.is_session(name)
+                && !self.never_proof.is_session(name)
+            {
                 // A person's now: no longer an anonymous visitor's.
                 self.anonymous.forget(name, value);
                 self.proven.prove(name, value);

@@ -311,4 +311,16 @@ pub(super) fn register_classes(r: &mut Registry, backends: &[&crate::limit::Limi
         "Requests refused a backend slot (never sent), by class and reason",
         refused,
     );
+    let over = Counter::<u64>::default();
+    over.inc_by(
+        backends
+            .iter()
+            .map(|b| b.stats().over_share.load(Relaxed))
+            .sum(),
+    );
+    r.register(
+        "backend_sessions_over_share",
+        "Logged-in people's requests beyond their session's or their network's share of the session class, scheduled as anonymous work",
+        over,
+    );
 }

@@ -12,6 +12,9 @@ use tokio::task::JoinSet;
 /// The session the site gives at login (long and random, as a real one is).
 const SESSION: &str = "PHPSESSID=3c9e1f7a52d84b06a1e5f9c27d3b8e40";
 
+/// The session a failed login starts.
+const FRESH: &str = "PHPSESSID=9a0b7c6d5e4f30211e2d3c4b5a697887";
+
 /// A site: `POST /login` logs in (a redirect that sets [`SESSION`]), `/logout` deletes
 /// it, `/challenge` asks for credentials unless it gets some (then accepts them), and
 /// every other page answers at once, never stored.
@@ -24,6 +27,11 @@ fn site() -> Origin {
             "set-cookie",
             "PHPSESSID=deleted; expires=Thu, 01 Jan 1970 00:00:01 GMT; path=/",
         ),
+        // A failed login, as MediaWiki answers one whose session it does not know: the
+        // form again (200), with a session of its own.
+        ("POST", "/failed-login") => Reply::text("wrong password")
+            .header("cache-control", "private")
+            .header("set-cookie", &format!("{FRESH}; path=/; HttpOnly")),
         (_, "/challenge") if r.header("authorization").is_none() => {
             Reply::status(401).header("www-authenticate", "Basic realm=\"site\"")
         }
@@ -66,6 +74,14 @@ async fn a_session_counts_once_given_out_at_a_login_and_stops_at_a_logout() {
     assert_eq!(reason_with(&levee, ("cookie", made_up)).await, unproven);
     // The request still reached the backend with its cookie (privacy is unchanged).
     assert_eq!(origin.last().header("cookie"), Some(made_up));
+    // A made-up session posted to a login that fails: the session the application
+    // starts in its place proves nothing (a crawler would have one per connection).
+    let r = Req::post("/failed-login", "user=admin&password=guess")
+        .header("cookie", made_up)
+        .send(&levee)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.summary());
+    assert_eq!(reason_with(&levee, ("cookie", FRESH)).await, unproven);
     // A logout (an answer that deletes it) ends it.
     let r = Req::get("/logout")
         .header("cookie", SESSION)
