@@ -117,7 +117,7 @@ impl State {
     fn saturated(&self, lane: &LaneConfig) -> bool {
         self.in_use >= self.limit
             || self.people.queued() > 0
-            || (lane.governed && self.lane.waiting > 0 && self.governor.cut(lane, self.limit))
+            || (self.lane.waiting > 0 && self.governor.cut(lane, self.limit, Instant::now()))
     }
 
     /// Gives free slots to waiters, `here` being the thread that freed them: people's
