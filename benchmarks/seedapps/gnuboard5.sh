@@ -96,7 +96,10 @@ gnuboard5_lorem() {
 # gnuboard5_post BASE JAR SUBJECT CONTENT : a new post on $G5_BOARD as the member in JAR,
 # through the board's write form; prints its wr_id.
 gnuboard5_post() {
-    local base=$1 jar=$2 form="$base/bbs/write.php?bo_table=$G5_BOARD" page uid token resp
+    # Two lines: bash expands a whole `local` line before assigning, so `$base` in the
+    # same line would be the caller's.
+    local base=$1 jar=$2 page uid token resp
+    local form="$base/bbs/write.php?bo_table=$G5_BOARD"
     page=$(g5_get "$jar" "$form")
     uid=$(sed -n 's/.*name="uid" value="\([0-9]*\)".*/\1/p' <<<"$page")
     [ -n "$uid" ] || { log "gnuboard5: no write form at $form"; return 1; }

@@ -363,14 +363,13 @@ impl Inner {
         }
     }
 
-    /// The class a request is scheduled in: a person's beyond its session's or its
-    /// network's share of the session class is anonymous work of its network (people.rs).
+    /// The class a request is scheduled in: a person's beyond its session's share of
+    /// the session class is anonymous work of its network (people.rs).
     fn effective(&self, class: Class) -> Class {
         let Class::Session(of) = class else {
             return class;
         };
-        let st = self.lock();
-        match st.people.under_share(of, self.lane.net_cap(st.limit)) {
+        match self.lock().people.session_under_share(of) {
             true => class,
             false => {
                 self.stats.over_share.fetch_add(1, Ordering::Relaxed);

@@ -46,7 +46,6 @@ pub struct ClassStats {
     pub wait_micros: [AtomicU64; 3],
     /// By [`Refusal::index`].
     pub refused: [AtomicU64; 5],
-    /// People's requests beyond their session's or network's share, scheduled as
-    /// anonymous work.
+    /// People's requests beyond their session's share, scheduled as anonymous work.
     pub over_share: AtomicU64,
 }

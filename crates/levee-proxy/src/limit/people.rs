@@ -1,12 +1,12 @@
 //! People's queues: revalidations (shared work) and proven sessions, per worker thread,
 //! and which of their waiters a freed slot goes to.
 //!
-//! Fair inside the session class: one client network holds at most `cap` slots of it
-//! (the lane's network share of the limit), one session at most [`session_cap`] of
-//! those; a request beyond is anonymous work of its network (limit.rs, `effective`),
-//! where the lane's shares and people's latency hold it. A stolen session, or an editor
-//! running a script, cannot take the site from the other editors. Within their shares,
-//! waiters under them go first.
+//! Fair inside the session class: one session holds at most `SESSION_SLOTS` of it; a
+//! request beyond is anonymous work of its network (limit.rs, `effective`), where the
+//! lane's shares and people's latency hold it: a stolen session, or an editor running
+//! a script, cannot take the site from the other editors. One client network (an
+//! office, a carrier's NAT: several people) is not cut off, but while others wait, its
+//! waiters beyond `cap` (the lane's network share of the limit) go after theirs.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -25,12 +25,7 @@ pub(super) struct SessionWaiter {
 
 /// Slots one session holds at most in the session class: a person's browser asks for a
 /// page and a call or two at once; a script asks for dozens.
-const SESSION_SLOTS: usize = 2;
-
-/// One session's cap within the session class, from its network's.
-pub(super) fn session_cap(net_cap: usize) -> usize {
-    SESSION_SLOTS.min(net_cap).max(1)
-}
+pub(super) const SESSION_SLOTS: usize = 2;
 
 /// How far into a thread's session queue a waiter under its share is looked for: a
 /// script's flood of queued requests is skipped over this many at a time, at most.
@@ -111,10 +106,14 @@ impl People {
         }
     }
 
-    /// Whether `of` holds less than its network's `cap` and its session's share of it.
+    /// Whether `of` holds less than its network's `cap` and its session's share.
     pub fn under_share(&self, of: SessionOf, cap: usize) -> bool {
-        self.nets.get(&of.net).copied().unwrap_or(0) < cap
-            && self.whos.get(&of.who).copied().unwrap_or(0) < session_cap(cap)
+        self.nets.get(&of.net).copied().unwrap_or(0) < cap && self.session_under_share(of)
+    }
+
+    /// Whether `of`'s session holds less than `SESSION_SLOTS`.
+    pub fn session_under_share(&self, of: SessionOf) -> bool {
+        self.whos.get(&of.who).copied().unwrap_or(0) < SESSION_SLOTS
     }
 
     /// Takes the chosen waiter out of its queue.
@@ -260,10 +259,13 @@ mod tests {
     fn the_same_session_from_another_network_is_still_one_session() {
         let mut p = People::default();
         p.session_admitted(of("127.2.0.1", 7));
+        p.session_admitted(of("127.4.0.1", 7));
         let _stolen = queue(&mut p, 0, 1, of("127.5.0.1", 7));
         let _editor = queue(&mut p, 0, 2, of("127.3.0.1", 9));
         assert_eq!(p.pick(0, 0, 4, 1).map(|p| p.at), Some(1));
+        assert!(!p.session_under_share(of("127.6.0.1", 7)));
         p.session_released(of("127.2.0.1", 7));
+        p.session_released(of("127.4.0.1", 7));
         assert_eq!(p.pick(0, 0, 4, 1).map(|p| p.at), Some(0));
         assert!(
             p.nets.is_empty() && p.whos.is_empty(),

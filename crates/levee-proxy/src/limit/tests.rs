@@ -479,7 +479,7 @@ async fn a_session_beyond_its_share_is_anonymous_work_of_its_network() {
         ms(2000),
         lanes(0.5, 0.25, ms(2000)),
     );
-    // Its network may hold two slots of the session class, one session two as well.
+    // One session holds two slots of the session class at most.
     let held = [
         l.acquire(session()).await.unwrap(),
         l.acquire(session()).await.unwrap(),

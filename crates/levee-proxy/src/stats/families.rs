@@ -320,7 +320,7 @@ pub(super) fn register_classes(r: &mut Registry, backends: &[&crate::limit::Limi
     );
     r.register(
         "backend_sessions_over_share",
-        "Logged-in people's requests beyond their session's or their network's share of the session class, scheduled as anonymous work",
+        "Logged-in people's requests beyond one session's share of the session class (2 at once), scheduled as anonymous work",
         over,
     );
 }
