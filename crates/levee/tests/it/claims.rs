@@ -94,6 +94,24 @@ async fn a_session_counts_once_given_out_at_a_login_and_stops_at_a_logout() {
     assert!(admitted >= 3.0, "{admitted}: {m}");
 }
 
+/// The way through the first hours in front of a site whose people logged in before
+/// levee was there: every session value counts for `trust_unproven_sessions`.
+#[tokio::test]
+async fn a_trust_window_counts_sessions_nobody_proved() {
+    let origin = site();
+    let levee = levee!()
+        .backend(&origin.url())
+        .debug_headers()
+        .config("[limits]\ntrust_unproven_sessions = \"1h\"")
+        .start();
+    let before_levee = "PHPSESSID=logged-in-before-levee-was-there-0001";
+    assert_eq!(
+        reason_with(&levee, ("cookie", before_levee)).await,
+        "session-cookie:PHPSESSID"
+    );
+    assert!(levee.stderr().contains("trust_unproven_sessions"), "no warning");
+}
+
 #[tokio::test]
 async fn credentials_count_where_the_backend_asked_for_them_and_accepted_them() {
     let origin = site();
