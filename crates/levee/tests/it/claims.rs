@@ -109,7 +109,10 @@ async fn a_trust_window_counts_sessions_nobody_proved() {
         reason_with(&levee, ("cookie", before_levee)).await,
         "session-cookie:PHPSESSID"
     );
-    assert!(levee.stderr().contains("trust_unproven_sessions"), "no warning");
+    assert!(
+        levee.stderr().contains("trust_unproven_sessions"),
+        "no warning"
+    );
 }
 
 #[tokio::test]
