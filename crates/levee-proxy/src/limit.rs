@@ -232,7 +232,7 @@ impl Limiter {
     async fn acquire_on(&self, thread: usize, class: Class) -> Result<BackendSlot, Refused> {
         let inner = &self.inner;
         let asked = Instant::now();
-        let class = inner.effective(class);
+        let (class, overflow) = inner.effective(class);
         let wait = match class {
             Class::Anonymous(net) => inner.arrive_lane(thread, net)?,
             _ => inner.arrive_people(thread, class)?,
@@ -279,6 +279,7 @@ impl Limiter {
             thread,
             started: Instant::now(),
             in_flight,
+            _overflow: overflow,
         })
     }
 
@@ -364,18 +365,23 @@ impl Inner {
     }
 
     /// The class a request is scheduled in: a person's beyond its session's share of
-    /// the session class is anonymous work of its network (people.rs).
-    fn effective(&self, class: Class) -> Class {
+    /// the session class is anonymous work of its network (people.rs), counted as its
+    /// session's overflow until it ends.
+    fn effective(self: &Arc<Self>, class: Class) -> (Class, Option<Overflow>) {
         let Class::Session(of) = class else {
-            return class;
+            return (class, None);
         };
-        match self.lock().people.session_under_share(of) {
-            true => class,
-            false => {
-                self.stats.over_share.fetch_add(1, Ordering::Relaxed);
-                Class::Anonymous(of.net)
-            }
+        let mut st = self.lock();
+        if st.people.session_under_share(of) {
+            return (class, None);
         }
+        st.people.overflow_started(of.who);
+        self.stats.over_share.fetch_add(1, Ordering::Relaxed);
+        let overflow = Overflow {
+            inner: self.clone(),
+            who: of.who,
+        };
+        (Class::Anonymous(of.net), Some(overflow))
     }
 
     /// A lane waiter whose wait ran out: it gets a slot after all if one was granted
@@ -584,6 +590,19 @@ fn reserved_slots(limit: usize, share: f64) -> usize {
     ((limit as f64 * share).ceil() as usize).clamp(1, limit - 1)
 }
 
+/// A session's request sent to the lane beyond its share, until it ends (refused, or its
+/// slot given back): while a session has one, its share is one slot (people.rs).
+struct Overflow {
+    inner: Arc<Inner>,
+    who: u64,
+}
+
+impl Drop for Overflow {
+    fn drop(&mut self) {
+        self.inner.lock().people.overflow_ended(self.who);
+    }
+}
+
 /// One request's hold on the backend; given back (and, when adaptive, its time
 /// counted) when dropped, after the response body ended.
 pub struct BackendSlot {
@@ -594,6 +613,8 @@ pub struct BackendSlot {
     started: Instant,
     /// Requests at the backend when this one started, itself included.
     in_flight: usize,
+    /// Dropped after the slot's own drop, which gives the slot back first.
+    _overflow: Option<Overflow>,
 }
 
 impl Drop for BackendSlot {

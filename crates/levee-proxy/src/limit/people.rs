@@ -3,8 +3,10 @@
 //!
 //! Fair inside the session class: one session holds at most `SESSION_SLOTS` of it; a
 //! request beyond is anonymous work of its network (limit.rs, `effective`), where the
-//! lane's shares and people's latency hold it: a stolen session, or an editor running
-//! a script, cannot take the site from the other editors. One client network (an
+//! lane's shares and people's latency hold it, and while it has such overflow it holds
+//! one slot as a person's (a browser's page load overflows for a moment; a script, all
+//! the time): a stolen session, or an editor running a script, cannot take the site
+//! from the other editors. One client network (an
 //! office, a carrier's NAT: several people) is not cut off, but while others wait, its
 //! waiters beyond `cap` (the lane's network share of the limit) go after theirs.
 
@@ -61,6 +63,8 @@ pub(super) struct People {
     /// Session slots in flight per client network and per session.
     nets: HashMap<crate::client_net::ClientNet, usize>,
     whos: HashMap<u64, usize>,
+    /// Per session, its requests sent to the lane beyond its share, not ended yet.
+    overflow: HashMap<u64, usize>,
 }
 
 impl People {
@@ -111,9 +115,27 @@ impl People {
         self.nets.get(&of.net).copied().unwrap_or(0) < cap && self.session_under_share(of)
     }
 
-    /// Whether `of`'s session holds less than `SESSION_SLOTS`.
+    /// Whether `of`'s session holds less than its share: `SESSION_SLOTS`, one while it
+    /// has requests in the lane beyond them.
     pub fn session_under_share(&self, of: SessionOf) -> bool {
-        self.whos.get(&of.who).copied().unwrap_or(0) < SESSION_SLOTS
+        let share = match self.overflow.get(&of.who) {
+            Some(n) if *n > 0 => 1,
+            _ => SESSION_SLOTS,
+        };
+        self.whos.get(&of.who).copied().unwrap_or(0) < share
+    }
+
+    pub fn overflow_started(&mut self, who: u64) {
+        *self.overflow.entry(who).or_default() += 1;
+    }
+
+    pub fn overflow_ended(&mut self, who: u64) {
+        if let Some(n) = self.overflow.get_mut(&who) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.overflow.remove(&who);
+            }
+        }
     }
 
     /// Takes the chosen waiter out of its queue.

@@ -489,7 +489,17 @@ async fn a_session_beyond_its_share_is_anonymous_work_of_its_network() {
     assert_eq!(stats.over_share.load(Ordering::Relaxed), 1);
     assert_eq!(stats.in_flight[1].load(Ordering::Relaxed), 2, "session");
     assert_eq!(stats.in_flight[2].load(Ordering::Relaxed), 1, "anonymous");
-    drop((held, third));
+    // While it has a request beyond its share (a script, not a page load), its share is
+    // one slot: with one of its two back, the next is still anonymous work.
+    let [first, second] = held;
+    drop(first);
+    let fourth = l.acquire(session()).await.unwrap();
+    assert_eq!(stats.over_share.load(Ordering::Relaxed), 2);
+    drop((fourth, third));
+    // No overflow left: two again.
+    let again = l.acquire(session()).await.unwrap();
+    assert_eq!(stats.in_flight[1].load(Ordering::Relaxed), 2, "session");
+    drop((second, again));
     // Another session of the same network: the network's share is free again.
     let other = Class::Session(super::SessionOf {
         net: crate::client_net::ClientNet::of("127.1.0.9".parse().unwrap(), 24, 56),
