@@ -132,9 +132,10 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let levee_requests: u64 = through.steps.iter().map(|s| s.responses).sum();
     println!();
     println!(
-        "  speed-up at {} clients: {speedup:.0}x; the origin rendered {} pages for levee's {} requests",
+        "  speed-up at {} clients: {speedup:.0}x; the origin rendered {} {} for levee's {} requests",
         args.concurrency,
         origin_after - origin_before,
+        if origin_after - origin_before == 1 { "page" } else { "pages" },
         levee_requests
     );
     println!("  anonymous pages were cached although every response set PHPSESSID;");

@@ -30,14 +30,27 @@ fn demo_caches_the_session_starting_origin_and_writes_charts() {
         line.split_whitespace().nth(3).unwrap().parse().unwrap()
     };
     let direct = rps("origin direct", "16");
-    let levee = rps("through levee", "16");
     assert!(
         direct < 300.0,
         "direct beyond the origin's limit: {direct}\n{stdout}"
     );
+    // Throughput ratios belong to benchmarks (this machine is shared with the
+    // rest of the suite); what the demo must show is that levee's requests
+    // were answered from the cache: the origin rendered next to nothing.
+    let summary = stdout
+        .lines()
+        .find(|l| l.contains("the origin rendered"))
+        .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"));
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    let after = |w: &str| -> u64 {
+        let i = words.iter().position(|x| *x == w).unwrap();
+        words[i + 1].parse().unwrap()
+    };
+    let rendered = after("rendered");
+    let requests: u64 = words[words.len() - 2].parse().unwrap();
     assert!(
-        levee > 4.0 * direct,
-        "levee {levee} vs direct {direct}\n{stdout}"
+        rendered <= 3 && requests >= 20 * rendered.max(1),
+        "origin rendered {rendered} pages for {requests} requests\n{stdout}"
     );
     assert!(stdout.contains("speed-up at 16 clients"), "{stdout}");
     let page = std::fs::read_to_string(&html).unwrap();
