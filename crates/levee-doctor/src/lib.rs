@@ -9,7 +9,7 @@
 //! - report.rs: the JSON shape, the summary, the text
 //! - root.rs: `--root`, what a document root holds that the preset keeps from the web
 //!
-//! levee's verdict is not computed here: `levee_proxy::verdict::anonymous_get` calls the
+//! levee's verdict is not computed here: `levee_visitor::verdict::anonymous_get` calls the
 //! functions `levee serve` runs (classify's pass rule, the fill's storage decision) on the
 //! response fetched as a fill asks for it.
 
@@ -27,7 +27,7 @@ use std::time::Duration;
 use http::header::{self, HeaderName};
 use http::Method;
 use levee_config::{ConfigError, OneOrMany, Options, Settings};
-use levee_proxy::verdict::{self, Verdict};
+use levee_visitor::verdict::{self, Verdict};
 
 use crate::apps::App;
 use crate::checks::Probe;
@@ -375,7 +375,7 @@ fn assemble(
 }
 
 /// The cookie of `p`'s first answer a returning visitor would hold that makes levee pass
-/// their requests (`levee_proxy::verdict::returning_visitor_cookie`).
+/// their requests (`levee_visitor::verdict::returning_visitor_cookie`).
 fn returning(settings: &Settings, url: &Url, p: &Probe) -> Option<String> {
     let site = settings.site_for(&url.host)?;
     let names: Vec<String> = p.first.set_cookies().into_iter().map(|(n, _)| n).collect();

@@ -48,7 +48,7 @@ pub struct UrlReport {
     pub error: Option<String>,
 }
 
-/// levee's verdict, from `levee_proxy::verdict`.
+/// levee's verdict, from `levee_visitor::verdict`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeveeVerdict {
     /// HIT (after the first request), MICRO (micro-cached), REVALIDATED, PASS, NONE.

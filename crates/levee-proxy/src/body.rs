@@ -8,8 +8,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use levee_cache::Reader;
 
-use crate::limit::BackendSlot;
 use crate::upstream::{BackendBody, BoxError};
+use levee_limits::BackendSlot;
 use tokio::time::{Instant, Sleep};
 
 /// A response body: empty, from memory (cache hits), from a coalesced fill, or streamed

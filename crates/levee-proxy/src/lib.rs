@@ -8,11 +8,9 @@
 mod access_log;
 mod admin;
 mod body;
-mod client_net;
 mod encoding;
 mod error;
 mod headers;
-mod limit;
 mod outcome;
 mod purge;
 mod request;
@@ -21,11 +19,10 @@ mod stats;
 mod systemd;
 mod tiers;
 mod upstream;
-mod worker;
 mod zerocopy;
 
 pub use error::{BindError, ServeError};
-pub use request::{cert_pairs, verdict};
+pub use request::cert_pairs;
 pub use server::{serve_workers, Bound, Reloader, Server};
 pub use systemd::is_journal_stream;
 
@@ -40,7 +37,7 @@ pub mod __fuzz {
             ipnet::IpNet::from(std::net::IpAddr::from([127, 0, 0, 1])),
             ipnet::IpNet::from(std::net::IpAddr::from([10, 0, 0, 0])),
         ];
-        let nets = crate::client_net::ClientNets {
+        let nets = levee_limits::client_net::ClientNets {
             v4: 24,
             v6: 56,
             trusted: &trusted,

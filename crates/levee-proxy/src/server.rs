@@ -384,7 +384,7 @@ pub fn serve_workers(
         let thread = std::thread::Builder::new()
             .name(format!("levee-worker-{i}"))
             .spawn(move || {
-                crate::worker::set_id(i);
+                levee_limits::worker::set_id(i);
                 let rt = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()

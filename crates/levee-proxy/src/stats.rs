@@ -11,11 +11,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::client_net::ClientNet;
 use crate::outcome::CacheResult;
 use crate::upstream::UpstreamError;
+use levee_limits::client_net::ClientNet;
 
-use crate::limit::Limiter;
+use levee_limits::Limiter;
 
 mod families;
 use families::{register_classes, register_sites, register_tiers};

@@ -30,7 +30,7 @@ use levee_config::CacheSettings;
 use levee_disk::{Disk, DiskConfig};
 use levee_redis::{Lock, LockGuard, ProofLimits, Redis, RedisConfig};
 
-use crate::request::proven::{self, Proven};
+use levee_visitor::proven::{self, Proven};
 
 use crate::error::ServeError;
 

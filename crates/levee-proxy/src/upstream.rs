@@ -8,7 +8,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::limit::{BackendSlot, Class, LaneConfig, Limiter, Mode, Refusal};
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
@@ -19,6 +18,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use levee_config::{Backend, BackendLimit, FastCgiAddress, Settings};
 use levee_fastcgi::{CgiRequest, Params, Route};
+use levee_limits::{BackendSlot, Class, LaneConfig, Limiter, Mode, Refusal};
 
 mod app;
 mod servers;
@@ -366,7 +366,7 @@ impl Upstream {
         let sent = async {
             match &self.transport {
                 Transport::Http { clients, servers } => {
-                    let client = &clients[crate::worker::id() % clients.len()];
+                    let client = &clients[levee_limits::worker::id() % clients.len()];
                     self.send_http(client, servers, req).await
                 }
                 Transport::App {

@@ -21,6 +21,7 @@ mod levee;
 mod origin;
 pub mod pebble;
 mod phpfpm;
+pub mod ports;
 pub mod redis;
 pub mod tools;
 mod wait;

@@ -8,7 +8,7 @@
 //! ([`Pebble::listener_ca`]: what levee's `acme_ca` trusts); the certificates Pebble
 //! issues chain to another root, made by Pebble at start ([`Pebble::issuing_root_pem`]).
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,11 +18,7 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, 
 /// How long Pebble and its DNS server may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A free port on 127.0.0.1 (bound, then released for the process that will use it).
-pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
+pub use crate::ports::free_port;
 
 /// A running Pebble and its DNS server.
 pub struct Pebble {

@@ -3,7 +3,7 @@
 //! guard is dropped.
 
 use std::fs::{self, File};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -76,10 +76,7 @@ impl PhpFpmBuilder {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).expect("create php-fpm temp dir");
         let socket = dir.join("php-fpm.sock");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("pick a free port")
-            .port();
+        let port = crate::ports::free_port();
         let tcp: SocketAddr = ([127, 0, 0, 1], port).into();
         let root = fs::metadata("/proc/self")
             .map(|m| m.uid() == 0)

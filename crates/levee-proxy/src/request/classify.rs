@@ -6,22 +6,22 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{request, Method, Response};
 use levee_cache::key::normalize_host;
-use levee_cache::{CacheKey, NotStored, Scheme};
+use levee_cache::{CacheKey, Scheme};
 
 use super::next::Next;
 use super::respond;
-use super::sessions::Sessions;
+use super::route::Routed;
 use super::shared::Shared;
 use super::site::Site;
 use crate::body::ProxyBody;
-use crate::outcome::{Answer, CacheResult, Reason};
+use crate::outcome::{Answer, CacheResult};
 use crate::upstream::ConnInfo;
 
 /// What levee answers itself, before anything else; then the document root for GET and
 /// HEAD, when the site has one.
 pub(crate) fn early(
     shared: &Shared,
-    site: &Site,
+    site: Routed<'_>,
     parts: &mut request::Parts,
     conn: ConnInfo,
 ) -> Next {
@@ -32,7 +32,7 @@ pub(crate) fn early(
         return Next::Respond(answer);
     }
     if parts.method.as_str() == "PURGE" {
-        return Next::Respond(purge_from_client(shared, site, parts, conn));
+        return Next::Respond(purge_from_client(shared, &site, parts, conn));
     }
     if let Some(answer) = answer_here(shared, parts) {
         return Next::Respond(answer);
@@ -42,7 +42,7 @@ pub(crate) fn early(
         return Next::Respond(to_https(shared, parts));
     }
     // Before the cache: a stored copy must not answer what the presets deny either.
-    if let Some(answer) = super::harden::check(site, parts) {
+    if let Some(answer) = super::harden::check(&site, parts) {
         return Next::Respond(answer);
     }
     let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
@@ -102,8 +102,8 @@ fn acme_http01(shared: &Shared, parts: &request::Parts, conn: ConnInfo) -> Optio
 /// session cookie (configured or learned, see sessions.rs), and outside the site's pass
 /// paths. Everything else passes, with its reason: the one place that decides it,
 /// besides what the cache itself says (lookup, fill).
-pub(crate) fn classify(site: &Site, parts: &request::Parts, conn: ConnInfo) -> Next {
-    if let Some(reason) = pass_reason(&site.sessions, &site.conf().settings, parts) {
+pub(crate) fn classify(site: Routed<'_>, parts: &request::Parts, conn: ConnInfo) -> Next {
+    if let Some(reason) = levee_visitor::pass_reason(&site.sessions, &site.conf().settings, parts) {
         return Next::pass(reason);
     }
     Next::Lookup(
@@ -118,33 +118,6 @@ pub(crate) fn key_uri(parts: &request::Parts) -> &http::Uri {
         .extensions
         .get::<levee_fastcgi::OriginalUri>()
         .map_or(&parts.uri, |o| &o.0)
-}
-
-/// Why a request must pass the cache, or `None` when it may use it: the rule of
-/// [`classify`], also called by `levee doctor` (crate::verdict) so that the two agree.
-pub(crate) fn pass_reason(
-    sessions: &Sessions,
-    settings: &levee_config::Site,
-    parts: &request::Parts,
-) -> Option<Reason> {
-    if parts.method != Method::GET && parts.method != Method::HEAD {
-        return Some(NotStored::Method.as_str().into());
-    }
-    let h = &parts.headers;
-    if h.contains_key(header::AUTHORIZATION) {
-        return Some(NotStored::Session.as_str().into());
-    }
-    match sessions.session_cookie(h) {
-        Ok(None) => {}
-        Ok(Some(name)) => return Some(format!("session-cookie:{name}").into()),
-        // A cookie header we cannot read might hide a session: pass.
-        Err(()) => return Some(NotStored::Session.as_str().into()),
-    }
-    let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    if settings.anonymous.pass_paths.is_match(pq) {
-        return Some(NotStored::PassPath.as_str().into());
-    }
-    None
 }
 
 /// `redirect_http`: the same URL over https, 301 for GET and HEAD, 308 for the rest

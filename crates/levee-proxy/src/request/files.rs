@@ -7,13 +7,14 @@ use levee_static::{Outcome, StaticFiles};
 
 use super::next::Next;
 use super::respond;
+use super::route::Routed;
 use super::shared::Shared;
-use super::site::{Route, RouteTo, Site};
+use super::site::{Route, RouteTo};
 
 /// A file's response, or on to classification when the path is not a file. A route
 /// decides first: files only (never the backend), or its backend (no files).
-pub(crate) async fn serve(shared: &Shared, site: &Site, parts: &request::Parts) -> Next {
-    match site.route(parts.uri.path()) {
+pub(crate) async fn serve(shared: &Shared, site: Routed<'_>, parts: &request::Parts) -> Next {
+    match site.route() {
         Some(Route {
             to: RouteTo::Files(files),
             ..
@@ -32,7 +33,7 @@ pub(crate) async fn serve(shared: &Shared, site: &Site, parts: &request::Parts) 
     match files.serve(parts).await {
         Outcome::Response(r) => Next::Respond(respond::static_file(shared, parts, r).await),
         // A directory's index.php under uploads: an uploaded script, never run.
-        Outcome::Php { script } if !super::harden::runs_php(site, &script) => {
+        Outcome::Php { script } if !super::harden::runs_php(&site, &script) => {
             Next::Respond(respond::error(
                 http::StatusCode::FORBIDDEN,
                 "PHP does not run here (an upload directory)",

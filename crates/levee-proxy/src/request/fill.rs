@@ -24,21 +24,21 @@ use levee_compress::{add_vary_accept_encoding, Coding};
 use super::next::{Next, Serve, Stream};
 use super::range_miss;
 use super::respond;
+use super::route::Routed;
 use super::shared::{FillHead, Shared, StreamHead};
-use super::site::Site;
 use crate::encoding::Encoder;
 use crate::headers::{prepare_forward, strip_hop_by_hop, FILL_DROPPED, FILL_DROPPED_BODY};
-use crate::limit::Class;
 use crate::outcome::CacheResult;
 use crate::tiers::Before;
 use crate::upstream::{BackendBody, ConnInfo, UpBody, UpstreamError};
+use levee_limits::Class;
 
 /// Gets the response through the fill for `key`, shared with concurrent requests for
 /// it. `stale` is the stored response being validated, if any: sent as validators and
 /// served if the backend fails.
 pub(crate) async fn fetch(
     shared: &Arc<Shared>,
-    site: &Site,
+    site: Routed<'_>,
     parts: &request::Parts,
     key: CacheKey,
     stale: Option<Arc<Entry>>,
@@ -178,7 +178,7 @@ fn usable_on_error(stale: &Entry, req: &HeaderMap, now: Instant) -> bool {
 /// Starts one background revalidation for a stale entry, unless one is running.
 pub(crate) fn revalidate_in_background(
     shared: &Arc<Shared>,
-    site: &Site,
+    site: Routed<'_>,
     key: &CacheKey,
     parts: &request::Parts,
     entry: &Arc<Entry>,
@@ -223,7 +223,7 @@ struct Received {
 
 fn spawn_filler(
     shared: &Arc<Shared>,
-    site: &Site,
+    site: Routed<'_>,
     guard: FillGuard<FillHead>,
     req: Request<UpBody>,
     ctx: FillCtx,
@@ -231,10 +231,10 @@ fn spawn_filler(
     // Counted from now until the task ends, stored or not: what tests wait on.
     let in_flight = shared.stats.fill_started();
     let shared = shared.clone();
-    let site = site.index;
+    let (site, route) = site.indexes();
     tokio::spawn(async move {
         if let Some(site) = shared.sites.get(site) {
-            run_fill(&shared, site, guard, req, ctx).await;
+            run_fill(&shared, Routed::again(site, route), guard, req, ctx).await;
         }
         drop(in_flight);
     });
@@ -243,7 +243,7 @@ fn spawn_filler(
 /// The filler task: one backend request, its body streamed to the readers and stored.
 async fn run_fill(
     shared: &Shared,
-    site: &Site,
+    site: Routed<'_>,
     mut guard: FillGuard<FillHead>,
     req: Request<UpBody>,
     ctx: FillCtx,
@@ -261,7 +261,7 @@ async fn run_fill(
             Before::Fetch(guard) => lock = guard,
         }
     }
-    let upstream = site.upstream_for(req.uri().path());
+    let upstream = site.upstream();
     // A revalidation serves everyone who reads the page; a fill of a URL nothing is
     // stored for serves the client that asked, so far (a crawler's random URL looks
     // just like that): the lane, under the asking client's network.
@@ -346,9 +346,9 @@ async fn run_fill(
     }
     let mut vary = VaryKey::new(&head.headers, &ctx.req_headers);
     // Stored per device class when the application chooses one without saying so.
-    if let Some(class) = ctx.req_headers.get(&super::device::DEVICE) {
+    if let Some(class) = ctx.req_headers.get(&levee_visitor::device::DEVICE) {
         vary = vary.with_field(
-            super::device::DEVICE.clone(),
+            levee_visitor::device::DEVICE.clone(),
             Bytes::copy_from_slice(class.as_bytes()),
         );
     }
@@ -414,7 +414,7 @@ async fn run_fill(
 /// levee's validation of the stale entry.
 async fn send(
     shared: &Shared,
-    site: &Site,
+    site: Routed<'_>,
     req: Request<UpBody>,
     ctx: &FillCtx,
     key: &CacheKey,
@@ -433,10 +433,7 @@ async fn send(
     let mut req = Request::from_parts(req_parts, req_body);
     loop {
         let request_time = levee_cache::clock::system_now();
-        let resp = site
-            .upstream_for(req.uri().path())
-            .send(req, ctx.conn)
-            .await;
+        let resp = site.upstream().send(req, ctx.conn).await;
         shared.stats.backend(&resp);
         let resp = resp?;
         let received = Received {
@@ -504,7 +501,7 @@ async fn stream_body(
 /// result, or removes the entry when the 304 made it unstorable.
 fn refresh(
     shared: &Shared,
-    site: &Site,
+    site: Routed<'_>,
     key: &CacheKey,
     ctx: &FillCtx,
     stale: &Entry,
@@ -580,7 +577,7 @@ fn backend_request(
 ) -> Request<UpBody> {
     let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
-    super::device::for_fill(&mut headers);
+    levee_visitor::device::for_fill(&mut headers);
     for h in FILL_DROPPED {
         headers.remove(h);
     }

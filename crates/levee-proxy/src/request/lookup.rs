@@ -8,11 +8,16 @@ use levee_cache::{CacheControl, CacheKey, Lookup};
 
 use super::next::{Next, Serve};
 use super::respond;
+use super::route::Routed;
 use super::shared::Shared;
-use super::site::Site;
 use crate::outcome::CacheResult;
 
-pub(crate) fn lookup(shared: &Shared, site: &Site, parts: &request::Parts, key: CacheKey) -> Next {
+pub(crate) fn lookup(
+    shared: &Shared,
+    site: Routed<'_>,
+    parts: &request::Parts,
+    key: CacheKey,
+) -> Next {
     let req_cc = CacheControl::from_request_headers(&parts.headers);
     // RFC 9111 §4.3.2: If-Match and If-Unmodified-Since are not applicable to a cache
     // (a cache MUST NOT evaluate preconditions that only apply to an origin server):
@@ -56,7 +61,7 @@ pub(crate) fn lookup(shared: &Shared, site: &Site, parts: &request::Parts, key: 
         // made at once, so an edit reaches readers at once.
         (Lookup::Validate, Some(entry))
             if levee_cache::stale_while_busy(&entry, now)
-                && site.upstream_for(parts.uri.path()).limiter.saturated()
+                && site.upstream().limiter.saturated()
                 && entry.vary().matches(&parts.headers) =>
         {
             Next::ServeAndRevalidate {

@@ -27,10 +27,8 @@
 //! `Authorization` never reads from nor writes to the cache, and a stored response never
 //! carries a `Set-Cookie`.
 
-mod anonymous;
 mod auth;
 mod classify;
-mod device;
 mod files;
 mod fill;
 mod harden;
@@ -38,21 +36,24 @@ mod lookup;
 mod next;
 mod partial;
 mod pass;
-pub(crate) mod proven;
 mod range_miss;
 mod respond;
+mod route;
 mod rules;
-mod sessions;
 mod shared;
 mod site;
-pub mod verdict;
 
 pub(crate) use shared::Shared;
 pub use shared::{cert_pairs, Reloader};
 
 /// The session-cookie rules on their own, for the fuzz target (`crate::__fuzz`).
-pub(crate) fn fuzz_sessions(configured: levee_config::CookieMatcher) -> sessions::Sessions {
-    sessions::Sessions::new(configured, Arc::new(proven::Proven::new(1000)))
+pub(crate) fn fuzz_sessions(
+    configured: levee_config::CookieMatcher,
+) -> levee_visitor::sessions::Sessions {
+    levee_visitor::sessions::Sessions::new(
+        configured,
+        Arc::new(levee_visitor::proven::Proven::new(1000)),
+    )
 }
 
 use std::convert::Infallible;
@@ -183,33 +184,31 @@ async fn run(
     body: Incoming,
     conn: ConnInfo,
 ) -> Answer {
-    let mut next = classify::early(shared, site, &mut parts, conn);
+    // The route, once, on the path as the backend will read it: `/%61pi/`, `//api/`
+    // and `/x/../api/` are `/api/` to php-fpm, to an nginx behind and to nginx's own
+    // location matching. Rules, files, backend and lanes all read this one result.
+    let (mut routed, rest) = route::resolve(site, parts.uri.path());
+    let rest = rest.into_owned();
+    let mut next = classify::early(shared, routed, &mut parts, conn);
     // The route's rules, after levee's own answers and before the cache; its headers
     // go on whatever answers the request.
-    // Matched on the path as the backend will read it: `/%61dmin/`, `//admin/` and
-    // `/x/../admin/` are `/admin/` to php-fpm and to an nginx behind.
-    let route = match site.routes.is_empty() {
-        true => None,
-        false => {
-            let path = rules::normalized(parts.uri.path());
-            site.route(&path)
-                .filter(|r| !r.rules.is_empty())
-                .map(|r| (r, path.get(r.path.len()..).unwrap_or_default().to_string()))
-        }
-    };
-    if let (Some((r, rest)), false) = (&route, matches!(next, Next::Respond(_))) {
+    let rules = routed.route().filter(|r| !r.rules.is_empty());
+    if let (Some(r), false) = (rules, matches!(next, Next::Respond(_))) {
         let rewrites = r.rules.rewrite.is_some();
-        match rules::apply(shared, rest, &r.rules, r.auth.as_ref(), &mut parts, conn).await {
+        match rules::apply(shared, &rest, &r.rules, r.auth.as_ref(), &mut parts, conn).await {
             Some(answer) => next = Next::Respond(answer),
             // Where the rewritten target goes is decided afresh.
-            None if rewrites => next = classify::early(shared, site, &mut parts, conn),
+            None if rewrites => {
+                routed = route::resolve(site, parts.uri.path()).0;
+                next = classify::early(shared, routed, &mut parts, conn);
+            }
             None => {}
         }
     }
     // The device class the application would choose (device.rs), for the key and fills.
-    device::mark(site.conf().settings.anonymous.device, &mut parts.headers);
-    let mut answer = phases(shared, site, parts, body, conn, next).await;
-    if let Some((r, _)) = route {
+    levee_visitor::device::mark(site.conf().settings.anonymous.device, &mut parts.headers);
+    let mut answer = phases(shared, routed, parts, body, conn, next).await;
+    if let Some(r) = rules {
         rules::add_headers(&r.rules, &mut answer);
     }
     answer
@@ -218,7 +217,7 @@ async fn run(
 /// From what `early` decided to the answer.
 async fn phases(
     shared: &Arc<Shared>,
-    site: &site::Site,
+    site: route::Routed<'_>,
     parts: http::request::Parts,
     body: Incoming,
     conn: ConnInfo,

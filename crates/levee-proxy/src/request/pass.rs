@@ -14,13 +14,13 @@ use levee_cache::{CacheControl, CacheKey, HitForMiss};
 use levee_config::EditInvalidation;
 
 use super::respond;
-use super::sessions::Standing;
+use super::route::Routed;
 use super::shared::Shared;
-use super::site::Site;
 use crate::headers::{prepare_forward, strip_hop_by_hop, X_CACHE_REASON};
-use crate::limit::{Class, SessionOf};
 use crate::outcome::{Answer, Reason};
 use crate::upstream::{BoxError, ClientBodyError, ConnInfo};
+use levee_limits::{Class, SessionOf};
+use levee_visitor::sessions::Standing;
 
 /// Sends the request to the backend as it is. `marked`: the key is marked hit-for-miss;
 /// the response renews the mark while it is still uncacheable, or clears it once it is
@@ -29,7 +29,7 @@ use crate::upstream::{BoxError, ClientBodyError, ConnInfo};
 /// the backend takes; seconds, when it is overloaded.
 pub(crate) async fn pass(
     shared: &Arc<Shared>,
-    site: &Site,
+    site: Routed<'_>,
     parts: request::Parts,
     body: Incoming,
     conn: ConnInfo,
@@ -52,7 +52,7 @@ pub(crate) async fn pass(
     };
     let session = matches!(standing, Standing::Person { .. });
     let unproven = standing == Standing::Unproven;
-    let upstream = site.upstream_for(parts.uri.path());
+    let upstream = site.upstream();
     let permit = upstream.slot(class).await;
     if unproven {
         shared.stats.unproven_session(net, permit.is_err());
@@ -97,7 +97,7 @@ pub(crate) async fn pass(
     let edit = unsafe_method && session;
     let mut headers = parts.headers.clone();
     strip_hop_by_hop(&mut headers);
-    headers.remove(&super::device::DEVICE);
+    headers.remove(&levee_visitor::device::DEVICE);
     prepare_forward(&mut headers, &parts, conn.peer.ip(), conn.tls);
     let mut req = Request::new(
         body.map_err(|e| Box::new(ClientBodyError(e)) as BoxError)

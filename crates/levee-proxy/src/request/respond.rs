@@ -233,7 +233,7 @@ pub(crate) fn passed(
     parts: &request::Parts,
     mut head: http::response::Parts,
     body: BackendBody,
-    permit: crate::limit::BackendSlot,
+    permit: levee_limits::BackendSlot,
     reason: Reason,
 ) -> Answer {
     let body = if parts.method == Method::HEAD {

@@ -12,42 +12,9 @@ use super::auth::Auth;
 use super::respond;
 use super::shared::Shared;
 use crate::body::ProxyBody;
-use crate::client_net::ClientNets;
 use crate::outcome::{Answer, CacheResult};
 use crate::upstream::ConnInfo;
-
-/// A request path as a backend reads it, for matching the routes whose rules guard it:
-/// percent-decoded (`%2F` too), `.` and `..` resolved, empty segments dropped, the final
-/// slash kept. A path with nothing to normalize is returned as it is.
-pub(crate) fn normalized(raw: &str) -> std::borrow::Cow<'_, str> {
-    if !raw.contains('%') && !raw.contains("//") && !raw.contains("/.") && !raw.contains('\\') {
-        return std::borrow::Cow::Borrowed(raw);
-    }
-    let decoded = percent_encoding::percent_decode_str(raw).decode_utf8_lossy();
-    let mut segments: Vec<&str> = Vec::new();
-    for s in decoded.split(['/', '\\']) {
-        match s {
-            "" | "." => {}
-            ".." => {
-                segments.pop();
-            }
-            s => segments.push(s),
-        }
-    }
-    let mut out = String::with_capacity(raw.len());
-    for s in &segments {
-        out.push('/');
-        out.push_str(s);
-    }
-    if out.is_empty()
-        || decoded.ends_with('/')
-        || decoded.ends_with("/.")
-        || decoded.ends_with("/..")
-    {
-        out.push('/');
-    }
-    std::borrow::Cow::Owned(out)
-}
+use levee_limits::client_net::ClientNets;
 
 /// Carries out `rules` for a request under a route (`rest`: its normalized path after
 /// the route's prefix): an answer (403, 401, a redirect), or `None` to go on, `parts`
@@ -83,7 +50,9 @@ pub(crate) async fn apply(
             return Some(unauthorized(shared, &auth.conf.realm));
         }
         // levee checked the password itself: a person, for the backend's scheduling.
-        parts.extensions.insert(super::sessions::AuthVerified);
+        parts
+            .extensions
+            .insert(levee_visitor::sessions::AuthVerified);
     }
     let query = parts.uri.query().map(str::to_string);
     if let Some(r) = &rules.redirect {
@@ -204,26 +173,4 @@ fn encode_rest(rest: &str) -> String {
         .remove(b';')
         .remove(b'=');
     percent_encoding::utf8_percent_encode(rest, KEEP).to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_are_matched_as_the_backend_reads_them() {
-        for (raw, want) in [
-            ("/admin/page", "/admin/page"),
-            ("/%61dmin/page", "/admin/page"),
-            ("//admin//page", "/admin/page"),
-            ("/x/../admin/page", "/admin/page"),
-            ("/x/%2e%2e/admin/", "/admin/"),
-            ("/admin%2Fpage", "/admin/page"),
-            ("/./admin", "/admin"),
-            ("/..", "/"),
-            ("/a/..", "/"),
-        ] {
-            assert_eq!(normalized(raw), want, "{raw}");
-        }
-    }
 }

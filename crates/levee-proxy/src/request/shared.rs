@@ -11,16 +11,16 @@ use http::{HeaderMap, StatusCode};
 use levee_cache::{CacheKey, Coalescer, Entry, HitForMiss, NotStored, Store, VaryKey};
 use levee_config::Settings;
 
-use super::proven::Proven;
 use super::site::Site;
 use crate::access_log::AccessLogger;
-use crate::client_net::{ClientNet, ClientNets};
 use crate::encoding::Encoder;
 use crate::error::ServeError;
-use crate::limit::Class;
 use crate::stats::Stats;
 use crate::upstream::UpstreamError;
 use crate::zerocopy;
+use levee_limits::client_net::{ClientNet, ClientNets};
+use levee_limits::Class;
+use levee_visitor::proven::Proven;
 
 /// What a reload replaces of the settings the whole process shares (SIGHUP,
 /// `POST /reload`). Read with [`Shared::conf`]. Its `settings.sites` is empty: each
@@ -119,7 +119,7 @@ impl Shared {
         let pairs = cert_pairs(&settings, &settings.sites);
         let hosts = levee_config::SiteIndex::new(&settings.sites);
         let site_settings = std::mem::take(&mut settings.sites);
-        let proven = Arc::new(Proven::new(super::proven::CAPACITY));
+        let proven = Arc::new(Proven::new(levee_visitor::proven::CAPACITY));
         proven.trust_for(settings.limits.trust_unproven_sessions);
         if !settings.limits.trust_unproven_sessions.is_zero() {
             tracing::warn!(

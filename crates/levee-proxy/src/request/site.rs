@@ -11,13 +11,14 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use levee_cache::PolicyConfig;
-use levee_config::{CacheRules, RouteTarget, Settings, StaticSettings};
+use levee_config::{RouteTarget, Settings, StaticSettings};
 use levee_static::{StaticConfig, StaticFiles};
 
-use super::proven::Proven;
-use super::sessions::Sessions;
 use crate::error::ServeError;
 use crate::upstream::Upstream;
+use levee_visitor::proven::Proven;
+use levee_visitor::sessions::Sessions;
+use levee_visitor::verdict::policy_config;
 
 /// One site while serving.
 pub(crate) struct Site {
@@ -128,22 +129,6 @@ impl Site {
         &self.hosts
     }
 
-    /// The route for a request's path, if one matches.
-    pub fn route(&self, path: &str) -> Option<&Route> {
-        self.routes.iter().find(|r| path.starts_with(&r.path))
-    }
-
-    /// The backend for a request's path: its route's, else the site's.
-    pub fn upstream_for(&self, path: &str) -> &Upstream {
-        match self.route(path) {
-            Some(Route {
-                to: RouteTo::Upstream(u),
-                ..
-            }) => u,
-            _ => &self.upstream,
-        }
-    }
-
     /// Every backend of the site: its own, then its routes'.
     pub fn upstreams(&self) -> impl Iterator<Item = &Upstream> {
         self.backends().map(|(_, u)| u)
@@ -199,20 +184,6 @@ impl Site {
             policy: policy_config(&new.cache),
             settings: new,
         }));
-    }
-}
-
-/// The storage policy's knobs, from a site's cache rules.
-pub(crate) fn policy_config(c: &CacheRules) -> PolicyConfig {
-    PolicyConfig {
-        heuristic: c.heuristic,
-        heuristic_fraction: c.heuristic_fraction,
-        heuristic_max: c.heuristic_max,
-        micro_cache: c.micro_cache,
-        anonymous_ttl: c.anonymous_ttl,
-        grace: c.grace,
-        keep: c.keep,
-        max_object_size: c.max_object_size,
     }
 }
 

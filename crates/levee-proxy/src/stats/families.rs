@@ -241,8 +241,8 @@ pub(super) fn register_tiers(r: &mut Registry, t: &crate::tiers::Tiers) {
 
 /// The backend limiter's classes (limit.rs), summed over every backend: admitted,
 /// queued, in flight, waited, and refused by reason.
-pub(super) fn register_classes(r: &mut Registry, backends: &[&crate::limit::Limiter]) {
-    use crate::limit::{Class, Refusal};
+pub(super) fn register_classes(r: &mut Registry, backends: &[&levee_limits::Limiter]) {
+    use levee_limits::{Class, Refusal};
     use std::sync::atomic::Ordering::Relaxed;
     type L = Vec<(&'static str, &'static str)>;
     let admitted = Family::<L, Counter>::default();

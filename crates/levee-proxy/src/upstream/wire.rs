@@ -47,7 +47,7 @@ pub enum UpstreamError {
     #[error("the backend {backend} is busy: request refused ({})", why.reason())]
     Refused {
         backend: String,
-        why: crate::limit::Refusal,
+        why: levee_limits::Refusal,
         retry_after: u64,
     },
     #[error("the backend {backend} failed: {detail}")]
@@ -79,7 +79,7 @@ impl UpstreamError {
                 "the backend is at its limit of {limit} concurrent requests and the wait queue is full or timed out"
             ),
             UpstreamError::Refused { why, retry_after, .. } => {
-                use crate::limit::Refusal;
+                use levee_limits::Refusal;
                 let what = match why {
                     Refusal::NetworkOverShare => "too many requests from your network are waiting for the backend",
                     Refusal::LaneFull => "the backend is busy and its queue for requests without a session is full",

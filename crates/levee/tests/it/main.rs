@@ -38,6 +38,7 @@ mod ranges;
 mod reload;
 mod rfc9111;
 mod route_rules;
+mod routes;
 mod seed_apps;
 mod sendfile;
 mod sessions;

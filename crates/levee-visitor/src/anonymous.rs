@@ -41,7 +41,7 @@ use moka::sync::Cache;
 
 /// Values remembered at most: about 40 bytes each. A flood of cookieless GETs to a page
 /// that starts a session evicts the least used; their visitors then pass.
-pub(crate) const CAPACITY: u64 = 200_000;
+pub const CAPACITY: u64 = 200_000;
 
 /// A session not seen for a day is forgotten (PHP's own default lifetime is 24 minutes
 /// of inactivity; applications raise it to hours).
@@ -60,7 +60,7 @@ enum Given {
     Spent,
 }
 
-pub(crate) struct AnonymousSessions {
+pub struct AnonymousSessions {
     /// Keyed by a 64-bit hash of `name=value` under a random key (SipHash): the values
     /// themselves, session identifiers, are not kept.
     seen: Cache<u64, Given>,
@@ -141,7 +141,7 @@ impl AnonymousSessions {
 
 /// A `Set-Cookie` field's name and value, and whether it deletes the cookie (an empty
 /// value, `Max-Age` ≤ 0, or an `Expires` before 2000: what applications send to delete).
-pub(crate) fn set_cookie_parts(field: &str) -> Option<(&str, &str, bool)> {
+pub fn set_cookie_parts(field: &str) -> Option<(&str, &str, bool)> {
     let mut attrs = field.split(';');
     let (name, value) = attrs.next()?.split_once('=')?;
     let (name, value) = (name.trim(), value.trim());

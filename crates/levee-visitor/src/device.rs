@@ -18,7 +18,7 @@ use regex::Regex;
 use std::sync::OnceLock;
 
 /// The internal request field that carries the class. A client's own is replaced.
-pub(crate) static DEVICE: HeaderName = HeaderName::from_static("x-levee-device");
+pub static DEVICE: HeaderName = HeaderName::from_static("x-levee-device");
 
 /// What a fill sends for each class: a desktop Firefox, a phone's Safari.
 const DESKTOP_UA: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
@@ -28,7 +28,7 @@ const MOBILE_UA: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) 
 const MOBILE_HEADERS: [&str; 2] = ["x-wap-profile", "x-operamini-phone-ua"];
 
 /// Sets the request's class (removing any the client sent); nothing without a rule.
-pub(crate) fn mark(rule: Option<DeviceRule>, headers: &mut HeaderMap) {
+pub fn mark(rule: Option<DeviceRule>, headers: &mut HeaderMap) {
     headers.remove(&DEVICE);
     let Some(rule) = rule else {
         return;
@@ -44,7 +44,7 @@ pub(crate) fn mark(rule: Option<DeviceRule>, headers: &mut HeaderMap) {
 }
 
 /// A fill's request: the class's own User-Agent, without the fields that choose.
-pub(crate) fn for_fill(headers: &mut HeaderMap) {
+pub fn for_fill(headers: &mut HeaderMap) {
     let Some(class) = headers.remove(&DEVICE) else {
         return;
     };

@@ -27,11 +27,13 @@
 //! Cache hits and static files never come here: they are never queued behind the backend.
 
 mod class;
+pub mod client_net;
 mod governor;
 mod gradient;
 mod lane;
 mod people;
 mod refusal;
+pub mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -40,7 +42,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use crate::client_net::ClientNet;
-use crate::worker;
 pub use class::{Class, ClassStats, SessionOf};
 use governor::Governor;
 use gradient::Gradient;

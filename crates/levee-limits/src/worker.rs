@@ -9,11 +9,11 @@ thread_local! {
 }
 
 /// This thread's worker index; 0 outside `levee serve`'s workers.
-pub(crate) fn id() -> usize {
+pub fn id() -> usize {
     WORKER_ID.with(|w| w.get())
 }
 
 /// Called once by each worker thread when it starts.
-pub(crate) fn set_id(i: usize) {
+pub fn set_id(i: usize) {
     WORKER_ID.with(|w| w.set(i));
 }

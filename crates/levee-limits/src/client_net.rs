@@ -17,7 +17,7 @@ use ipnet::IpNet;
 
 /// A client's network: its address with the host bits cleared, and the prefix length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct ClientNet {
+pub struct ClientNet {
     addr: IpAddr,
     prefix: u8,
 }
@@ -59,7 +59,7 @@ impl ClientNet {
 
 /// How a request's client network is found: prefix lengths and trusted proxies.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ClientNets<'a> {
+pub struct ClientNets<'a> {
     pub v4: u8,
     pub v6: u8,
     pub trusted: &'a [IpNet],

@@ -45,24 +45,24 @@ use sha2::{Digest, Sha256};
 
 /// Values kept at most (about 120 bytes each with moka's bookkeeping). More logged-in
 /// people than this at once is beyond the sites levee is for; the least used go first.
-pub(crate) const CAPACITY: u64 = 100_000;
+pub const CAPACITY: u64 = 100_000;
 
 /// A proven value unused this long is forgotten: longer than the "remember me" logins
 /// of the applications (WordPress 14 days, MediaWiki 30), whose renewals prove the new
 /// session anyway.
-pub(crate) const IDLE: Duration = Duration::from_secs(30 * 24 * 3600);
+pub const IDLE: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// A kept value is written below memory again once this old, so that a session in use
 /// outlives `IDLE` across restarts too.
 const TOUCH_AFTER: u64 = IDLE.as_secs() / 8;
 
 /// Shorter values are guessable (a user id, a flag): they never prove a person.
-pub(crate) const MIN_PROOF_LEN: usize = 16;
+pub const MIN_PROOF_LEN: usize = 16;
 
 /// Where changes go below memory (the disk tier's file, Redis), set once the tiers open.
-pub(crate) type Sink = Arc<dyn Fn(Change) + Send + Sync>;
+pub type Sink = Arc<dyn Fn(Change) + Send + Sync>;
 
-pub(crate) struct Proven {
+pub struct Proven {
     /// The value's hash -> unix seconds when it was last written below memory.
     kept: Cache<u128, u64>,
     sink: OnceLock<Sink>,
@@ -169,7 +169,7 @@ impl Proven {
     }
 }
 
-pub(crate) fn unix_now() -> u64 {
+pub fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -178,7 +178,7 @@ pub(crate) fn unix_now() -> u64 {
 /// A session cookie a request held: its name, value, whether that value is proven, and
 /// whether levee saw the backend give it out (proven, or to an anonymous visitor).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Held<'a> {
+pub struct Held<'a> {
     pub name: &'a str,
     pub value: &'a str,
     pub proven: bool,
@@ -187,7 +187,7 @@ pub(crate) struct Held<'a> {
 
 /// A session cookie an answer set: name, value, and whether it deletes it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Given<'a> {
+pub struct Given<'a> {
     pub name: &'a str,
     pub value: &'a str,
     pub deletes: bool,
@@ -195,13 +195,13 @@ pub(crate) struct Given<'a> {
 
 /// What one answer proves and unproves (see the module's rules).
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Proofs<'a> {
+pub struct Proofs<'a> {
     pub prove: Vec<(&'a str, &'a str)>,
     pub forget: Vec<(&'a str, &'a str)>,
 }
 
 /// The rules, pure: `held` the request's session cookies, `given` the answer's.
-pub(crate) fn proofs<'a>(
+pub fn proofs<'a>(
     method: &Method,
     status: StatusCode,
     held: &[Held<'a>],

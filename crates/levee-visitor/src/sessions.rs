@@ -24,12 +24,12 @@ use http::header::{HeaderMap, AUTHORIZATION, COOKIE, SET_COOKIE, WWW_AUTHENTICAT
 use http::{request, Method, StatusCode};
 use levee_config::CookieMatcher;
 
-use super::anonymous::{set_cookie_parts, AnonymousSessions};
-use super::proven::{self, Given, Held, Proven};
+use crate::anonymous::{set_cookie_parts, AnonymousSessions};
+use crate::proven::{self, Given, Held, Proven};
 
 /// A request whose `Authorization` levee checked itself (a route's basic auth).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct AuthVerified;
+pub struct AuthVerified;
 
 /// The name `Authorization` values are proven under (no cookie can have it).
 const AUTHORIZATION_NAME: &str = "\0authorization";
@@ -41,7 +41,7 @@ const CHALLENGED_FOR: Duration = Duration::from_secs(24 * 3600);
 
 /// Who a request is to the backend's scheduler (limit.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Standing {
+pub enum Standing {
     /// No session cookie (or only anonymous sessions') and no `Authorization`.
     Anonymous,
     /// A session levee saw the backend give out, or credentials it accepted: people's
@@ -56,7 +56,7 @@ pub(crate) enum Standing {
 /// configured globs still apply) rather than grow without bound.
 const MAX_LEARNED: usize = 1024;
 
-pub(crate) struct Sessions {
+pub struct Sessions {
     /// Replaced by a reload.
     configured: ArcSwap<CookieMatcher>,
     /// Copy-on-write: read on every request with cookies, written when the backend sets
@@ -84,7 +84,7 @@ impl Sessions {
             configured: ArcSwap::from_pointee(configured),
             learned: ArcSwap::from_pointee(HashSet::new()),
             remember: AtomicBool::new(false),
-            anonymous: AnonymousSessions::new(super::anonymous::CAPACITY),
+            anonymous: AnonymousSessions::new(crate::anonymous::CAPACITY),
             proven,
             // Fixed globs, compiled once: they cannot fail.
             never_proof: CookieMatcher::new(&never).unwrap_or_default(),

@@ -7,10 +7,10 @@ use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, Method, Request, StatusCode};
 use levee_cache::{after_fetch, CacheControl, NotStored, PolicyConfig};
+use levee_config::CacheRules;
 
-use super::classify::pass_reason;
-use super::sessions::Sessions;
-use super::site::policy_config;
+use crate::pass_reason;
+use crate::sessions::Sessions;
 
 /// What happens to anonymous GETs of one URL under a site's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +87,7 @@ pub fn anonymous_get(
 ) -> Verdict {
     let sessions = Sessions::new(
         site.anonymous.session_cookies.clone(),
-        std::sync::Arc::new(super::proven::Proven::new(1)),
+        std::sync::Arc::new(crate::proven::Proven::new(1)),
     );
     let request = Request::builder()
         .method(Method::GET)
@@ -149,6 +149,20 @@ pub fn anonymous_get(
         fresh: fresh.freshness.lifetime,
         by,
         strips_set_cookie: storable.strip_set_cookie,
+    }
+}
+
+/// The storage policy's knobs, from a site's cache rules.
+pub fn policy_config(c: &CacheRules) -> PolicyConfig {
+    PolicyConfig {
+        heuristic: c.heuristic,
+        heuristic_fraction: c.heuristic_fraction,
+        heuristic_max: c.heuristic_max,
+        micro_cache: c.micro_cache,
+        anonymous_ttl: c.anonymous_ttl,
+        grace: c.grace,
+        keep: c.keep,
+        max_object_size: c.max_object_size,
     }
 }
 
