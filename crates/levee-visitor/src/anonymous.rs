@@ -133,6 +133,10 @@ impl AnonymousSessions {
     }
 
     /// How many values are remembered (moka's count, brought up to date first).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn len(&self) -> u64 {
         self.seen.run_pending_tasks();
         self.seen.entry_count()

@@ -40,7 +40,7 @@ pub fn pass_reason(
         Ok(None) => {}
         Ok(Some(name)) => return Some(format!("session-cookie:{name}").into()),
         // A cookie header we cannot read might hide a session: pass.
-        Err(()) => return Some(NotStored::Session.as_str().into()),
+        Err(sessions::Unreadable) => return Some(NotStored::Session.as_str().into()),
     }
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     if settings.anonymous.pass_paths.is_match(pq) {

@@ -157,6 +157,10 @@ impl Proven {
     }
 
     /// Values kept (a metric; about, as the cache counts).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn len(&self) -> u64 {
         self.kept.run_pending_tasks();
         self.kept.entry_count()

@@ -27,6 +27,10 @@ use levee_config::CookieMatcher;
 use crate::anonymous::{set_cookie_parts, AnonymousSessions};
 use crate::proven::{self, Given, Held, Proven};
 
+/// A `Cookie` field that cannot be read as cookies: it might hide a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unreadable;
+
 /// A request whose `Authorization` levee checked itself (a route's basic auth).
 #[derive(Debug, Clone, Copy)]
 pub struct AuthVerified;
@@ -210,9 +214,12 @@ impl Sessions {
     }
 
     /// The cookie of this request that makes it personal, if any: a session cookie,
-    /// unless its value is an anonymous session's. `Err(())` for a `Cookie` field that
+    /// unless its value is an anonymous session's. [`Unreadable`] for a `Cookie` field that
     /// cannot be read (it might hide a session: pass).
-    pub fn session_cookie<'a>(&self, headers: &'a HeaderMap) -> Result<Option<&'a str>, ()> {
+    pub fn session_cookie<'a>(
+        &self,
+        headers: &'a HeaderMap,
+    ) -> Result<Option<&'a str>, Unreadable> {
         let remembering = self.remembering();
         let mut found = None;
         self.each_session_cookie(headers, |name, value| {
@@ -221,7 +228,8 @@ impl Sessions {
             }
             found = Some(name);
             false
-        })?;
+        })
+        .map_err(|()| Unreadable)?;
         Ok(found)
     }
 
