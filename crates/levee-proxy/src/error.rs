@@ -28,13 +28,13 @@ pub enum ServeError {
     #[error(transparent)]
     Acme(#[from] levee_acme::Error),
     /// The sockets systemd passed (socket activation) cannot be used.
-    #[error("socket activation: {0}")]
-    Activation(String),
+    #[error(transparent)]
+    Activation(#[from] levee_systemd::ActivationError),
     #[error("the configuration has no site: give a backend (--backend URL) or an app (--app)")]
     NoSite,
     /// A cache tier below memory cannot start (its directory, its Redis URL).
-    #[error("{0}")]
-    Tier(String),
+    #[error(transparent)]
+    Tier(#[from] levee_tiers::Error),
     #[error("cannot open the access log {file}: {source}; check that its directory exists and levee may write there ([log] access_file)")]
     AccessLog {
         file: String,

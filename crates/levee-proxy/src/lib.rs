@@ -5,7 +5,6 @@
 //! respond); `upstream` talks to the backend under the overload limit; `encoding` makes
 //! each response's content coding; `stats` counts what the admin listener exports.
 
-mod access_log;
 mod admin;
 mod body;
 mod encoding;
@@ -16,15 +15,13 @@ mod purge;
 mod request;
 mod server;
 mod stats;
-mod systemd;
-mod tiers;
 mod upstream;
 mod zerocopy;
 
 pub use error::{BindError, ServeError};
+pub use levee_systemd::is_journal_stream;
 pub use request::cert_pairs;
 pub use server::{serve_workers, Bound, Reloader, Server};
-pub use systemd::is_journal_stream;
 
 /// Entry points for the fuzz targets in `fuzz/` (not an API).
 #[doc(hidden)]

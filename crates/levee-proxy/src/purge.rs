@@ -76,7 +76,7 @@ impl Purge {
         let bans = self.bans(sites)?;
         let n = bans
             .iter()
-            .map(|b| crate::tiers::apply_to_memory(store, b))
+            .map(|b| levee_tiers::apply_to_memory(store, b))
             .sum();
         Ok((n, bans))
     }

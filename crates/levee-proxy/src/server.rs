@@ -305,7 +305,7 @@ pub fn serve_workers(
 ) -> Result<(), ServeError> {
     let workers = workers.max(1);
     // Before any thread: the sockets systemd passed, if it did (socket activation).
-    let mut activated = crate::systemd::Activated::from_env()?;
+    let mut activated = levee_systemd::Activated::from_env()?;
     // Cleartext listeners, then the HTTPS ones.
     let all: Vec<SocketAddr> = settings
         .listen
@@ -527,20 +527,20 @@ pub fn serve_workers(
             }
         }
         // systemd's watchdog (WatchdogSec=): pings from this thread while it runs.
-        if let Some(every) = crate::systemd::watchdog_interval() {
+        if let Some(every) = levee_systemd::watchdog_interval() {
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(every);
                 loop {
                     tick.tick().await;
-                    crate::systemd::watchdog();
+                    levee_systemd::watchdog();
                 }
             });
         }
         // READY=1 once `shutdown` has been polled, so that its signal handlers are in
         // place (spawned tasks run after the first poll of the task blocked on).
-        tokio::spawn(async { crate::systemd::ready() });
+        tokio::spawn(async { levee_systemd::ready() });
         shutdown.await;
-        crate::systemd::stopping();
+        levee_systemd::stopping();
         stop_and_drain(&stop_tx, accepting, &conns, &limits).await;
         flush_tiers(&shared).await;
         Ok::<(), ServeError>(())
@@ -575,7 +575,7 @@ async fn flush_tiers(shared: &Shared) {
 /// The socket systemd passed for each address, else one bound here.
 fn take_or_bind(
     addrs: &[SocketAddr],
-    activated: &mut crate::systemd::Activated,
+    activated: &mut levee_systemd::Activated,
 ) -> Result<Vec<std::net::TcpListener>, BindError> {
     let mut listeners = Vec::with_capacity(addrs.len());
     for addr in addrs {

@@ -387,7 +387,7 @@ pub(crate) struct Scrape<'a> {
     /// Per site, when there are several (the totals above cover them all).
     pub sites: Vec<SiteScrape>,
     /// Disk and Redis below memory, when configured.
-    pub tiers: Option<&'a crate::tiers::Tiers>,
+    pub tiers: Option<&'a levee_tiers::Tiers>,
 }
 
 /// The metrics in Prometheus' text format, read now.

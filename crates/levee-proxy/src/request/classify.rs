@@ -179,7 +179,7 @@ fn purge_from_client(
         .iter()
         .map(|k| {
             if let Some(tiers) = &shared.tiers {
-                tiers.ban(crate::tiers::url_ban(k, false));
+                tiers.ban(levee_tiers::url_ban(k, false));
             }
             shared.store.purge_key(k, false)
         })

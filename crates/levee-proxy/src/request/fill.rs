@@ -29,9 +29,9 @@ use super::shared::{FillHead, Shared, StreamHead};
 use crate::encoding::Encoder;
 use crate::headers::{prepare_forward, strip_hop_by_hop, FILL_DROPPED, FILL_DROPPED_BODY};
 use crate::outcome::CacheResult;
-use crate::tiers::Before;
 use crate::upstream::{BackendBody, ConnInfo, UpBody, UpstreamError};
 use levee_limits::Class;
+use levee_tiers::Before;
 
 /// Gets the response through the fill for `key`, shared with concurrent requests for
 /// it. `stale` is the stored response being validated, if any: sent as validators and

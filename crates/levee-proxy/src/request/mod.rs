@@ -127,7 +127,7 @@ pub(crate) async fn handle(
     if let (Some(log), Some((time, method, version, referer, user_agent))) =
         (&shared.access_log, logged)
     {
-        log.log(crate::access_log::Record {
+        log.log(levee_log::Record {
             time,
             peer: conn.peer.ip(),
             method,
@@ -137,7 +137,7 @@ pub(crate) async fn handle(
             user_agent,
             status: resp.status().as_u16(),
             bytes,
-            cache: outcome.result,
+            cache: outcome.result.as_str(),
             site: outcome
                 .site
                 .and_then(|i| shared.sites.get(i))

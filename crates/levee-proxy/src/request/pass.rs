@@ -208,7 +208,7 @@ fn invalidate_after_unsafe(shared: &Shared, key: &CacheKey, response: &HeaderMap
     let mut bans = Vec::new();
     let mut invalidate = |key: &CacheKey| {
         shared.store.invalidate(key);
-        bans.push(crate::tiers::url_ban(key, false));
+        bans.push(levee_tiers::url_ban(key, false));
     };
     invalidate(key);
     for h in [http::header::LOCATION, http::header::CONTENT_LOCATION] {

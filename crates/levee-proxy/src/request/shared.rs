@@ -12,7 +12,6 @@ use levee_cache::{CacheKey, Coalescer, Entry, HitForMiss, NotStored, Store, Vary
 use levee_config::Settings;
 
 use super::site::Site;
-use crate::access_log::AccessLogger;
 use crate::encoding::Encoder;
 use crate::error::ServeError;
 use crate::stats::Stats;
@@ -20,6 +19,7 @@ use crate::upstream::UpstreamError;
 use crate::zerocopy;
 use levee_limits::client_net::{ClientNet, ClientNets};
 use levee_limits::Class;
+use levee_log::AccessLogger;
 use levee_visitor::proven::Proven;
 
 /// What a reload replaces of the settings the whole process shares (SIGHUP,
@@ -49,7 +49,7 @@ pub(crate) struct Shared {
     hosts: levee_config::SiteIndex,
     pub store: Store,
     /// Disk and Redis below memory, when configured (tiers.rs).
-    pub tiers: Option<crate::tiers::Tiers>,
+    pub tiers: Option<levee_tiers::Tiers>,
     pub fills: Arc<Coalescer<FillHead>>,
     /// Session values the backend gave out as people's, shared by every site (proven.rs).
     pub proven: Arc<Proven>,
@@ -181,7 +181,7 @@ impl Shared {
         };
         let c = &settings.cache;
         let store = Store::new(c.size);
-        let tiers = crate::tiers::Tiers::open(c, &store, &settings.limits, &proven)?;
+        let tiers = levee_tiers::Tiers::open(c, &store, &settings.limits, &proven)?;
         Ok(Shared {
             tls,
             acme,
@@ -329,9 +329,9 @@ impl Shared {
     /// Reloads and says how it went on standard error (the operator's terminal or
     /// journal): SIGHUP and `POST /reload` alike.
     pub fn reload_and_report(&self) -> Result<Vec<&'static str>, String> {
-        crate::systemd::reloading();
+        levee_systemd::reloading();
         let r = self.reload();
-        crate::systemd::reloaded();
+        levee_systemd::reloaded();
         match &r {
             Ok(kept) if kept.is_empty() => eprintln!("levee: configuration reloaded"),
             Ok(kept) => eprintln!(

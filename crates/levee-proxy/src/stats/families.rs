@@ -102,7 +102,7 @@ pub(super) fn register_sites(r: &mut Registry, sites: &[SiteScrape]) {
 }
 
 /// The disk and Redis tiers' numbers, as their crates count them.
-pub(super) fn register_tiers(r: &mut Registry, t: &crate::tiers::Tiers) {
+pub(super) fn register_tiers(r: &mut Registry, t: &levee_tiers::Tiers) {
     let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let gauge = |r: &mut Registry, name: &'static str, help: &'static str, v: i64| {
         let g = Gauge::<i64>::default();

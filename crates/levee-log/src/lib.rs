@@ -16,14 +16,13 @@ use std::time::{Duration, SystemTime};
 use http::{HeaderValue, Method, Uri, Version};
 use levee_config::{AccessLog, AccessLogFormat};
 
-use crate::outcome::CacheResult;
 use prometheus_client::metrics::counter::Counter;
 
 /// Lines waiting for the writer at most; beyond, new ones are dropped.
 const QUEUE: usize = 16_384;
 
 /// What one line says. Built after the response head, moved to the writer thread.
-pub(crate) struct Record {
+pub struct Record {
     pub time: SystemTime,
     pub peer: IpAddr,
     pub method: Method,
@@ -35,14 +34,14 @@ pub(crate) struct Record {
     /// Body length, when known at the head.
     pub bytes: Option<u64>,
     /// Where the response came from (HIT, MISS, PASS, STATIC, ERROR...).
-    pub cache: CacheResult,
+    pub cache: &'static str,
     /// The site that served it.
     pub site: Option<std::sync::Arc<str>>,
     /// How long this request waited for the backend's response head, if it did.
     pub backend: Option<Duration>,
     pub total: Duration,
     /// Why, for an error or a stale answer (`network-over-share`, `backend-busy`...).
-    pub reason: Option<crate::outcome::Reason>,
+    pub reason: Option<std::borrow::Cow<'static, str>>,
 }
 
 enum Msg {
@@ -51,7 +50,7 @@ enum Msg {
 }
 
 /// The serving side of the log.
-pub(crate) struct AccessLogger {
+pub struct AccessLogger {
     tx: SyncSender<Msg>,
     pub dropped: Counter,
 }
@@ -63,7 +62,7 @@ impl AccessLogger {
         let (tx, rx) = mpsc::sync_channel(QUEUE);
         let format = config.format;
         let file = config.file.clone();
-        let journal = file.is_none() && crate::systemd::is_journal_stream(io::stdout());
+        let journal = file.is_none() && levee_systemd::is_journal_stream(io::stdout());
         std::thread::Builder::new()
             .name("levee-access-log".into())
             .spawn(move || write_lines(rx, out, format, file, journal))?;
@@ -152,7 +151,7 @@ fn to_journal(r: &Record, line: &str) {
     tracing::info!(
         target: "levee::access",
         status = r.status,
-        cache = r.cache.as_str(),
+        cache = r.cache,
         site = r.site.as_deref().unwrap_or("-"),
         method = r.method.as_str(),
         uri = %target(r),
@@ -230,7 +229,7 @@ fn combined(r: &Record, out: &mut String) {
     let _ = writeln!(
         out,
         " cache={} backend={} total={:.6} site={}",
-        r.cache.as_str(),
+        r.cache,
         r.backend
             .map_or("-".to_string(), |b| format!("{:.6}", b.as_secs_f64())),
         r.total.as_secs_f64(),
@@ -260,7 +259,7 @@ fn json(r: &Record, out: &mut String) {
         "bytes": r.bytes,
         "referer": r.referer.as_ref().map(|_| text(&r.referer)),
         "user_agent": r.user_agent.as_ref().map(|_| text(&r.user_agent)),
-        "cache": r.cache.as_str(),
+        "cache": r.cache,
         "site": r.site.as_deref(),
         "backend_seconds": r.backend.map(|b| b.as_secs_f64()),
         "total_seconds": r.total.as_secs_f64(),
@@ -287,7 +286,7 @@ mod tests {
             user_agent: Some(HeaderValue::from_static("curl/8")),
             status: 200,
             bytes: Some(1234),
-            cache: CacheResult::Hit,
+            cache: "HIT",
             site: Some("default".into()),
             backend: None,
             total: Duration::from_micros(1500),

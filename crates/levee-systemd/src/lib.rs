@@ -22,16 +22,19 @@ use std::time::Duration;
 
 use sd_notify::NotifyState;
 
-use crate::error::ServeError;
+/// The sockets systemd passed (socket activation) cannot be used; says why.
+#[derive(Debug, thiserror::Error)]
+#[error("socket activation: {0}")]
+pub struct ActivationError(pub String);
 
 /// `READY=1`: listening, signal handlers in place.
-pub(crate) fn ready() {
+pub fn ready() {
     notify(&[NotifyState::Ready, NotifyState::Status("serving")]);
 }
 
 /// `RELOADING=1` with the time it started (`MONOTONIC_USEC`, as systemd 253's
 /// `Type=notify-reload` wants); [`reloaded`] ends it.
-pub(crate) fn reloading() {
+pub fn reloading() {
     match NotifyState::monotonic_usec_now() {
         Ok(now) => notify(&[NotifyState::Reloading, now]),
         Err(_) => notify(&[NotifyState::Reloading]),
@@ -39,12 +42,12 @@ pub(crate) fn reloading() {
 }
 
 /// `READY=1` again after a reload, applied or refused.
-pub(crate) fn reloaded() {
+pub fn reloaded() {
     ready();
 }
 
 /// `STOPPING=1`: draining.
-pub(crate) fn stopping() {
+pub fn stopping() {
     notify(&[
         NotifyState::Stopping,
         NotifyState::Status("draining connections"),
@@ -52,11 +55,11 @@ pub(crate) fn stopping() {
 }
 
 /// How often to send `WATCHDOG=1`: half the unit's `WatchdogSec=`, when it has one.
-pub(crate) fn watchdog_interval() -> Option<Duration> {
+pub fn watchdog_interval() -> Option<Duration> {
     sd_notify::watchdog_enabled().map(|t| t / 2)
 }
 
-pub(crate) fn watchdog() {
+pub fn watchdog() {
     notify(&[NotifyState::Watchdog]);
 }
 
@@ -92,7 +95,7 @@ const STORE_PREFIX: &str = "levee-listen-";
 
 /// The name the listening socket bound to `addr` is stored under (`FDNAME=` may not hold
 /// ':', `LISTEN_FDNAMES`'s separator).
-pub(crate) fn store_name(addr: SocketAddr) -> String {
+pub fn store_name(addr: SocketAddr) -> String {
     format!("{STORE_PREFIX}{}", addr.to_string().replace(':', "_"))
 }
 
@@ -111,7 +114,7 @@ impl Passed {
 }
 
 /// The listening sockets systemd passed, each with the address it is bound to.
-pub(crate) struct Activated {
+pub struct Activated {
     sockets: Vec<Passed>,
     /// Where the sockets taken from a `.socket` unit are bound: systemd holds those
     /// already, they are not stored.
@@ -124,7 +127,7 @@ impl Activated {
     /// Takes the sockets systemd passed to this process (none outside systemd; the
     /// `LISTEN_*` variables are removed, so that no child takes them for its own).
     /// Call it before any thread starts.
-    pub(crate) fn from_env() -> Result<Activated, ServeError> {
+    pub fn from_env() -> Result<Activated, ActivationError> {
         // Read first: listenfd removes LISTEN_PID and LISTEN_FDS, not the names.
         let names: Vec<String> = std::env::var("LISTEN_FDNAMES")
             .map(|v| v.split(':').map(str::to_owned).collect())
@@ -168,7 +171,7 @@ impl Activated {
     /// configuration changed since they were stored): out of systemd's store, and
     /// closed. Before anything is bound, as the port may be wanted by another address
     /// (`127.0.0.1:80` becoming `0.0.0.0:80`).
-    pub(crate) fn release_unconfigured(&mut self, configured: &[SocketAddr]) {
+    pub fn release_unconfigured(&mut self, configured: &[SocketAddr]) {
         let (gone, kept) = std::mem::take(&mut self.sockets)
             .into_iter()
             .partition(|p| p.stored() && !configured.iter().any(|c| matches(*c, p.addr)));
@@ -186,13 +189,13 @@ impl Activated {
 
     /// Whether a stored socket on `port` was just released: systemd closes its copy
     /// when it reads the message, so a new bind of the port may have to try again.
-    pub(crate) fn released(&self, port: u16) -> bool {
+    pub fn released(&self, port: u16) -> bool {
         self.released.contains(&port)
     }
 
     /// The passed socket for the configured address `addr`, if one matches: a `.socket`
     /// unit's before a stored one.
-    pub(crate) fn take(&mut self, addr: SocketAddr) -> Option<TcpListener> {
+    pub fn take(&mut self, addr: SocketAddr) -> Option<TcpListener> {
         let found = |unit: bool| {
             self.sockets
                 .iter()
@@ -210,7 +213,7 @@ impl Activated {
     /// would wait forever. Otherwise releases what is left of the store (a socket stored
     /// twice), and hands every socket of `listening` systemd does not hold already to its
     /// store, for the next levee.
-    pub(crate) fn finish(mut self, listening: &[&TcpListener]) -> Result<(), ServeError> {
+    pub fn finish(mut self, listening: &[&TcpListener]) -> Result<(), ActivationError> {
         if let Some(p) = self.sockets.iter().find(|p| !p.stored()) {
             return Err(activation(format!(
                 "systemd passed a socket on {} that no listen, listen_tls or [admin] listen of the configuration names; make levee.socket's ListenStream= and /etc/levee/levee.toml agree",
@@ -242,15 +245,15 @@ fn store(addr: SocketAddr, listener: &TcpListener) {
     }
 }
 
-fn activation(message: String) -> ServeError {
-    ServeError::Activation(message)
+fn activation(message: String) -> ActivationError {
+    ActivationError(message)
 }
 
 /// Whether the socket systemd bound to `passed` serves the configured address
 /// `configured`: the same address, or both the wildcard of either family on the same
 /// port (`ListenStream=8080` binds `[::]:8080`, which also takes IPv4, for
 /// `listen = "0.0.0.0:8080"`).
-pub(crate) fn matches(configured: SocketAddr, passed: SocketAddr) -> bool {
+pub fn matches(configured: SocketAddr, passed: SocketAddr) -> bool {
     configured == passed
         || (configured.port() == passed.port()
             && configured.ip().is_unspecified()

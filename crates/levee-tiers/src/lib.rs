@@ -11,7 +11,7 @@
 //! - **a purge**: applied to memory by the caller, then to disk and, through Redis
 //!   pub/sub, to every other node's memory and disk ([`Tiers::ban`], [`apply_remote`]).
 //!
-//! And the proven sessions (request/proven.rs) are kept with them: in the disk tier's
+//! And the proven sessions (levee-visitor's proven.rs) are kept with them: in the disk tier's
 //! `sessions` file across restarts, and through Redis on every node
 //! ([`Tiers::keep_sessions`]).
 //!
@@ -32,10 +32,18 @@ use levee_redis::{Lock, LockGuard, ProofLimits, Redis, RedisConfig};
 
 use levee_visitor::proven::{self, Proven};
 
-use crate::error::ServeError;
+/// Why a tier cannot start: each message says which tier and what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Its directory, its size, its Redis URL.
+    #[error("{0}")]
+    Tier(String),
+    #[error("cannot start the tiers' thread: {0}")]
+    Runtime(std::io::Error),
+}
 
 /// The configured tiers below memory.
-pub(crate) struct Tiers {
+pub struct Tiers {
     pub disk: Option<Disk>,
     pub redis: Option<Redis>,
     /// How long a fill waits for another node's copy before fetching itself.
@@ -47,11 +55,11 @@ pub(crate) struct Tiers {
 }
 
 /// The disk tier's proven sessions: read into `proven`, then kept up to date.
-fn open_sessions(disk: &Disk, proven: &Proven) -> Result<levee_disk::SessionFile, ServeError> {
+fn open_sessions(disk: &Disk, proven: &Proven) -> Result<levee_disk::SessionFile, Error> {
     let (file, held) =
         levee_disk::SessionFile::open(disk.path(), proven::IDLE, proven::CAPACITY as usize)
             .map_err(|e| {
-                ServeError::Tier(format!(
+                Error::Tier(format!(
                     "the disk tier's proven sessions ({}/sessions): {e}",
                     disk.path().display()
                 ))
@@ -65,7 +73,7 @@ fn open_sessions(disk: &Disk, proven: &Proven) -> Result<levee_disk::SessionFile
 }
 
 /// What a fill does after looking below memory.
-pub(crate) enum Before {
+pub enum Before {
     /// A usable copy was found (and promoted to memory): serve it.
     Found(Arc<Entry>),
     /// Fetch from the backend; with the cluster-wide lock when this node holds it.
@@ -79,7 +87,7 @@ impl Tiers {
         store: &Store,
         limits: &levee_config::Limits,
         proven: &Arc<Proven>,
-    ) -> Result<Option<Tiers>, ServeError> {
+    ) -> Result<Option<Tiers>, Error> {
         if cache.disk.is_none() && cache.redis.is_empty() {
             return Ok(None);
         }
@@ -93,9 +101,7 @@ impl Tiers {
                     path: d.path.clone(),
                     size,
                 })
-                .map_err(|e| {
-                    ServeError::Tier(format!("the disk tier ({}): {e}", d.path.display()))
-                })?,
+                .map_err(|e| Error::Tier(format!("the disk tier ({}): {e}", d.path.display())))?,
             ),
             _ => None,
         };
@@ -136,7 +142,7 @@ impl Tiers {
             let runtime = TierRuntime::start()?;
             let redis = runtime
                 .run(move || Redis::connect_sharing(cfg, on_ban, Some((on_proof, limits))))
-                .map_err(|e| ServeError::Tier(format!("the Redis tier: {e}")))?;
+                .map_err(|e| Error::Tier(format!("the Redis tier: {e}")))?;
             (Some(redis), Some(runtime))
         };
         tracing::info!(
@@ -315,7 +321,7 @@ fn promote(
 
 /// A purge another node made, received through Redis: applied to this node's memory
 /// and disk, off the thread that received it (it walks the store).
-pub(crate) fn apply_remote(store: &Store, disk: Option<&Disk>, ban: Ban) {
+pub fn apply_remote(store: &Store, disk: Option<&Disk>, ban: Ban) {
     if let Some(disk) = disk {
         disk.ban(ban.clone());
     }
@@ -332,7 +338,7 @@ pub(crate) fn apply_remote(store: &Store, disk: Option<&Disk>, ban: Ban) {
 }
 
 /// What a ban does to the memory tier; how many stored responses it touched.
-pub(crate) fn apply_to_memory(store: &Store, ban: &Ban) -> usize {
+pub fn apply_to_memory(store: &Store, ban: &Ban) -> usize {
     match (&ban.target, ban.mode) {
         (BanTarget::Url(key), BanMode::Remove) => store.purge_key(key, false),
         (BanTarget::Url(key), BanMode::Stale) => store.purge_key(key, true),
@@ -351,11 +357,11 @@ struct TierRuntime {
 }
 
 impl TierRuntime {
-    fn start() -> Result<TierRuntime, ServeError> {
+    fn start() -> Result<TierRuntime, Error> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(ServeError::Runtime)?;
+            .map_err(Error::Runtime)?;
         let handle = rt.handle().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
@@ -365,7 +371,7 @@ impl TierRuntime {
                     let _ = stopped.await;
                 });
             })
-            .map_err(ServeError::Runtime)?;
+            .map_err(Error::Runtime)?;
         Ok(TierRuntime {
             handle,
             stop: Some(stop),
@@ -392,7 +398,7 @@ impl Drop for TierRuntime {
 }
 
 /// The ban a purge of `key` (both schemes are separate keys) makes.
-pub(crate) fn url_ban(key: &CacheKey, soft: bool) -> Ban {
+pub fn url_ban(key: &CacheKey, soft: bool) -> Ban {
     Ban::now(
         if soft {
             BanMode::Stale
@@ -404,11 +410,11 @@ pub(crate) fn url_ban(key: &CacheKey, soft: bool) -> Ban {
 }
 
 /// The disk tier's bound in bytes; `auto` sized now (None: no room for it at all).
-fn disk_bytes(d: &levee_config::DiskSettings) -> Result<Option<u64>, ServeError> {
+fn disk_bytes(d: &levee_config::DiskSettings) -> Result<Option<u64>, Error> {
     let (total, free) = match d.size {
         levee_config::DiskSize::Bytes(n) => return Ok(Some(n)),
         levee_config::DiskSize::Auto => filesystem_space(&d.path).map_err(|e| {
-            ServeError::Tier(format!(
+            Error::Tier(format!(
                 "the disk tier ({}): cannot read the size of its filesystem to size it ({e}); give [cache] disk_size in bytes, like 2GiB",
                 d.path.display()
             ))
