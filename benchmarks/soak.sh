@@ -17,7 +17,7 @@
 # without Accept-Encoding; RSS after the first refresh against RSS at the end.
 #
 # Every 10 s: levee's RSS, open file descriptors, threads and its own counters
-# (cache, other codings, sendfile copies, hit-for-miss, fills, learned cookies).
+# (cache, other codings, sendfile copies, hit-for-pass, fills, learned cookies).
 # Prints errors, RSS of the quarters, fd growth, and draws docs/soak.svg
 # (RECORD=0: not there, not in BENCHMARKS.md).
 # Usage: benchmarks/soak.sh            (MINUTES=30 by default; MINUTES=2 for a try)
@@ -110,13 +110,13 @@ machine_info
 # ---- sampling, purges and reloads -------------------------------------------------------
 
 SAMPLES="$WORK/samples.csv"
-echo "t,rss_kb,fds,threads,cache_objects,cache_bytes,transcoded_bytes,sendfile_bytes,hit_for_miss_urls,fills_registered,learned_session_cookies,requests" >"$SAMPLES"
+echo "t,rss_kb,fds,threads,cache_objects,cache_bytes,transcoded_bytes,sendfile_bytes,hit_for_pass_urls,fills_registered,learned_session_cookies,requests" >"$SAMPLES"
 sample() {
     local t=$1 m
     m=$(curl -s --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics")
     metric() { awk -v n="$1" '$1 == n {v = $2} END {print v + 0}' <<<"$m"; }
     requests=$(awk '$1 ~ /^levee_requests_total/ {s += $2} END {print s + 0}' <<<"$m")
-    echo "$t,$(awk '/^VmRSS:/ {print $2}' "/proc/$LEVEE_PID/status"),$(ls "/proc/$LEVEE_PID/fd" | wc -l),$(awk '/^Threads:/ {print $2}' "/proc/$LEVEE_PID/status"),$(metric levee_cache_objects),$(metric levee_cache_bytes),$(metric levee_transcoded_bytes),$(metric levee_sendfile_bytes),$(metric levee_hit_for_miss_urls),$(metric levee_fills_registered),$(metric levee_learned_session_cookies),$requests" >>"$SAMPLES"
+    echo "$t,$(awk '/^VmRSS:/ {print $2}' "/proc/$LEVEE_PID/status"),$(ls "/proc/$LEVEE_PID/fd" | wc -l),$(awk '/^Threads:/ {print $2}' "/proc/$LEVEE_PID/status"),$(metric levee_cache_objects),$(metric levee_cache_bytes),$(metric levee_transcoded_bytes),$(metric levee_sendfile_bytes),$(metric levee_hit_for_pass_urls),$(metric levee_fills_registered),$(metric levee_learned_session_cookies),$requests" >>"$SAMPLES"
 }
 start=$(date +%s)
 next_purge=30
@@ -195,7 +195,7 @@ if scenario == "refresh":
           f"difference {(end['rss_kb'] - after['rss_kb']) / 1024:+.2f} MiB (target within 1 MiB)")
 print(f"- open files: first {rows[0]['fds']:.0f}, max {max(r['fds'] for r in rows):.0f}, last {rows[-1]['fds']:.0f}; "
       f"threads: first {rows[0]['threads']:.0f}, last {rows[-1]['threads']:.0f}")
-for k in ["cache_objects", "cache_bytes", "transcoded_bytes", "sendfile_bytes", "hit_for_miss_urls",
+for k in ["cache_objects", "cache_bytes", "transcoded_bytes", "sendfile_bytes", "hit_for_pass_urls",
           "fills_registered", "learned_session_cookies"]:
     print(f"- {k}: median per quarter {' / '.join(f'{med(qr, k):.0f}' for qr in quarters)}, max {max(r[k] for r in rows):.0f}")
 print(f"- errors (all clients but the disconnecting one): {errors}")

@@ -57,16 +57,16 @@ pub struct Full {
     /// longer suitable, even when the new one cannot take its place (uncacheable, too
     /// large, another Vary). A 5xx is no such answer: the backend failed.
     pub remove_stale: bool,
-    /// What becomes of the key's hit-for-miss mark.
-    pub mark: HitForMiss,
+    /// What becomes of the key's hit-for-pass mark.
+    pub mark: HitForPass,
     /// `corrected_initial_age` (RFC 9111 §4.2.3).
     pub initial_age: Duration,
 }
 
-/// The hit-for-miss mark of a key (Varnish's hit-for-pass): while set, requests for the
+/// The hit-for-pass mark of a key (Varnish's hit-for-pass): while set, requests for the
 /// key go to the backend without waiting behind one fill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HitForMiss {
+pub enum HitForPass {
     /// The response could not be stored: mark (or renew the mark) with this reason.
     Set(NotStored),
     /// The response could be stored: clear the mark.
@@ -75,13 +75,13 @@ pub enum HitForMiss {
     Leave,
 }
 
-impl HitForMiss {
+impl HitForPass {
     /// The mark a storage decision calls for.
-    pub fn after(decision: &Result<Storable, NotStored>) -> HitForMiss {
+    pub fn after(decision: &Result<Storable, NotStored>) -> HitForPass {
         match decision {
-            Ok(_) => HitForMiss::Clear,
-            Err(NotStored::RequestNoStore) => HitForMiss::Leave,
-            Err(reason) => HitForMiss::Set(*reason),
+            Ok(_) => HitForPass::Clear,
+            Err(NotStored::RequestNoStore) => HitForPass::Leave,
+            Err(reason) => HitForPass::Set(*reason),
         }
     }
 }
@@ -116,7 +116,7 @@ pub fn after_fetch(
         remove_stale: asked.stale.is_some()
             && fetched.status != StatusCode::NOT_MODIFIED
             && !fetched.status.is_server_error(),
-        mark: HitForMiss::after(&storable),
+        mark: HitForPass::after(&storable),
         storable,
         initial_age: policy::initial_age(
             fetched.headers,

@@ -24,7 +24,7 @@ pub mod tags;
 pub mod targeted;
 pub mod thin;
 
-pub use after_fetch::{after_fetch, AfterFetch, Asked, Fetched, HitForMiss};
+pub use after_fetch::{after_fetch, AfterFetch, Asked, Fetched, HitForPass};
 pub use cache_control::CacheControl;
 pub use entry::{
     Derived, DerivedBody, DerivedBudget, DerivedForms, Entry, EntryParts, Kept, LeveeCoded,

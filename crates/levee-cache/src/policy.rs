@@ -63,7 +63,9 @@ pub enum NotStored {
     /// The path matched a never-cache rule.
     PassPath,
     /// The key recently produced an uncacheable response.
-    HitForMiss,
+    HitForPass,
+    /// What is stored or being fetched is another variant (`Vary`) than this request's.
+    OtherVariant,
 }
 
 impl NotStored {
@@ -80,7 +82,8 @@ impl NotStored {
             NotStored::TooLarge => "too-large",
             NotStored::Session => "session-or-authorization",
             NotStored::PassPath => "pass-path",
-            NotStored::HitForMiss => "hit-for-miss",
+            NotStored::HitForPass => "hit-for-pass",
+            NotStored::OtherVariant => "another-variant",
         }
     }
 }

@@ -121,7 +121,7 @@ impl Settings {
         global("workers", self.workers.to_string());
         global("debug_headers", self.debug_headers.to_string());
         global("cache.size", size(self.cache.size));
-        global("cache.hit_for_miss", secs(self.cache.hit_for_miss));
+        global("cache.hit_for_pass", secs(self.cache.hit_for_pass));
         global(
             "cache.disk_path",
             self.cache

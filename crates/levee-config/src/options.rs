@@ -36,7 +36,7 @@ heuristic_max = "1d"
 micro_cache = "off"
 anonymous_ttl = "off"
 grace = "1h"
-hit_for_miss = "10s"
+hit_for_pass = "10s"
 keep = "1h"
 strip_cdn_cache_control = true
 disk_size = "1GiB"
@@ -294,7 +294,9 @@ options_table! {
         pub micro_cache: Option<String>,
         pub anonymous_ttl: Option<String>,
         pub grace: Option<String>,
-        pub hit_for_miss: Option<String>,
+        /// Its name until 0.1 was `hit_for_miss`, which is still read.
+        #[serde(alias = "hit_for_miss")]
+        pub hit_for_pass: Option<String>,
         pub keep: Option<String>,
         /// Remove `CDN-Cache-Control` from responses to clients (RFC 9213).
         pub strip_cdn_cache_control: Option<bool>,

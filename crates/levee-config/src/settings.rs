@@ -26,7 +26,7 @@ pub struct CacheSettings {
     /// Bound on the bytes of stored responses (bodies and headers).
     pub size: u64,
     /// How long a key whose response was not cacheable goes straight to the backend.
-    pub hit_for_miss: Duration,
+    pub hit_for_pass: Duration,
     /// Remove `CDN-Cache-Control` from responses before clients get them (levee obeys it,
     /// RFC 9213); `Levee-Cache-Control` is levee's own and always removed.
     pub strip_cdn_cache_control: bool,
@@ -532,7 +532,7 @@ impl CacheSettings {
             disk,
             redis,
             size: size("cache.size", c.size)?,
-            hit_for_miss: duration("cache.hit_for_miss", c.hit_for_miss)?,
+            hit_for_pass: duration("cache.hit_for_pass", c.hit_for_pass)?,
             strip_cdn_cache_control: need(
                 c.strip_cdn_cache_control,
                 "cache.strip_cdn_cache_control",

@@ -194,7 +194,7 @@ impl Site {
         }
         for (option, set) in [
             ("cache.size", s.cache.size.is_some()),
-            ("cache.hit_for_miss", s.cache.hit_for_miss.is_some()),
+            ("cache.hit_for_pass", s.cache.hit_for_pass.is_some()),
             ("cache.disk_path", s.cache.disk_path.is_some()),
             ("cache.disk_size", s.cache.disk_size.is_some()),
             ("cache.redis", s.cache.redis.is_some()),

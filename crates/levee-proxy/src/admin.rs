@@ -288,9 +288,9 @@ fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
             sendfile_max,
         ),
         (
-            "hit_for_miss_urls",
+            "hit_for_pass_urls",
             "URLs marked uncacheable for a while (at most 100,000)",
-            shared.hit_for_miss_urls(),
+            shared.hit_for_pass.count(),
         ),
         (
             "fills_registered",

@@ -12,16 +12,19 @@ mod error;
 mod headers;
 mod outcome;
 mod purge;
+mod reload;
 mod request;
 mod server;
 mod stats;
+mod tls;
 mod upstream;
 mod zerocopy;
 
 pub use error::{BindError, ServeError};
 pub use levee_systemd::is_journal_stream;
-pub use request::cert_pairs;
-pub use server::{serve_workers, Bound, Reloader, Server};
+pub use request::Reloader;
+pub use tls::cert_pairs;
+pub use server::{serve_workers, Bound, Server};
 
 /// Entry points for the fuzz targets in `fuzz/` (not an API).
 #[doc(hidden)]

@@ -13,9 +13,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{BindError, ServeError};
-pub use crate::request::Reloader;
+use crate::request::Reloader;
 use crate::request::Shared;
 
+pub(crate) mod client;
 mod connection;
 use connection::serve_connection;
 

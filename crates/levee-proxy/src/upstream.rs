@@ -29,7 +29,9 @@ pub use app::AppBody;
 use app::AppFailure;
 use servers::{ServerGuard, Servers};
 use wire::error_chain;
-pub use wire::{BoxError, ClientBodyError, ConnInfo, UpBody, UpstreamError};
+pub use wire::{BoxError, ClientBodyError, UpBody, UpstreamError};
+
+use crate::server::client::ConnInfo;
 
 /// A backend response body: from an HTTP backend, from php-fpm, or made by levee when the
 /// request never reached the application (404 for a missing script, 403, 405).

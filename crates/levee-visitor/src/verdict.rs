@@ -18,7 +18,7 @@ pub enum Verdict {
     /// Every request passes before the cache (a pass path, a method): `X-Cache: PASS`.
     Pass { reason: String },
     /// The response may not be stored: every request goes to the backend (the key is
-    /// marked hit-for-miss), `X-Cache: PASS`.
+    /// marked hit-for-pass), `X-Cache: PASS`.
     NotStored { reason: NotStored },
     /// Stored: later requests are hits for `fresh`.
     Stored {

@@ -116,7 +116,7 @@ fn a_fresh_200_is_stored_and_clears_the_mark() {
     ));
     let stored = f.storable.expect("storable");
     assert_eq!(stored.freshness.lifetime, Duration::from_secs(60));
-    assert_eq!(f.mark, HitForMiss::Clear);
+    assert_eq!(f.mark, HitForPass::Clear);
     assert!(!f.remove_stale, "nothing stored to remove");
     assert_eq!(f.initial_age, Duration::ZERO);
 }
@@ -135,7 +135,7 @@ fn an_uncacheable_answer_marks_the_key_with_its_reason() {
             &c.fetched(0, 200, &h),
         ));
         assert_eq!(f.storable, Err(reason));
-        assert_eq!(f.mark, HitForMiss::Set(reason));
+        assert_eq!(f.mark, HitForPass::Set(reason));
     }
 }
 
@@ -150,7 +150,7 @@ fn the_requests_own_no_store_leaves_the_mark_alone() {
         &c.fetched(0, 200, &h),
     ));
     assert_eq!(f.storable, Err(NotStored::RequestNoStore));
-    assert_eq!(f.mark, HitForMiss::Leave);
+    assert_eq!(f.mark, HitForPass::Leave);
 }
 
 #[test]

@@ -15,7 +15,7 @@ use super::shared::Shared;
 use super::site::Site;
 use crate::body::ProxyBody;
 use crate::outcome::{Answer, CacheResult};
-use crate::upstream::ConnInfo;
+use crate::server::client::ConnInfo;
 
 /// What levee answers itself, before anything else; then the document root for GET and
 /// HEAD, when the site has one.

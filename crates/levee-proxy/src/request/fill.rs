@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Empty};
 use levee_cache::after_fetch::{self, Refreshed};
 use levee_cache::{
     conditional, policy, AfterFetch, Asked, CacheControl, CacheKey, Entry, EntryParts, Fetched,
-    Fill, FillGuard, HitForMiss, NotStored, VaryKey,
+    Fill, FillGuard, HitForPass, NotStored, VaryKey,
 };
 use levee_compress::{add_vary_accept_encoding, Coding};
 
@@ -25,11 +25,13 @@ use super::next::{Next, Serve, Stream};
 use super::range_miss;
 use super::respond;
 use super::route::Routed;
-use super::shared::{FillHead, Shared, StreamHead};
+use super::next::{FillHead, StreamHead};
+use super::shared::Shared;
 use crate::encoding::Encoder;
 use crate::headers::{prepare_forward, strip_hop_by_hop, FILL_DROPPED, FILL_DROPPED_BODY};
 use crate::outcome::CacheResult;
-use crate::upstream::{BackendBody, ConnInfo, UpBody, UpstreamError};
+use crate::server::client::ConnInfo;
+use crate::upstream::{BackendBody, UpBody, UpstreamError};
 use levee_limits::Class;
 use levee_tiers::Before;
 
@@ -94,7 +96,7 @@ pub(crate) async fn fetch(
             // request that carried cookies asks the backend again, with them (its own
             // session, not the fresh one the cookie-less fill was given).
             if leader && h.storable.is_err() && parts.headers.contains_key(header::COOKIE) {
-                let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
+                let reason = h.storable.err().unwrap_or(NotStored::HitForPass);
                 return Next::pass(reason.as_str());
             }
             if !leader {
@@ -107,7 +109,7 @@ pub(crate) async fn fetch(
                     // Not shareable: this request goes to the backend on its own, in
                     // parallel.
                     None => {
-                        let reason = h.storable.err().unwrap_or(NotStored::HitForMiss);
+                        let reason = h.storable.err().unwrap_or(NotStored::OtherVariant);
                         return Next::pass(reason.as_str());
                     }
                 }
@@ -137,7 +139,7 @@ pub(crate) async fn fetch(
             waited: None,
             reason: None,
         }),
-        FillHead::Refreshed(_) => Next::pass(NotStored::HitForMiss.as_str()),
+        FillHead::Refreshed(_) => Next::pass(NotStored::OtherVariant.as_str()),
         FillHead::Found(entry) if entry.vary().matches(&parts.headers) => Next::Serve(Serve {
             entry: entry.clone(),
             result: CacheResult::Hit,
@@ -146,7 +148,7 @@ pub(crate) async fn fetch(
             reason: None,
         }),
         // Another variant: this request's own goes through a fill of its own.
-        FillHead::Found(_) => Next::pass(NotStored::HitForMiss.as_str()),
+        FillHead::Found(_) => Next::pass(NotStored::OtherVariant.as_str()),
         FillHead::Failed(err) => stale_or(now, &|| Next::Respond(respond::upstream_error(err))),
         FillHead::ErrorStatus(status) => stale_or(now, &|| {
             tracing::debug!(%status, "backend error status without a usable stale copy");
@@ -342,7 +344,7 @@ async fn run_fill(
         // Not shared: late requests go to the backend on their own (see `fetch`).
         fill.stop_buffering();
         guard.unregister();
-        shared.mark_hit_for_miss(&key, full.mark);
+        shared.hit_for_pass.mark(&key, full.mark);
     }
     let mut vary = VaryKey::new(&head.headers, &ctx.req_headers);
     // Stored per device class when the application chooses one without saying so.
@@ -376,7 +378,7 @@ async fn run_fill(
         return;
     };
     let Some(chunks) = fill.take_body() else {
-        shared.mark_hit_for_miss(&key, HitForMiss::Set(NotStored::TooLarge));
+        shared.hit_for_pass.mark(&key, HitForPass::Set(NotStored::TooLarge));
         return;
     };
     let (body, coding, levee_coded) = shared
@@ -401,7 +403,7 @@ async fn run_fill(
     let entry = Arc::new(entry);
     shared.store.insert(key.clone(), entry.clone());
     shared.stats.stored.inc();
-    shared.mark_hit_for_miss(&key, HitForMiss::Clear);
+    shared.hit_for_pass.mark(&key, HitForPass::Clear);
     stored_tx.send_replace(Some(entry));
     if let Some(tiers) = &shared.tiers {
         tiers.stored(&shared.store, &key, lock).await;

@@ -94,7 +94,7 @@ pub(crate) fn lookup(
             // would only copy the body through a second task. The pass renews the mark
             // while the URL stays uncacheable, and clears it once it is not.
             if stored.is_none() {
-                if let Some(reason) = shared.hit_for_miss(&key) {
+                if let Some(reason) = shared.hit_for_pass.get(&key) {
                     return Next::Pass {
                         reason: reason.as_str().into(),
                         marked: Some(key),

@@ -9,7 +9,7 @@
 //! classify::classify ─┬─ Pass(reason) ───────────────────────────────> pass::pass
 //!                     └─ Lookup(key) ── lookup::lookup ─┬─ Serve ────> respond::entry (ranges: partial)
 //!                                                       ├─ ServeAndRevalidate
-//!                                                       ├─ Pass (hit-for-miss)
+//!                                                       ├─ Pass (hit-for-pass)
 //!                                                       └─ Fill ── fill::fetch ─┬─ Stream ─> respond::streaming
 //!                                                                               ├─ StreamForRange ─> range_miss::after_fill ─┬─ Serve
 //!                                                                               │                                            └─ Stream
@@ -32,6 +32,7 @@ mod classify;
 mod files;
 mod fill;
 mod harden;
+mod hit_for_pass;
 mod lookup;
 mod next;
 mod partial;
@@ -44,7 +45,7 @@ mod shared;
 mod site;
 
 pub(crate) use shared::Shared;
-pub use shared::{cert_pairs, Reloader};
+pub use shared::Reloader;
 
 /// The session-cookie rules on their own, for the fuzz target (`crate::__fuzz`).
 pub(crate) fn fuzz_sessions(
@@ -64,7 +65,7 @@ use hyper::body::Incoming;
 
 use crate::body::{body_len, Resp};
 use crate::outcome::{Answer, CacheResult};
-use crate::upstream::ConnInfo;
+use crate::server::client::ConnInfo;
 use next::Next;
 
 /// Entry point for every request: [`drive`], then the response is counted, logged and

@@ -5,10 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use levee_cache::{CacheKey, Entry, Reader};
+use http::{HeaderMap, StatusCode};
+use levee_cache::{CacheKey, Entry, NotStored, Reader, VaryKey};
 
-use super::shared::FillHead;
 use crate::outcome::{Answer, CacheResult, Reason};
+use crate::upstream::UpstreamError;
 
 pub(crate) enum Next {
     /// Serve a file of the document root, if there is one for the path.
@@ -33,7 +34,7 @@ pub(crate) enum Next {
     /// range from the entry the fill stored; the whole response if it was not.
     StreamForRange { stream: Stream, max: usize },
     /// To the backend as the client sent it, never stored. `marked`: the key is marked
-    /// hit-for-miss, and the response renews or clears the mark.
+    /// hit-for-pass, and the response renews or clears the mark.
     Pass {
         reason: Reason,
         marked: Option<CacheKey>,
@@ -72,4 +73,50 @@ pub(crate) struct Stream {
     pub now: Instant,
     /// How long the request waited for the head.
     pub waited: Duration,
+}
+
+/// What waiting requests learn from a fill once the backend answered.
+pub(crate) enum FillHead {
+    /// A full response is streaming in.
+    Stream(StreamHead),
+    /// The backend confirmed (304) a stale entry; here it is, refreshed.
+    Refreshed(Arc<Entry>),
+    /// A tier below memory (disk, another node through Redis) had it: a hit.
+    Found(Arc<Entry>),
+    /// No response: connect failure, timeout, overload, or the filler went away.
+    Failed(UpstreamError),
+    /// The backend answered 500, 502, 503 or 504 while a stale copy may stand in for it
+    /// (RFC 5861 §4). Waiters with such a copy serve it; the others ask the backend.
+    ErrorStatus(StatusCode),
+}
+
+impl FillHead {
+    /// Published by the [`FillGuard`] when a filler ends without a head (a bug or a
+    /// panic): waiters answer 502 or serve stale instead of waiting forever.
+    pub fn abandoned() -> FillHead {
+        FillHead::Failed(UpstreamError::Protocol {
+            backend: "fill".into(),
+            detail: "levee's fetch ended without a response".into(),
+        })
+    }
+}
+
+pub(crate) struct StreamHead {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub vary: VaryKey,
+    pub storable: Result<(), NotStored>,
+    pub initial_age: Duration,
+    pub received: Instant,
+    /// The entry the filler stored, once it did (`None` until then); closed without one
+    /// when the filler ends without storing. A range request on a miss is answered from
+    /// it (`range_miss::after_fill`).
+    pub stored: tokio::sync::watch::Receiver<Option<Arc<Entry>>>,
+}
+
+impl StreamHead {
+    /// `current_age` (RFC 9111 §4.2.3) at `now`.
+    pub fn age(&self, now: Instant) -> Duration {
+        self.initial_age + now.saturating_duration_since(self.received)
+    }
 }

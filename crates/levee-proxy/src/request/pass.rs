@@ -10,7 +10,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use levee_cache::after_fetch::decide;
 use levee_cache::ban::{Ban, BanMode, BanTarget};
-use levee_cache::{CacheControl, CacheKey, HitForMiss};
+use levee_cache::{CacheControl, CacheKey, HitForPass};
 use levee_config::EditInvalidation;
 
 use super::respond;
@@ -18,14 +18,15 @@ use super::route::Routed;
 use super::shared::Shared;
 use crate::headers::{prepare_forward, strip_hop_by_hop, X_CACHE_REASON};
 use crate::outcome::{Answer, Reason};
-use crate::upstream::{BoxError, ClientBodyError, ConnInfo};
+use crate::server::client::ConnInfo;
+use crate::upstream::{BoxError, ClientBodyError};
 use levee_limits::{Class, SessionOf};
 use levee_visitor::sessions::Standing;
 
-/// Sends the request to the backend as it is. `marked`: the key is marked hit-for-miss;
+/// Sends the request to the backend as it is. `marked`: the key is marked hit-for-pass;
 /// the response renews the mark while it is still uncacheable, or clears it once it is
 /// not (the next request then fills). Without the renewal the mark would lapse every
-/// `hit_for_miss` and every request for the URL would wait behind one fill, as long as
+/// `hit_for_pass` and every request for the URL would wait behind one fill, as long as
 /// the backend takes; seconds, when it is overloaded.
 pub(crate) async fn pass(
     shared: &Arc<Shared>,
@@ -134,7 +135,7 @@ pub(crate) async fn pass(
             &conf.policy,
             &is_session,
         );
-        shared.mark_hit_for_miss(&key, HitForMiss::after(&decision));
+        shared.hit_for_pass.mark(&key, HitForPass::after(&decision));
     }
     if let Some(key) = invalidates {
         if head.status.is_success() || head.status.is_redirection() {

@@ -11,7 +11,7 @@ use levee_cache::range;
 
 use super::next::{Next, Serve, Stream};
 use super::respond;
-use super::shared::{FillHead, StreamHead};
+use super::next::{FillHead, StreamHead};
 use crate::outcome::CacheResult;
 
 /// Whether a request that gets `head` from a fill waits for the whole body to be

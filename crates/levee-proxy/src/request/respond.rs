@@ -16,7 +16,8 @@ use levee_compress::Coding;
 
 use super::next::{Serve, Stream};
 use super::partial;
-use super::shared::{FillHead, Shared};
+use super::next::FillHead;
+use super::shared::Shared;
 use crate::body::{ProxyBody, Resp};
 use crate::encoding::{Encoder, EntryForm};
 use crate::headers::{add_via, X_CACHE, X_CACHE_REASON};

@@ -13,7 +13,7 @@ use super::respond;
 use super::shared::Shared;
 use crate::body::ProxyBody;
 use crate::outcome::{Answer, CacheResult};
-use crate::upstream::ConnInfo;
+use crate::server::client::ConnInfo;
 use levee_limits::client_net::ClientNets;
 
 /// Carries out `rules` for a request under a route (`rest`: its normalized path after

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::request::{handle, Shared};
-use crate::upstream::ConnInfo;
+use crate::server::client::ConnInfo;
 use crate::zerocopy::{SendQueue, ZcStream};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

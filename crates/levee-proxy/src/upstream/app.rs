@@ -11,7 +11,8 @@ use http::{Request, Response};
 use http_body::Body;
 use hyper::body::Incoming;
 
-use super::wire::{error_chain, ConnInfo, UpBody, UpstreamError};
+use super::wire::{error_chain, UpBody, UpstreamError};
+use crate::server::client::ConnInfo;
 
 /// A kept-alive HTTP/1.1 connection to one app process, parked with the process (not
 /// with a worker thread) between requests: a process gets at most `concurrency`

@@ -2,7 +2,6 @@
 //! body type, the client's connection, and why a backend gave no response. A leaf:
 //! upstream.rs and its transports (app.rs) both build on it.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use http_body_util::combinators::UnsyncBoxBody;
@@ -12,27 +11,6 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Request bodies sent to the backend: empty for fills, streamed for pass.
 pub type UpBody = UnsyncBoxBody<bytes::Bytes, BoxError>;
-
-/// The two ends of the client's connection, which a FastCGI application is told about
-/// (`REMOTE_ADDR`, `SERVER_ADDR`).
-#[derive(Debug, Clone, Copy)]
-pub struct ConnInfo {
-    pub peer: SocketAddr,
-    pub local: SocketAddr,
-    /// The client came over TLS (an HTTPS listener).
-    pub tls: bool,
-}
-
-impl ConnInfo {
-    /// The scheme the client used: part of the cache key, told to the backend.
-    pub fn scheme(&self) -> levee_cache::Scheme {
-        if self.tls {
-            levee_cache::Scheme::Https
-        } else {
-            levee_cache::Scheme::Http
-        }
-    }
-}
 
 /// Why the backend gave no response. Decides the status levee answers with.
 #[derive(Debug, Clone, thiserror::Error)]

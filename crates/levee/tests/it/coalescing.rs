@@ -1,4 +1,4 @@
-//! Request coalescing and hit-for-miss.
+//! Request coalescing and hit-for-pass.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,7 +47,7 @@ async fn five_hundred_concurrent_misses_make_exactly_one_backend_request() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn uncacheable_response_releases_waiters_in_parallel_and_then_hit_for_miss_passes() {
+async fn uncacheable_response_releases_waiters_in_parallel_and_then_hit_for_pass_passes() {
     const DELAY: Duration = Duration::from_millis(300);
     let origin = Origin::start(|r| {
         Reply::text(format!("private page #{}", r.n))
@@ -99,7 +99,7 @@ async fn uncacheable_response_releases_waiters_in_parallel_and_then_hit_for_miss
         "10 requests took {took:?}: waiters were serialised"
     );
 
-    // Within hit_for_miss, requests do not coalesce at all: all of them reach the
+    // Within hit_for_pass, requests do not coalesce at all: all of them reach the
     // backend at once.
     origin.reset();
     let (resps, took) = burst(8).await;
@@ -110,9 +110,9 @@ async fn uncacheable_response_releases_waiters_in_parallel_and_then_hit_for_miss
     assert_eq!(
         origin.max_in_flight(),
         8,
-        "hit-for-miss requests waited for each other"
+        "hit-for-pass requests waited for each other"
     );
-    assert!(took < DELAY * 2, "8 hit-for-miss requests took {took:?}");
+    assert!(took < DELAY * 2, "8 hit-for-pass requests took {took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,12 +144,12 @@ async fn coalesced_waiters_do_not_share_responses_across_vary_variants() {
     assert!(origin.requests() <= 20);
 }
 
-/// The hit-for-miss mark lasts while the URL stays uncacheable and is asked for: it does
-/// not lapse every `hit_for_miss` and send the next requests to wait behind one fill
+/// The hit-for-pass mark lasts while the URL stays uncacheable and is asked for: it does
+/// not lapse every `hit_for_pass` and send the next requests to wait behind one fill
 /// (for as long as the backend takes: seconds, when it is overloaded). Once the
 /// response could be stored, the mark goes and the URL is cached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hit_for_miss_is_renewed_while_the_url_stays_uncacheable() {
+async fn hit_for_pass_is_renewed_while_the_url_stays_uncacheable() {
     let cacheable = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = cacheable.clone();
     let origin = Origin::start(move |r| {
@@ -162,7 +162,7 @@ async fn hit_for_miss_is_renewed_while_the_url_stays_uncacheable() {
     });
     let levee = levee!()
         .backend(&origin.url())
-        .config("[cache]\nhit_for_miss = \"3s\"\n")
+        .config("[cache]\nhit_for_pass = \"3s\"\n")
         .start();
     let get = || Req::get("/page").send_to(levee.addr());
     let first = get().await;

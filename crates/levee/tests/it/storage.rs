@@ -245,7 +245,7 @@ async fn refreshing_pages_thousands_of_times_leaves_only_what_the_live_pages_nee
     );
     assert!(levee.metric("levee_cache_objects").await <= pages.len() as f64);
     assert!(levee.metric("levee_cache_bytes").await <= live);
-    assert!(levee.metric("levee_hit_for_miss_urls").await <= pages.len() as f64);
+    assert!(levee.metric("levee_hit_for_pass_urls").await <= pages.len() as f64);
     assert_eq!(levee.metric("levee_fills_registered").await, 0.0);
     assert!(levee.metric("levee_top_urls_tracked").await <= pages.len() as f64);
 }
