@@ -26,7 +26,7 @@ pub enum ProxyBody {
     /// A backend body in a coding the client does not accept, decoded on the fly.
     Decoded(Box<levee_compress::DecompressBody<ProxyBody>>),
     /// A large cached body sent from a memfd with sendfile (see zerocopy.rs).
-    Zc(crate::zerocopy::ZcBody),
+    Zc(levee_sendfile::ZcBody),
     /// Pieces sent one after the other: a multipart/byteranges body, whose ranges are
     /// slices of the stored body (request/partial.rs).
     Parts(std::collections::VecDeque<Bytes>),

@@ -18,13 +18,12 @@ mod server;
 mod stats;
 mod tls;
 mod upstream;
-mod zerocopy;
 
 pub use error::{BindError, ServeError};
 pub use levee_systemd::is_journal_stream;
 pub use request::Reloader;
-pub use tls::cert_pairs;
 pub use server::{serve_workers, Bound, Server};
+pub use tls::cert_pairs;
 
 /// Entry points for the fuzz targets in `fuzz/` (not an API).
 #[doc(hidden)]

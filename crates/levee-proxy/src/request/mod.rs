@@ -1,11 +1,20 @@
-//! One request's life: a driver over phases. Each phase is a module that returns what
-//! happens next ([`Next`]); [`drive`] carries it out, so the order is read here and
-//! nowhere else, and no phase calls another:
+//! One request's life: a driver over steps. Each step is a module of `phases/` that
+//! answers or returns what happens next ([`Next`]); the driver carries it out, so the
+//! order is read here and nowhere else, and no step calls another:
 //!
 //! ```text
-//! classify::early ─┬─ Respond (malformed, PURGE, Max-Forwards: 0)
-//!                  └─ Files ── files::serve ─┬─ Respond (a file)
-//!                     Classify <─────────────┘
+//! handle ── drive: the site (Shared::site_for), then run:
+//!   route::resolve            the route, once, on the normalized path
+//!   malformed::refuse         ambiguous Host or target: 400
+//!   acme::http01              a CA's HTTP-01 request: the key authorization
+//!   purge::from_client        PURGE from an allowed address
+//!   max_forwards::answer      OPTIONS or TRACE with Max-Forwards: 0
+//!   https::to_https           redirect_http
+//!   harden::check             paths the presets deny
+//!   rules::apply              the route's rules (a rewrite: route and harden again)
+//!   device::mark              the device class, for the key and fills
+//!   files::first ─┬─ Files ── files::serve ─┬─ Respond (a file)
+//!                 └─ Classify <─────────────┘
 //! classify::classify ─┬─ Pass(reason) ───────────────────────────────> pass::pass
 //!                     └─ Lookup(key) ── lookup::lookup ─┬─ Serve ────> respond::entry (ranges: partial)
 //!                                                       ├─ ServeAndRevalidate
@@ -16,36 +25,37 @@
 //!                                                                               ├─ Serve (stale, refreshed)
 //!                                                                               ├─ Pass (not shareable)
 //!                                                                               └─ Respond (error)
+//!   rules::add_headers        the route's headers, on whatever answered
 //! ```
 //!
-//! The request's site is resolved once, first ([`Shared::site_for`]); the phases read
-//! its settings. What became of the request is an [`Outcome`] in the response's
-//! extensions, set by [`respond`]: [`handle`] counts it, logs it and notes it for the
-//! dashboard from there.
+//! The request's site and route are resolved once, first; the steps read them (a
+//! [`route::Routed`]). What became of the request is an `Outcome` in the answer, set by
+//! [`respond`]: [`handle`] counts it, logs it and notes it for the dashboard from there.
 //!
 //! Invariant above all others: a request that carries a session cookie or
 //! `Authorization` never reads from nor writes to the cache, and a stored response never
 //! carries a `Set-Cookie`.
 
+// The steps, one module each, called only from here.
+mod phases;
+
+// Helpers the steps share; none of them calls a step.
 mod auth;
-mod classify;
-mod files;
-mod fill;
-mod harden;
 mod hit_for_pass;
-mod lookup;
 mod next;
 mod partial;
-mod pass;
-mod range_miss;
 mod respond;
 mod route;
-mod rules;
 mod shared;
 mod site;
 
-pub(crate) use shared::Shared;
+use phases::{
+    acme, classify, files, fill, harden, https, lookup, malformed, max_forwards, pass, purge,
+    range_miss, rules,
+};
+
 pub use shared::Reloader;
+pub(crate) use shared::Shared;
 
 /// The session-cookie rules on their own, for the fuzz target (`crate::__fuzz`).
 pub(crate) fn fuzz_sessions(
@@ -177,7 +187,7 @@ async fn drive(shared: &Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> 
     answer
 }
 
-/// The phases, from classification to the response.
+/// The steps before the cache, in order, then [`phases`].
 async fn run(
     shared: &Arc<Shared>,
     site: &site::Site,
@@ -190,32 +200,56 @@ async fn run(
     // location matching. Rules, files, backend and lanes all read this one result.
     let (mut routed, rest) = route::resolve(site, parts.uri.path());
     let rest = rest.into_owned();
-    let mut next = classify::early(shared, routed, &mut parts, conn);
-    // The route's rules, after levee's own answers and before the cache; its headers
-    // go on whatever answers the request.
     let rules = routed.route().filter(|r| !r.rules.is_empty());
-    if let (Some(r), false) = (rules, matches!(next, Next::Respond(_))) {
-        let rewrites = r.rules.rewrite.is_some();
-        match rules::apply(shared, &rest, &r.rules, r.auth.as_ref(), &mut parts, conn).await {
-            Some(answer) => next = Next::Respond(answer),
-            // Where the rewritten target goes is decided afresh.
-            None if rewrites => {
-                routed = route::resolve(site, parts.uri.path()).0;
-                next = classify::early(shared, routed, &mut parts, conn);
-            }
-            None => {}
+    let next = match before_cache(shared, site, &mut routed, &rest, &mut parts, conn).await {
+        Some(answer) => Next::Respond(answer),
+        None => {
+            // The device class the application would choose, for the key and fills.
+            let device = site.conf().settings.anonymous.device;
+            levee_visitor::device::mark(device, &mut parts.headers);
+            files::first(routed, &parts)
         }
-    }
-    // The device class the application would choose (device.rs), for the key and fills.
-    levee_visitor::device::mark(site.conf().settings.anonymous.device, &mut parts.headers);
+    };
     let mut answer = phases(shared, routed, parts, body, conn, next).await;
+    // The route's headers go on whatever answers the request.
     if let Some(r) = rules {
         rules::add_headers(&r.rules, &mut answer);
     }
     answer
 }
 
-/// From what `early` decided to the answer.
+/// levee's own answers, then the guards: the first that answers ends the request.
+async fn before_cache<'s>(
+    shared: &Shared,
+    site: &'s site::Site,
+    routed: &mut route::Routed<'s>,
+    rest: &str,
+    parts: &mut http::request::Parts,
+    conn: ConnInfo,
+) -> Option<Answer> {
+    if let Some(answer) = malformed::refuse(parts, conn.scheme())
+        .or_else(|| acme::http01(shared, parts, conn))
+        .or_else(|| purge::from_client(shared, routed, parts, conn))
+        .or_else(|| max_forwards::answer(shared, parts))
+        .or_else(|| https::to_https(shared, parts, conn))
+        // Before the cache: a stored copy must not answer what the presets deny.
+        .or_else(|| harden::check(routed, parts))
+    {
+        return Some(answer);
+    }
+    // The route's rules, before the cache, so that no stored copy answers what a rule
+    // refuses.
+    let r = routed.route().filter(|r| !r.rules.is_empty())?;
+    let answer = rules::apply(shared, rest, &r.rules, r.auth.as_ref(), parts, conn).await;
+    if answer.is_none() && r.rules.rewrite.is_some() {
+        // Where the rewritten target goes is decided afresh, and guarded again.
+        *routed = route::resolve(site, parts.uri.path()).0;
+        return harden::check(routed, parts);
+    }
+    answer
+}
+
+/// From the first stop (files or classification) to the answer.
 async fn phases(
     shared: &Arc<Shared>,
     site: route::Routed<'_>,

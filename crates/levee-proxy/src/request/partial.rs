@@ -17,12 +17,13 @@
 //! - levee never stores a 206 nor combines partial responses (ARCHITECTURE.md): a 206
 //!   only reaches a client through a pass.
 
+use super::next::StreamHead;
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
-use http::{Response, StatusCode};
+use http::{request, Method, Response, StatusCode};
 use levee_cache::range::{self, ByteRange, Ranges, Representation};
 
 use crate::body::{ProxyBody, Resp};
@@ -139,6 +140,25 @@ fn set(headers: &mut HeaderMap, name: header::HeaderName, value: String) {
     if let Ok(v) = HeaderValue::from_str(&value) {
         headers.insert(name, v);
     }
+}
+
+/// Whether a request that gets `head` from a fill waits for the whole body to be
+/// answered with a range: a GET with a valid `Range`, for a 200 that will be stored
+/// (it fits `max`, as far as its `Content-Length` says).
+pub(crate) fn waits_for_whole_body(parts: &request::Parts, head: &StreamHead, max: usize) -> bool {
+    if parts.method != Method::GET || head.status != StatusCode::OK || head.storable.is_err() {
+        return false;
+    }
+    let Some(value) = parts.headers.get(header::RANGE) else {
+        return false;
+    };
+    let fits = head
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_none_or(|len| len <= max as u64);
+    fits && range::parse(value).is_some()
 }
 
 #[cfg(test)]

@@ -14,16 +14,16 @@ use http::{request, Method, Response, StatusCode};
 use levee_cache::{conditional, policy, targeted};
 use levee_compress::Coding;
 
+use super::next::FillHead;
 use super::next::{Serve, Stream};
 use super::partial;
-use super::next::FillHead;
 use super::shared::Shared;
 use crate::body::{ProxyBody, Resp};
 use crate::encoding::{Encoder, EntryForm};
 use crate::headers::{add_via, X_CACHE, X_CACHE_REASON};
 use crate::outcome::{Answer, CacheResult, Outcome, Reason};
 use crate::upstream::{BackendBody, UpstreamError};
-use crate::zerocopy;
+use levee_sendfile as zerocopy;
 
 /// Makes `resp` an [`Answer`] with levee's headers written from its outcome: the only
 /// place `X-Cache`, `Via`, `Age` and `X-Cache-Reason` are written. `age` is a stored

@@ -3,6 +3,8 @@
 //! [`Routed`]; the rules, the files, the backend and the lanes all read that one
 //! result. The backend still gets the path the client sent (nginx's `$request_uri`).
 
+use http::request;
+
 use super::site::{Route, RouteTo, Site};
 use crate::upstream::Upstream;
 
@@ -113,6 +115,15 @@ pub(crate) fn normalized(raw: &str) -> std::borrow::Cow<'_, str> {
         out.push('/');
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// The target a request is stored and purged under: the client's, also when a route
+/// rewrote it (rules.rs).
+pub(crate) fn key_uri(parts: &request::Parts) -> &http::Uri {
+    parts
+        .extensions
+        .get::<levee_fastcgi::OriginalUri>()
+        .map_or(&parts.uri, |o| &o.0)
 }
 
 #[cfg(test)]

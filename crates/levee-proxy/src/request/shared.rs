@@ -16,10 +16,10 @@ use crate::encoding::Encoder;
 use crate::error::ServeError;
 use crate::stats::Stats;
 use crate::upstream::UpstreamError;
-use crate::zerocopy;
 use levee_limits::client_net::{ClientNet, ClientNets};
 use levee_limits::Class;
 use levee_log::AccessLogger;
+use levee_sendfile as zerocopy;
 use levee_visitor::proven::Proven;
 
 /// What a reload replaces of the settings the whole process shares (SIGHUP,
@@ -63,7 +63,7 @@ pub(crate) struct Shared {
     /// HTTP/1.1 by ALPN), when there are any.
     pub tls: Option<crate::tls::Tls>,
     /// Certificates from ACME (`[tls] acme_email`): the manager that orders them, run by
-    /// `serve_workers`, and answers HTTP-01 for `classify::early`.
+    /// `serve_workers`, and answers HTTP-01 for the `acme` step.
     pub acme: Option<levee_acme::Manager>,
 }
 
@@ -167,9 +167,6 @@ impl Shared {
         let index = self.hosts.site_for(host.trim_end_matches('.'))?;
         self.sites.get(index)
     }
-
-
-
 }
 
 impl crate::purge::Sites for Shared {
@@ -193,4 +190,3 @@ fn host_name(raw: &str) -> &str {
         raw.rsplit_once(':').map_or(raw, |(h, _)| h)
     }
 }
-

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::request::{handle, Shared};
 use crate::server::client::ConnInfo;
-use crate::zerocopy::{SendQueue, ZcStream};
+use levee_sendfile::{SendQueue, ZcStream};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 

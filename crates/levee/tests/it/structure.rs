@@ -312,6 +312,124 @@ fn no_module_imports_another_in_a_loop() {
     );
 }
 
+/// The request path's steps (`request/phases/`) are called by the driver alone: no step
+/// names another, so that the order of a request's life is read in `request/mod.rs`.
+#[test]
+fn no_phase_names_another_phase() {
+    let src = workspace().join("crates/levee-proxy/src");
+    let graph = module_graph(&src);
+    let phase = |m: &str| -> Option<String> {
+        let rest = m.strip_prefix("request::phases::")?;
+        Some(rest.split("::").next().unwrap_or(rest).to_string())
+    };
+    let phases: BTreeSet<String> = graph.keys().filter_map(|m| phase(m)).collect();
+    assert!(
+        ["classify", "fill", "lookup", "pass", "rules"]
+            .iter()
+            .all(|p| phases.contains(*p)),
+        "the steps moved: {phases:?}"
+    );
+    let mut sideways = Vec::new();
+    for (module, uses) in &graph {
+        let Some(from) = phase(module) else {
+            continue;
+        };
+        for target in uses {
+            if target == "request::phases" || phase(target).is_some_and(|to| to != from) {
+                sideways.push(format!("{module} -> {target}"));
+            }
+        }
+    }
+    assert!(
+        sideways.is_empty(),
+        "a step calls another (return a Next for the driver, or move what both need to a \
+         helper of request/):\n{}",
+        sideways.join("\n")
+    );
+    // The checker sees such a call.
+    let mut fake = graph.clone();
+    fake.entry("request::phases::fill".into())
+        .or_default()
+        .insert("request::phases::range_miss".into());
+    assert!(fake
+        .get("request::phases::fill")
+        .is_some_and(|u| u.iter().any(|t| phase(t).is_some_and(|to| to != "fill"))));
+}
+
+/// A request's route is chosen in one function, `request::route::resolve`, called by the
+/// driver alone; nothing else matches a path against the routes.
+#[test]
+fn the_route_is_resolved_in_one_function() {
+    let src = workspace().join("crates/levee-proxy/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut matching = Vec::new();
+    let mut callers = Vec::new();
+    for f in &files {
+        let code = code(f);
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        // Matching a path against the routes' prefixes.
+        let n = code.matches("starts_with(&r.path)").count()
+            + code.matches(".routes.iter().find(").count();
+        if n > 0 {
+            matching.push(format!("{rel} ({n})"));
+        }
+        if code.contains("route::resolve(") {
+            callers.push(rel);
+        }
+    }
+    assert_eq!(
+        matching,
+        ["request/route.rs (1)"],
+        "routes matched elsewhere"
+    );
+    assert_eq!(callers, ["request/mod.rs"], "the route resolved elsewhere");
+    let route = code(&src.join("request/route.rs"));
+    assert_eq!(route.matches("fn resolve").count(), 1);
+}
+
+/// The crates cut out of the request path depend on nothing above them: never on
+/// levee-proxy, the binary or the tools, so that each is read (and `levee doctor` built)
+/// without the request path.
+#[test]
+fn the_capability_crates_depend_on_nothing_above_them() {
+    let above = [
+        "levee",
+        "levee-proxy",
+        "levee-doctor",
+        "levee-bench",
+        "levee-test",
+    ];
+    let mut wrong = Vec::new();
+    for name in [
+        "levee-limits",
+        "levee-visitor",
+        "levee-tiers",
+        "levee-systemd",
+        "levee-log",
+        "levee-sendfile",
+        "levee-doctor",
+    ] {
+        let manifest =
+            std::fs::read_to_string(workspace().join("crates").join(name).join("Cargo.toml"))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let deps = manifest
+            .split("[dependencies]")
+            .nth(1)
+            .unwrap_or("")
+            .split("\n[")
+            .next()
+            .unwrap_or("");
+        for line in deps.lines() {
+            let dep = line.split(['.', ' ', '=']).next().unwrap_or("").trim();
+            if above.contains(&dep) && !(name == "levee-doctor" && dep == "levee-doctor") {
+                wrong.push(format!("{name} -> {dep}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// The checker itself: it must see a loop through `super::` and one through `crate::`.
 #[test]
 fn the_loop_finder_finds_loops() {

@@ -5,11 +5,11 @@ use http::{request, Method};
 use levee_config::Backend;
 use levee_static::{Outcome, StaticFiles};
 
-use super::next::Next;
-use super::respond;
-use super::route::Routed;
-use super::shared::Shared;
-use super::site::{Route, RouteTo};
+use crate::request::next::Next;
+use crate::request::respond;
+use crate::request::route::Routed;
+use crate::request::shared::Shared;
+use crate::request::site::{Route, RouteTo};
 
 /// A file's response, or on to classification when the path is not a file. A route
 /// decides first: files only (never the backend), or its backend (no files).
@@ -33,7 +33,7 @@ pub(crate) async fn serve(shared: &Shared, site: Routed<'_>, parts: &request::Pa
     match files.serve(parts).await {
         Outcome::Response(r) => Next::Respond(respond::static_file(shared, parts, r).await),
         // A directory's index.php under uploads: an uploaded script, never run.
-        Outcome::Php { script } if !super::harden::runs_php(&site, &script) => {
+        Outcome::Php { script } if !site.conf().settings.hardening.runs_php(&script) => {
             Next::Respond(respond::error(
                 http::StatusCode::FORBIDDEN,
                 "PHP does not run here (an upload directory)",
@@ -75,4 +75,18 @@ async fn only_files(shared: &Shared, files: &StaticFiles, parts: &request::Parts
             respond::error(http::StatusCode::NOT_FOUND, "no such file")
         }
     })
+}
+
+/// Whether the request goes to the files first (nginx's `try_files`), or straight on to
+/// classification: files are public, never through the cache nor the backend, and
+/// their own memory cache and validators make them cheap.
+pub(crate) fn first(site: Routed<'_>, parts: &request::Parts) -> Next {
+    let read_only = parts.method == Method::GET || parts.method == Method::HEAD;
+    // A script URL (`/doku.php?id=start`) is never a file: straight on, without the
+    // file server's parse and lookup on every cached page.
+    let script = site.routes.is_empty() && levee_static::names_php_script(parts.uri.path());
+    if !script && ((read_only && site.files.is_some()) || !site.routes.is_empty()) {
+        return Next::Files;
+    }
+    Next::Classify
 }

@@ -6,9 +6,9 @@ use std::borrow::Cow;
 
 use http::request;
 
-use super::respond;
-use super::site::Site;
 use crate::outcome::Answer;
+use crate::request::respond;
+use crate::request::site::Site;
 
 /// 403 for a path the site's presets deny, or a PHP script under a directory where PHP
 /// never runs (uploads); `None` for everything else.
@@ -43,11 +43,6 @@ pub(crate) fn check(site: &Site, parts: &request::Parts) -> Option<Answer> {
         Some(script) if !h.runs_php(&script) => Some(refused(&h.by)),
         _ => None,
     }
-}
-
-/// Whether PHP may run `script` (a directory's `index.php` the file server found).
-pub(crate) fn runs_php(site: &Site, script: &str) -> bool {
-    site.conf().settings.hardening.runs_php(script)
 }
 
 fn refused(by: &str) -> Answer {

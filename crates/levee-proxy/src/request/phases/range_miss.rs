@@ -6,32 +6,12 @@
 //! bytes later hits get. A response that is not stored, or outgrows the limit, is
 //! streamed whole (200, always a correct answer to a range request).
 
-use http::{header, request, Method, StatusCode};
-use levee_cache::range;
+use http::StatusCode;
 
-use super::next::{Next, Serve, Stream};
-use super::respond;
-use super::next::{FillHead, StreamHead};
 use crate::outcome::CacheResult;
-
-/// Whether a request that gets `head` from a fill waits for the whole body to be
-/// answered with a range: a GET with a valid `Range`, for a 200 that will be stored
-/// (it fits `max`, as far as its `Content-Length` says).
-pub(crate) fn from_fill(parts: &request::Parts, head: &StreamHead, max: usize) -> bool {
-    if parts.method != Method::GET || head.status != StatusCode::OK || head.storable.is_err() {
-        return false;
-    }
-    let Some(value) = parts.headers.get(header::RANGE) else {
-        return false;
-    };
-    let fits = head
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_none_or(|len| len <= max as u64);
-    fits && range::parse(value).is_some()
-}
+use crate::request::next::FillHead;
+use crate::request::next::{Next, Serve, Stream};
+use crate::request::respond;
 
 /// Reads the fill's whole body, then serves the entry the filler stored from it (the
 /// range is cut in `respond::entry`). When the fill does not store (it outgrew `max`,

@@ -13,11 +13,11 @@ use levee_cache::ban::{Ban, BanMode, BanTarget};
 use levee_cache::{CacheControl, CacheKey, HitForPass};
 use levee_config::EditInvalidation;
 
-use super::respond;
-use super::route::Routed;
-use super::shared::Shared;
 use crate::headers::{prepare_forward, strip_hop_by_hop, X_CACHE_REASON};
 use crate::outcome::{Answer, Reason};
+use crate::request::respond;
+use crate::request::route::Routed;
+use crate::request::shared::Shared;
 use crate::server::client::ConnInfo;
 use crate::upstream::{BoxError, ClientBodyError};
 use levee_limits::{Class, SessionOf};
@@ -89,7 +89,7 @@ pub(crate) async fn pass(
     let invalidates = unsafe_method.then(|| {
         CacheKey::for_request(
             conn.scheme(),
-            super::classify::key_uri(&parts),
+            crate::request::route::key_uri(&parts),
             &parts.headers,
         )
         .in_site(site.index)

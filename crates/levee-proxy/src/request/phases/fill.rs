@@ -21,15 +21,15 @@ use levee_cache::{
 };
 use levee_compress::{add_vary_accept_encoding, Coding};
 
-use super::next::{Next, Serve, Stream};
-use super::range_miss;
-use super::respond;
-use super::route::Routed;
-use super::next::{FillHead, StreamHead};
-use super::shared::Shared;
 use crate::encoding::Encoder;
 use crate::headers::{prepare_forward, strip_hop_by_hop, FILL_DROPPED, FILL_DROPPED_BODY};
 use crate::outcome::CacheResult;
+use crate::request::next::{FillHead, StreamHead};
+use crate::request::next::{Next, Serve, Stream};
+use crate::request::partial;
+use crate::request::respond;
+use crate::request::route::Routed;
+use crate::request::shared::Shared;
 use crate::server::client::ConnInfo;
 use crate::upstream::{BackendBody, UpBody, UpstreamError};
 use levee_limits::Class;
@@ -127,7 +127,7 @@ pub(crate) async fn fetch(
                 waited: asked.elapsed(),
             };
             // A range is cut from the whole body: wait for it, when it is to be stored.
-            if range_miss::from_fill(parts, h, max) {
+            if partial::waits_for_whole_body(parts, h, max) {
                 return Next::StreamForRange { stream, max };
             }
             Next::Stream(stream)
@@ -378,7 +378,9 @@ async fn run_fill(
         return;
     };
     let Some(chunks) = fill.take_body() else {
-        shared.hit_for_pass.mark(&key, HitForPass::Set(NotStored::TooLarge));
+        shared
+            .hit_for_pass
+            .mark(&key, HitForPass::Set(NotStored::TooLarge));
         return;
     };
     let (body, coding, levee_coded) = shared

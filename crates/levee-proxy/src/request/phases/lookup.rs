@@ -6,11 +6,11 @@ use http::header;
 use http::request;
 use levee_cache::{CacheControl, CacheKey, Lookup};
 
-use super::next::{Next, Serve};
-use super::respond;
-use super::route::Routed;
-use super::shared::Shared;
 use crate::outcome::CacheResult;
+use crate::request::next::{Next, Serve};
+use crate::request::respond;
+use crate::request::route::Routed;
+use crate::request::shared::Shared;
 
 pub(crate) fn lookup(
     shared: &Shared,

@@ -8,11 +8,11 @@ use http::header::{self, HeaderValue};
 use http::{request, Response, StatusCode};
 use levee_config::RouteRules;
 
-use super::auth::Auth;
-use super::respond;
-use super::shared::Shared;
 use crate::body::ProxyBody;
 use crate::outcome::{Answer, CacheResult};
+use crate::request::auth::Auth;
+use crate::request::respond;
+use crate::request::shared::Shared;
 use crate::server::client::ConnInfo;
 use levee_limits::client_net::ClientNets;
 
