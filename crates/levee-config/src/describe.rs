@@ -207,6 +207,15 @@ impl Settings {
             "limits.trust_unproven_sessions",
             secs(l.trust_unproven_sessions),
         );
+        global("limits.websocket_max", l.websocket_max.to_string());
+        global(
+            "limits.websocket_per_network",
+            l.websocket_per_network.to_string(),
+        );
+        global(
+            "limits.websocket_idle_timeout",
+            secs(l.websocket_idle_timeout),
+        );
         global(
             "limits.client_network_v4",
             format!("/{}", l.client_network_v4),

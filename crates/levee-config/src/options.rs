@@ -65,6 +65,9 @@ backend_network_share = "25%"
 backend_anonymous_wait = "2s"
 backend_anonymous_adaptive = true
 trust_unproven_sessions = "0s"
+websocket_max = 10000
+websocket_per_network = 256
+websocket_idle_timeout = "10m"
 client_network_v4 = 24
 client_network_v6 = 56
 trusted_proxies = []
@@ -345,6 +348,9 @@ options_table! {
         pub backend_anonymous_wait: Option<String>,
         pub backend_anonymous_adaptive: Option<bool>,
         pub trust_unproven_sessions: Option<String>,
+        pub websocket_max: Option<usize>,
+        pub websocket_per_network: Option<usize>,
+        pub websocket_idle_timeout: Option<String>,
         pub client_network_v4: Option<u8>,
         pub client_network_v6: Option<u8>,
         pub trusted_proxies: Option<Vec<String>>,

@@ -71,6 +71,11 @@ pub struct Limits {
     /// (zero: never). For the first hours in front of a site whose people logged in
     /// before levee was there.
     pub trust_unproven_sessions: Duration,
+    /// WebSockets open at once, in all and per client network; one silent both ways
+    /// this long is closed.
+    pub websocket_max: usize,
+    pub websocket_per_network: usize,
+    pub websocket_idle_timeout: Duration,
     /// Client networks' prefix lengths (IPv4, IPv6).
     pub client_network_v4: u8,
     pub client_network_v6: u8,
@@ -605,6 +610,12 @@ impl Limits {
             trust_unproven_sessions: duration(
                 "limits.trust_unproven_sessions",
                 l.trust_unproven_sessions,
+            )?,
+            websocket_max: need(l.websocket_max, "limits.websocket_max")?,
+            websocket_per_network: need(l.websocket_per_network, "limits.websocket_per_network")?,
+            websocket_idle_timeout: duration(
+                "limits.websocket_idle_timeout",
+                l.websocket_idle_timeout,
             )?,
             client_network_v4: prefix_len("limits.client_network_v4", l.client_network_v4, 32)?,
             client_network_v6: prefix_len("limits.client_network_v6", l.client_network_v6, 128)?,

@@ -293,6 +293,11 @@ fn side_tables(shared: &Shared) -> Vec<(&'static str, &'static str, u64)> {
             shared.hit_for_pass.count(),
         ),
         (
+            "websockets_open",
+            "WebSockets open now",
+            shared.tunnels.count() as u64,
+        ),
+        (
             "fills_registered",
             "Backend fetches registered for coalescing now",
             shared.fills.len() as u64,

@@ -123,6 +123,8 @@ pub(crate) struct Outcome {
     pub site: Option<usize>,
     /// How long it waited for the backend's response head, if it asked the backend.
     pub backend_wait: Option<Duration>,
+    /// Its access log line is written later, by what it became (a WebSocket, at close).
+    pub logged_later: bool,
 }
 
 impl Outcome {
@@ -132,6 +134,7 @@ impl Outcome {
             reason,
             site: None,
             backend_wait: None,
+            logged_later: false,
         }
     }
 }

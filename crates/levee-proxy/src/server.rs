@@ -71,7 +71,7 @@ impl Server {
             )));
         }
         shutdown.await;
-        stop_and_drain(&stop_tx, tasks, &conns, &limits).await;
+        stop_and_drain(&stop_tx, tasks, &conns, &limits, &self.shared.tunnels).await;
         flush_tiers(&self.shared).await;
     }
 }
@@ -259,8 +259,10 @@ async fn stop_and_drain<F: Future>(
     accept_loops: impl IntoIterator<Item = F>,
     conns: &Semaphore,
     limits: &levee_config::Limits,
+    tunnels: &levee_websocket::Tunnels<levee_limits::client_net::ClientNet>,
 ) {
     tracing::info!("shutting down: no new connections, draining in-flight requests");
+    let began = tokio::time::Instant::now();
     let _ = stop_tx.send(true);
     for l in accept_loops {
         let _ = l.await;
@@ -272,6 +274,20 @@ async fn stop_and_drain<F: Future>(
         Err(_) => {
             tracing::warn!(timeout = ?limits.shutdown_timeout, "drain timed out; closing remaining connections")
         }
+    }
+    // WebSockets have the rest of the shutdown timeout to close on their own; then each
+    // gets `1001 Going Away` (its clients reconnect, to the next levee).
+    if tunnels.count() > 0 {
+        let deadline = began + limits.shutdown_timeout;
+        while tunnels.count() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tracing::info!(
+            open = tunnels.count(),
+            "closing WebSockets: 1001 Going Away"
+        );
+        tunnels.go_away();
+        tunnels.closed(Duration::from_secs(3)).await;
     }
 }
 
@@ -542,7 +558,7 @@ pub fn serve_workers(
         tokio::spawn(async { levee_systemd::ready() });
         shutdown.await;
         levee_systemd::stopping();
-        stop_and_drain(&stop_tx, accepting, &conns, &limits).await;
+        stop_and_drain(&stop_tx, accepting, &conns, &limits, &shared.tunnels).await;
         flush_tiers(&shared).await;
         Ok::<(), ServeError>(())
     })?;

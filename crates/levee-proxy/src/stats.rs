@@ -60,6 +60,8 @@ pub(crate) struct Stats {
     unproven: [AtomicU64; 2],
     /// The client networks that sent them most.
     pub unproven_nets: TopNets,
+    /// WebSockets: opened, closed by why, bytes each way, refused upgrades.
+    pub websockets: WebSocketStats,
     /// Scrape-time copies of state kept elsewhere.
     cache_objects: Gauge,
     cache_bytes: Gauge,
@@ -249,6 +251,85 @@ impl TopNets {
 
 /// `/top.json`: the URLs most often not served from the cache, the client networks
 /// refused most, and those that sent most session cookies nobody proved.
+/// What the WebSockets did (upgrade.rs), for `/metrics`.
+#[derive(Default)]
+pub(crate) struct WebSocketStats {
+    opened: AtomicU64,
+    closed: [AtomicU64; levee_websocket::Ended::ALL.len()],
+    bytes: [AtomicU64; 2],
+    refused: [AtomicU64; 2],
+}
+
+impl WebSocketStats {
+    pub fn opened(&self) {
+        self.opened.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn closed(&self, ended: levee_websocket::Ended) {
+        if let Some(i) = levee_websocket::Ended::ALL.iter().position(|e| *e == ended) {
+            self.closed[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes relayed from the client (`up`) and to it (`down`).
+    pub fn bytes(&self, up: u64, down: u64) {
+        if up > 0 {
+            self.bytes[0].fetch_add(up, Ordering::Relaxed);
+        }
+        if down > 0 {
+            self.bytes[1].fetch_add(down, Ordering::Relaxed);
+        }
+    }
+
+    pub fn refused(&self, full: levee_websocket::Full) {
+        let i = usize::from(full == levee_websocket::Full::Total);
+        self.refused[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn register(&self, r: &mut Registry) {
+        let opened = Counter::<u64>::default();
+        opened.inc_by(self.opened.load(Ordering::Relaxed));
+        r.register(
+            "websockets_opened",
+            "WebSockets opened (upgraded and relayed)",
+            opened,
+        );
+        let closed = Family::<Labels, Counter>::default();
+        for (e, n) in levee_websocket::Ended::ALL.iter().zip(&self.closed) {
+            closed
+                .get_or_create(&vec![("reason", e.as_str())])
+                .inc_by(n.load(Ordering::Relaxed));
+        }
+        r.register(
+            "websockets_closed",
+            "WebSockets closed, by what ended them (client, backend, idle, stopped, error)",
+            closed,
+        );
+        let bytes = Family::<Labels, Counter>::default();
+        for (d, n) in ["up", "down"].iter().zip(&self.bytes) {
+            bytes
+                .get_or_create(&vec![("direction", *d)])
+                .inc_by(n.load(Ordering::Relaxed));
+        }
+        r.register(
+            "websocket_bytes",
+            "Bytes relayed by WebSockets: up from clients, down to them",
+            bytes,
+        );
+        let refused = Family::<Labels, Counter>::default();
+        for (w, n) in ["network", "total"].iter().zip(&self.refused) {
+            refused
+                .get_or_create(&vec![("limit", *w)])
+                .inc_by(n.load(Ordering::Relaxed));
+        }
+        r.register(
+            "websockets_refused",
+            "Upgrades refused before the backend: the client network's limit, or levee's",
+            refused,
+        );
+    }
+}
+
 pub(crate) fn top_json(s: &Stats, n: usize) -> String {
     serde_json::json!({
         "urls": s.top.rows(n),
@@ -534,6 +615,7 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
         "Requests with a session cookie or credentials the backend never gave out or accepted, scheduled as anonymous work, by what became of them",
         unproven,
     );
+    s.websockets.register(&mut r);
     r.register(
         "coalesced",
         "Requests that waited for another request's backend fetch instead of making their own",

@@ -303,6 +303,11 @@ impl Upstream {
         })
     }
 
+    /// Whether a WebSocket can go through: HTTP servers and app processes, not FastCGI.
+    pub fn carries_upgrades(&self) -> bool {
+        !matches!(self.transport, Transport::FastCgi { .. })
+    }
+
     /// Where the backend limit comes from, for the startup line.
     pub fn limit_source(&self) -> &str {
         &self.limit_source

@@ -314,6 +314,24 @@ impl Levee {
             .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
     }
 
+    /// The sum of a metric's samples over all its labels (`levee_x_total{a="b"}` and
+    /// `levee_x_total{a="c"}`); 0 when it has none yet.
+    pub async fn metric_sum(&self, name: &str) -> f64 {
+        let r = self.admin(Req::get("/metrics")).await;
+        assert_eq!(r.status, 200, "GET /metrics: {}", r.summary());
+        String::from_utf8_lossy(&r.body)
+            .lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix(name)?;
+                let value = match rest.strip_prefix('{') {
+                    Some(labelled) => labelled.split_once("} ")?.1,
+                    None => rest.strip_prefix(' ')?,
+                };
+                value.trim().parse::<f64>().ok()
+            })
+            .sum()
+    }
+
     /// `req` to the admin listener, with the admin token if levee has one.
     pub async fn admin(&self, mut req: Req) -> Resp {
         if let Some(t) = &self.admin_token {

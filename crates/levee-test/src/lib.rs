@@ -25,6 +25,7 @@ pub mod ports;
 pub mod redis;
 pub mod tools;
 mod wait;
+pub mod websocket;
 
 pub use client::{Conn, H2Conn, RawConn, Req, Resp, REQUEST_TIMEOUT};
 pub use levee::{Levee, LeveeBuilder};

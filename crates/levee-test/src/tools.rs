@@ -67,6 +67,18 @@ pub const PYTHON3: Tool = Tool {
     install: "apt-get install -y python3",
 };
 
+/// Debian's Python with its `websockets` library (an implementation of RFC 6455 that
+/// levee's code shares nothing with), the WebSocket server of the WebSocket tests.
+pub const PYTHON_WEBSOCKETS: Tool = Tool {
+    name: "python3-websockets",
+    find: || {
+        let p = PathBuf::from("/usr/bin/python3");
+        let lib = Path::new("/usr/lib/python3/dist-packages/websockets/__init__.py");
+        (p.is_file() && lib.is_file()).then_some(p)
+    },
+    install: "apt-get install -y python3-websockets",
+};
+
 /// curl, a real HTTPS and HTTP/2 client for the TLS tests.
 pub const CURL: Tool = Tool {
     name: "curl",

@@ -13,6 +13,7 @@
 //!   harden::check             paths the presets deny
 //!   rules::apply              the route's rules (a rewrite: route and harden again)
 //!   device::mark              the device class, for the key and fills
+//!   upgrade::wanted ──────── Upgrade ── upgrade::tunnel (a WebSocket: relayed)
 //!   files::first ─┬─ Files ── files::serve ─┬─ Respond (a file)
 //!                 └─ Classify <─────────────┘
 //! classify::classify ─┬─ Pass(reason) ───────────────────────────────> pass::pass
@@ -51,7 +52,7 @@ mod site;
 
 use phases::{
     acme, classify, files, fill, harden, https, lookup, malformed, max_forwards, pass, purge,
-    range_miss, rules,
+    range_miss, rules, upgrade,
 };
 
 pub use shared::Reloader;
@@ -135,6 +136,8 @@ pub(crate) async fn handle(
             }
         }
     }
+    // A WebSocket's line is written when it closes (upgrade.rs).
+    let logged = logged.filter(|_| !outcome.logged_later);
     if let (Some(log), Some((time, method, version, referer, user_agent))) =
         (&shared.access_log, logged)
     {
@@ -203,6 +206,7 @@ async fn run(
     let rules = routed.route().filter(|r| !r.rules.is_empty());
     let next = match before_cache(shared, site, &mut routed, &rest, &mut parts, conn).await {
         Some(answer) => Next::Respond(answer),
+        None if upgrade::wanted(&parts) => Next::Upgrade,
         None => {
             // The device class the application would choose, for the key and fills.
             let device = site.conf().settings.anonymous.device;
@@ -277,6 +281,10 @@ async fn phases(
             Next::Pass { reason, marked } => {
                 let pass = pass::pass(shared, site, parts, body, conn, reason, marked);
                 return Box::pin(pass).await;
+            }
+            Next::Upgrade => {
+                let tunnel = upgrade::tunnel(shared, site, parts, body, conn);
+                return Box::pin(tunnel).await;
             }
             Next::Respond(resp) => return resp,
         };

@@ -41,6 +41,8 @@ pub(crate) enum Next {
     },
     /// A response levee made: an error, a local answer, a file.
     Respond(Answer),
+    /// A WebSocket: to the backend, then relayed; never the cache.
+    Upgrade,
 }
 
 impl Next {

@@ -57,6 +57,8 @@ pub(crate) struct Shared {
     /// Memfd copies of hot large bodies, sent with sendfile.
     pub sendfile: zerocopy::Files,
     pub stats: Stats,
+    /// The WebSockets open now, bounded per client network and in all (upgrade.rs).
+    pub tunnels: levee_websocket::Tunnels<ClientNet>,
     /// One line per request, when `[log] access` is on.
     pub access_log: Option<AccessLogger>,
     /// The certificates of the HTTPS listeners, and the acceptor over them (HTTP/2 and
@@ -123,6 +125,7 @@ impl Shared {
             fills: Coalescer::new(FillHead::abandoned),
             hit_for_pass: super::hit_for_pass::HitForPassMarks::new(c.hit_for_pass),
             stats: Stats::default(),
+            tunnels: levee_websocket::Tunnels::default(),
             reloader: OnceLock::new(),
             conf: ArcSwap::from_pointee(Conf { settings }),
         })

@@ -157,7 +157,9 @@ async fn serve_http<I>(
             // rapid reset: h2 closes the connection beyond them).
             .max_concurrent_streams(H2_MAX_STREAMS)
             .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
-            .keep_alive_interval(Some(Duration::from_secs(30)));
+            .keep_alive_interval(Some(Duration::from_secs(30)))
+            // RFC 8441: WebSockets over HTTP/2 (extended CONNECT), upgrade.rs.
+            .enable_connect_protocol();
         let served = b.serve_connection(io, service);
         tokio::select! {
             _ = async { drive!(served) } => {}
@@ -183,7 +185,8 @@ async fn serve_http<I>(
             .header_read_timeout(limits.header_timeout)
             .max_headers(limits.max_headers)
             .max_header_size(limits.max_header_bytes);
-        drive!(b.serve_connection(io, service));
+        // An upgrade (a WebSocket) takes the connection over once answered: upgrade.rs.
+        drive!(b.serve_connection(io, service).with_upgrades());
     }
 }
 

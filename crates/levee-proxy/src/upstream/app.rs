@@ -167,7 +167,7 @@ async fn app_connect(
             .map_err(|e| refused(format!("app process {}: {e}", lease.addr())))?;
     tokio::spawn(async move {
         // Ends when the process closes it, or when levee drops the sender.
-        let _ = connection.await;
+        let _ = connection.with_upgrades().await;
     });
     Ok(sender)
 }

@@ -51,3 +51,4 @@ mod systemd;
 mod tiers;
 mod tls;
 mod visitor_cookies;
+mod websockets;

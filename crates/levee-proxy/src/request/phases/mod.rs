@@ -16,3 +16,4 @@ pub(super) mod pass;
 pub(super) mod purge;
 pub(super) mod range_miss;
 pub(super) mod rules;
+pub(super) mod upgrade;
