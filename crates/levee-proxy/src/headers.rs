@@ -42,6 +42,30 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove(header::UPGRADE);
 }
 
+/// Whether a response is a server-sent event stream (`text/event-stream`): a long
+/// response whose pauses between events are its nature, not a stuck backend.
+pub fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("text/event-stream"))
+        })
+}
+
+/// How long a response's body may pause: `backend_read_timeout`, or for an event stream
+/// `websocket_idle_timeout` (a live stream's pauses are not a stuck backend's).
+pub fn body_pause_limit(headers: &HeaderMap, limits: &levee_config::Limits) -> std::time::Duration {
+    match is_event_stream(headers) {
+        true => limits
+            .websocket_idle_timeout
+            .max(limits.backend_read_timeout),
+        false => limits.backend_read_timeout,
+    }
+}
+
 pub static VIA_VALUE: HeaderValue = HeaderValue::from_static("1.1 levee");
 
 /// Appends levee to `Via`.

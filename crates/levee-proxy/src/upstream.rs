@@ -308,6 +308,12 @@ impl Upstream {
         !matches!(self.transport, Transport::FastCgi { .. })
     }
 
+    /// Whether a long response keeps a process of the backend busy all along (php-fpm,
+    /// app processes), rather than a connection to a server that multiplexes them.
+    pub fn streams_hold_a_process(&self) -> bool {
+        !matches!(self.transport, Transport::Http { .. })
+    }
+
     /// Where the backend limit comes from, for the startup line.
     pub fn limit_source(&self) -> &str {
         &self.limit_source

@@ -234,17 +234,14 @@ pub(crate) fn passed(
     parts: &request::Parts,
     mut head: http::response::Parts,
     body: BackendBody,
-    permit: levee_limits::BackendSlot,
+    permit: Option<levee_limits::BackendSlot>,
     reason: Reason,
 ) -> Answer {
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
     } else {
-        ProxyBody::pass(
-            body,
-            Some(permit),
-            shared.conf().settings.limits.backend_read_timeout,
-        )
+        let pause = crate::headers::body_pause_limit(&head.headers, &shared.conf().settings.limits);
+        ProxyBody::pass(body, permit, pause)
     };
     let body = shared.encoder.stream(
         &parts.headers,

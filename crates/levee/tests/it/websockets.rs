@@ -483,3 +483,136 @@ async fn a_reload_keeps_an_open_websocket_and_a_stop_closes_it_with_1001() {
         "levee exits once its WebSockets are closed"
     );
 }
+
+/// Server-sent events from an HTTP server: each event reaches the client as it is sent,
+/// pauses longer than `backend_read_timeout` are not taken for a stuck backend, and an
+/// open stream holds no slot of the backend limit (requests go on beside it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_streams_pass_as_they_come_and_hold_no_backend_slot() {
+    use http_body_util::BodyExt;
+    let events = |n: usize, pause: Duration| {
+        (0..n)
+            .map(|i| (pause, bytes::Bytes::from(format!("data: event {i}\n\n"))))
+            .collect::<Vec<_>>()
+    };
+    let origin = Origin::start(move |r| match r.uri.as_str() {
+        "/events" => Reply::ok()
+            .header("content-type", "text/event-stream")
+            .header("cache-control", "no-cache")
+            .chunks(events(3, Duration::from_millis(1500))),
+        _ => Reply::text("a page").header("cache-control", "no-store"),
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .config(
+            "[limits]\nbackend_max_concurrency = 1\nbackend_read_timeout = \"1s\"\n\
+             backend_queue_timeout = \"1s\"\n",
+        )
+        .start();
+    let resp = levee_test::Req::get("/events")
+        .header("accept", "text/event-stream")
+        .header("accept-encoding", "gzip, br")
+        .send_streaming(levee.addr())
+        .await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers().get("content-encoding"),
+        None,
+        "never compressed"
+    );
+    let mut body = resp.into_body();
+    // The first event arrives alone, before the next is even sent.
+    let first = tokio::time::timeout(WAIT, body.frame())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .into_data()
+        .unwrap();
+    assert_eq!(&first[..], b"data: event 0\n\n");
+    // The stream is open, the backend limit is 1: a page is still served at once.
+    let page = levee.get("/page").await;
+    assert_eq!((page.status.as_u16(), page.text()), (200, "a page".into()));
+    // The rest of the events, 1.5 s apart (beyond the 1 s read timeout), all of them.
+    let mut rest = Vec::new();
+    while let Some(frame) = tokio::time::timeout(WAIT, body.frame()).await.unwrap() {
+        rest.extend_from_slice(&frame.unwrap().into_data().unwrap_or_default());
+    }
+    assert_eq!(
+        String::from_utf8(rest).unwrap(),
+        "data: event 1\n\ndata: event 2\n\n"
+    );
+}
+
+/// A real browser: headless Chromium loads a page through levee that opens a WebSocket
+/// (to a route's server) and an EventSource (the site's backend), and shows what each
+/// received; the DOM is read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_gets_its_websocket_and_its_event_source_through_levee() {
+    let Some(server) = WsServer::start() else {
+        return;
+    };
+    let Some(bin) = levee_test::tools::require(&levee_test::tools::CHROMIUM) else {
+        return;
+    };
+    const PAGE: &str = r#"<!doctype html><html><body>
+<p id="ws">ws: waiting</p><p id="sse">sse: waiting</p>
+<script>
+const ws = new WebSocket("ws://" + location.host + "/ws/echo");
+ws.onopen = () => ws.send("hello from the browser");
+ws.onmessage = (e) => { document.getElementById("ws").textContent = "ws: " + e.data; ws.close(1000); };
+const es = new EventSource("/events");
+let n = 0;
+es.onmessage = (e) => {
+  n += 1;
+  document.getElementById("sse").textContent = "sse: " + e.data + " (" + n + ")";
+  if (n >= 2) es.close();
+};
+</script></body></html>"#;
+    let pages = Origin::start(|r| match r.uri.as_str() {
+        "/events" => Reply::ok()
+            .header("content-type", "text/event-stream")
+            .header("cache-control", "no-cache")
+            .chunks(vec![
+                (Duration::ZERO, bytes::Bytes::from("data: first event\n\n")),
+                (
+                    Duration::from_millis(300),
+                    bytes::Bytes::from("data: second event\n\n"),
+                ),
+                (Duration::from_secs(5), bytes::Bytes::from(": idle\n\n")),
+            ]),
+        _ => Reply::text(PAGE)
+            .header("content-type", "text/html; charset=utf-8")
+            .header("cache-control", "no-store"),
+    });
+    let levee = levee!()
+        .config(&format!(
+            "[[site]]\ndefault = true\nbackend = \"{}\"\n[[site.route]]\npath = \"/ws/\"\nbackend = \"{}\"\n",
+            pages.url(),
+            server.url()
+        ))
+        .start();
+    let dir = tempfile::tempdir().unwrap();
+    let url = levee.url("/");
+    let (dom, stderr) = tokio::task::spawn_blocking(move || {
+        levee_test::tools::run_chromium(
+            &bin,
+            &dir.path().join("profile"),
+            &["--dump-dom", "--virtual-time-budget=5000"],
+            &url,
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        dom.contains("ws: hello from the browser"),
+        "the WebSocket's echo is not on the page:\n{dom}\n{stderr}"
+    );
+    assert!(
+        dom.contains("sse: second event (2)"),
+        "the events are not on the page:\n{dom}\n{stderr}"
+    );
+    levee
+        .wait_metric("levee_websockets_opened_total", |n| n >= 1.0)
+        .await;
+}

@@ -271,7 +271,7 @@ async fn run_fill(
         Some(_) => Class::Shared,
         None => Class::Anonymous(shared.client_net(ctx.conn.peer.ip(), &ctx.req_headers)),
     };
-    let _permit = match upstream.slot(class).await {
+    let permit = match upstream.slot(class).await {
         Ok(p) => p,
         Err(e) => {
             shared.refused(class, &e);
@@ -358,6 +358,8 @@ async fn run_fill(
     let tags = levee_cache::tags::tags(&head.headers);
     levee_cache::tags::strip(&mut head.headers);
     let stored_headers = full.storable.is_ok().then(|| head.headers.clone());
+    let event_stream = crate::headers::is_event_stream(&head.headers);
+    let pause = crate::headers::body_pause_limit(&head.headers, &shared.conf().settings.limits);
     // Dropped without a value however this task ends before storing: waiters see that.
     let (stored_tx, stored_rx) = tokio::sync::watch::channel(None);
     fill.set_head(FillHead::Stream(StreamHead {
@@ -370,7 +372,15 @@ async fn run_fill(
         stored: stored_rx,
     }));
 
-    if !stream_body(shared, &fill, body, &key).await {
+    // An event stream from an HTTP server keeps no slot of the backend limit (pass.rs).
+    let _permit = match event_stream && !upstream.streams_hold_a_process() {
+        true => {
+            drop(permit);
+            None
+        }
+        false => Some(permit),
+    };
+    if !stream_body(&fill, body, &key, pause).await {
         return;
     }
     fill.finish();
@@ -473,12 +483,11 @@ async fn send(
 /// the backend failed or paused too long (readers then see an error, when the guard
 /// drops), or nobody reads and nothing is stored.
 async fn stream_body(
-    shared: &Shared,
     fill: &Fill<FillHead>,
     mut body: BackendBody,
     key: &CacheKey,
+    read_timeout: std::time::Duration,
 ) -> bool {
-    let read_timeout = shared.conf().settings.limits.backend_read_timeout;
     loop {
         match tokio::time::timeout(read_timeout, body.frame()).await {
             Ok(Some(Ok(frame))) => {

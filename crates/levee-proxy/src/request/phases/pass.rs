@@ -156,6 +156,18 @@ pub(crate) async fn pass(
         true => format!("{reason}; unproven").into(),
         false => reason,
     };
+    // An event stream from an HTTP server (a Mercure hub, a Node process) may last hours:
+    // it keeps no slot of the backend limit, which is for requests. From php-fpm or an
+    // app process it does: a PHP process serves it all along.
+    let permit = match crate::headers::is_event_stream(&head.headers)
+        && !upstream.streams_hold_a_process()
+    {
+        true => {
+            drop(permit);
+            None
+        }
+        false => Some(permit),
+    };
     let mut answer = respond::passed(shared, &parts, head, body, permit, reason);
     answer.outcome.backend_wait = Some(waited);
     answer

@@ -180,7 +180,7 @@ pub(crate) async fn tunnel(
             &parts,
             head,
             body,
-            permit,
+            Some(permit),
             "websocket-refused".into(),
         );
         answer.outcome.backend_wait = Some(waited);
