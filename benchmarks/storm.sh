@@ -50,7 +50,10 @@
 #        PAGES THINK_MS=200 EDIT_EVERY=5 VISIBLE_SECS TIMEOUT_SECS=30 (per request),
 #        REFUSED_PAUSE_MS=20 (a crawler's pause after a refusal; 0: none),
 #        SLOW_MS=0 (print each editor's request slower than this, and when it started),
-#        LEVEE, BUILD, KEEP_WORK.
+#        LEVEE, BUILD, KEEP_WORK,
+#        WEBSOCKETS=0 (levee: that many idle WebSockets held open through levee, to a
+#        route's echo server, for the whole run; the report says how many were still
+#        answering at its end).
 # Needs: php8.2-fpm php8.2-cli php8.2-mysql mariadb-server mediawiki nginx-light varnish
 #        curl python3. Targets and binds 127.0.0.0/8 only.
 source "$(dirname "$0")/lib.sh"
@@ -80,6 +83,7 @@ VISIBLE_SECS=${VISIBLE_SECS:-10}
 # CPU against the wiki's. 0: at once (the worst case, also recorded).
 REFUSED_PAUSE_MS=${REFUSED_PAUSE_MS:-20}
 SLOW_MS=${SLOW_MS:-0}
+WEBSOCKETS=${WEBSOCKETS:-0}
 
 need_tools nginx varnishd curl python3 php mariadbd
 [ -e /usr/share/mediawiki/index.php ] || {
@@ -89,10 +93,10 @@ need_tools nginx varnishd curl python3 php mariadbd
 levee_binary
 EXAMPLES="${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/examples"
 if [ "${BUILD:-1}" = 1 ]; then
-    log "building the wiki runner and the load (cargo build --release -p levee-test --example app --example storm)"
-    (cd "$REPO_DIR" && cargo build --release -p levee-test --example app --example storm >&2)
+    log "building the wiki runner and the load (cargo build --release -p levee-test --example app --example storm --example ws_bench)"
+    (cd "$REPO_DIR" && cargo build --release -p levee-test --example app --example storm --example ws_bench >&2)
 fi
-for x in app storm; do
+for x in app storm ws_bench; do
     [ -x "$EXAMPLES/$x" ] || die "no $EXAMPLES/$x (cargo build --release -p levee-test --example $x)"
     cp "$EXAMPLES/$x" "$WORK/$x" # a rebuild during the run must not change them
 done
@@ -100,6 +104,11 @@ done
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 open_report storm
 OUT_BASE=${OUT_FILE%.md}
+if [ "$WEBSOCKETS" -gt 0 ]; then
+    WS_PORT=$(free_port)
+    start_bg ws-echo "$WORK/ws_bench" server "$WS_PORT"
+    wait_port "$WS_PORT" "$BG_PID"
+fi
 
 # stop PID: stop_pid, then drop PID from the exit trap's list: a long run starts dozens of
 # processes, and the trap must not signal a pid the system has since given to another.
@@ -250,7 +259,17 @@ start_front() {
     levee)
         FRONT_PORT=$(free_port)
         ADMIN_PORT=$(free_port)
-        start_levee "levee-$2" "$FRONT_PORT" "$3" --preset mediawiki --admin-listen "127.0.0.1:$ADMIN_PORT"
+        if [ "$WEBSOCKETS" -gt 0 ]; then
+            # The same site, with a route to the WebSocket server the idle ones hold.
+            printf '[[site]]\ndefault = true\nbackend = "http://127.0.0.1:%s"\npreset = ["mediawiki"]\n[[site.route]]\npath = "/ws/"\nbackend = "http://127.0.0.1:%s"\n' \
+                "$3" "$WS_PORT" >"$WORK/levee-ws-$2.toml"
+            start_bg "levee-$2" "$LEVEE" serve --listen "127.0.0.1:$FRONT_PORT" \
+                --config "$WORK/levee-ws-$2.toml" --admin-listen "127.0.0.1:$ADMIN_PORT"
+            LEVEE_PID=$BG_PID
+            wait_port "$FRONT_PORT" "$LEVEE_PID"
+        else
+            start_levee "levee-$2" "$FRONT_PORT" "$3" --preset mediawiki --admin-listen "127.0.0.1:$ADMIN_PORT"
+        fi
         FRONT_PID=$LEVEE_PID
         ;;
     esac
@@ -281,7 +300,20 @@ measure() {
         --refused-pause-ms "$REFUSED_PAUSE_MS" --slow-ms "$SLOW_MS" $(variant_flags "$1") \
         --crawler-kind "$kind" --fpm-status "http://127.0.0.1:$status_port/fpm-status"
     LOAD_PID=$BG_PID
+    local idle_pid=""
+    if [ "$WEBSOCKETS" -gt 0 ] && [ "$3" = levee ]; then
+        # WEBSOCKETS idle WebSockets through levee for the whole run, each asked for one
+        # echo at its end.
+        start_bg "ws-idle-$tag" "$WORK/ws_bench" idle "ws://127.0.0.1:$FRONT_PORT/ws/idle" \
+            "$WEBSOCKETS" "$((FAIR_SECS + STORM_SECS))"
+        idle_pid=$BG_PID
+    fi
     wait "$LOAD_PID" || { cat "$WORK/storm-$tag.log" >&2; die "$tag: the load failed"; }
+    if [ -n "$idle_pid" ]; then
+        wait "$idle_pid" || true
+        log "$tag: WebSockets held through the run: $(cat "$WORK/ws-idle-$tag.log")"
+        echo "$tag $(cat "$WORK/ws-idle-$tag.log")" >>"$WORK/ws-idle.txt"
+    fi
     grep -E '^([a-z]|SLOW)' "$WORK/storm-$tag.log" | sed "s/^/  $tag /" >&2
     sed -n 's/^RESULT //p' "$WORK/storm-$tag.log" >"$WORK/$tag.json"
     cp "$WORK/$tag.json" "$OUT_BASE-$tag.json"
@@ -304,7 +336,7 @@ for k in $KINDS; do
 done
 
 report "# Storm: people first under overload, MediaWiki behind nginx, Varnish, levee ($(date '+%Y-%m-%d %H:%M'))" ""
-report "- command: \`$([ "$QUICK" = 1 ] && echo "QUICK=1 ")FAIR_SECS=$FAIR_SECS STORM_SECS=$STORM_SECS KINDS=\"$KINDS\" VARIANTS=\"$VARIANTS\" FRONTS=\"${FRONTS[*]}\" ROUNDS=$ROUNDS benchmarks/storm.sh\`"
+report "- command: \`$([ "$QUICK" = 1 ] && echo "QUICK=1 ")FAIR_SECS=$FAIR_SECS STORM_SECS=$STORM_SECS KINDS=\"$KINDS\" VARIANTS=\"$VARIANTS\" FRONTS=\"${FRONTS[*]}\" ROUNDS=$ROUNDS WEBSOCKETS=$WEBSOCKETS benchmarks/storm.sh\`"
 machine_info
 report "- site: MediaWiki $(dpkg-query -W -f '${Version}' mediawiki 2>/dev/null) from Debian's package, unchanged, on php-fpm $(php -r 'echo PHP_VERSION;') with 4 workers (pm = static) and MariaDB $(mariadbd --version | awk '{print $3}'); nginx (2 workers) with fastcgi_pass to it as MediaWiki's manual configures it. A new wiki, nginx and front for every run" \
     "- fronts: nginx alone; Varnish \`-s malloc,256m\` with the default VCL (\`backend default { .host = \"127.0.0.1\"; .port = \"NGINX\"; }\`); levee \`levee serve --listen 127.0.0.1:PORT --backend http://127.0.0.1:NGINX --preset mediawiki --admin-listen 127.0.0.1:ADMIN\`" \
@@ -477,5 +509,9 @@ for kind, v in runs:
     print("\n".join(notes))
     print()
 PY
+if [ -s "$WORK/ws-idle.txt" ]; then
+    report "" "WebSockets held idle through levee for each whole run (WEBSOCKETS=$WEBSOCKETS, 200 per /24, to a route's echo server), answering an echo at its end:"
+    while read -r line; do report "- $line"; done <"$WORK/ws-idle.txt"
+fi
 report "Each run's JSON (every count, p50s, statuses, the backend's samples) and levee's /metrics and /top.json after its storm: \`$(basename "$OUT_BASE")-*\` in benchmarks/out/."
 record_report

@@ -80,7 +80,6 @@ cat >"$WORK/caddy/Caddyfile" <<CONF
 {
     admin off
     auto_https off
-    persist_config off
 }
 http://127.0.0.1:${PORT[caddy]} {
     reverse_proxy 127.0.0.1:$ECHO_PORT

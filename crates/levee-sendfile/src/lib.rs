@@ -167,6 +167,12 @@ impl ZcStream {
         ZcStream { inner, queue }
     }
 
+    /// The connection itself, once no response is to be sent on it (a WebSocket took it
+    /// over): no placeholder can come any more.
+    pub fn into_inner(self) -> TcpStream {
+        self.inner
+    }
+
     /// Sends up to `buf.len()` bytes of the front range for the placeholder slice `buf`.
     fn poll_send_range(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let Some(at) = placeholder_offset(buf) else {

@@ -8,6 +8,10 @@
 //!   ws_bench stream URL CONNS SECS
 //!       CONNS WebSockets, each keeping 64 messages of 64 bytes in flight: prints
 //!       messages echoed per second
+//!   ws_bench idle URL CONNS SECS
+//!       CONNS WebSockets held open and silent for SECS seconds, from 127.1.X.1 (200 per
+//!       /24, as many browsers behind many networks would be); then each sends one
+//!       message: prints "alive K of CONNS" (those whose echo came back)
 //!
 //! Loopback only, bounded in time.
 
@@ -32,6 +36,15 @@ fn main() {
         .unwrap();
     match args.first().map(String::as_str) {
         Some("server") => rt.block_on(server(args[1].parse().unwrap())),
+        Some("idle") => {
+            let (url, conns, secs) = (
+                args[1].clone(),
+                args[2].parse().unwrap(),
+                args[3].parse().unwrap(),
+            );
+            let alive = rt.block_on(idle(url, conns, Duration::from_secs(secs)));
+            println!("alive {alive} of {conns}");
+        }
         Some(mode @ ("rtt" | "stream")) => {
             let (url, conns, secs) = (
                 args[1].clone(),
@@ -42,7 +55,7 @@ fn main() {
             println!("{n:.0}");
         }
         _ => {
-            eprintln!("usage: ws_bench server PORT | ws_bench rtt|stream URL CONNS SECS");
+            eprintln!("usage: ws_bench server PORT | ws_bench rtt|stream|idle URL CONNS SECS");
             std::process::exit(2);
         }
     }
@@ -104,4 +117,49 @@ async fn client(rtt: bool, url: String, conns: usize, secs: Duration) -> f64 {
         let _ = t.await;
     }
     count.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn idle(url: String, conns: usize, secs: Duration) -> usize {
+    let target: std::net::SocketAddr = url
+        .trim_start_matches("ws://")
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let until = Instant::now() + secs;
+    let mut tasks = Vec::new();
+    for i in 0..conns {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let from = std::net::Ipv4Addr::new(127, 1, u8::try_from(i / 200).unwrap_or(255), 1);
+            let socket = tokio::net::TcpSocket::new_v4().ok()?;
+            socket.bind((from, 0).into()).ok()?;
+            let tcp = socket.connect(target).await.ok()?;
+            let (ws, _) = tokio_tungstenite::client_async(url, tcp).await.ok()?;
+            let (mut tx, mut rx) = ws.split();
+            tokio::time::sleep_until(until.into()).await;
+            tx.send(Message::text("still here")).await.ok()?;
+            let echo = tokio::time::timeout(Duration::from_secs(10), async {
+                while let Some(Ok(m)) = rx.next().await {
+                    if m.is_text() {
+                        return true;
+                    }
+                }
+                false
+            });
+            echo.await.ok()?.then_some(())
+        }));
+        // A browser population arrives over a second, not all in one instant.
+        if i % 100 == 99 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let mut alive = 0;
+    for t in tasks {
+        if let Ok(Some(())) = t.await {
+            alive += 1;
+        }
+    }
+    alive
 }

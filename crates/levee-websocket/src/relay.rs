@@ -1,20 +1,29 @@
-//! One WebSocket's two byte streams relayed as they come, each write as soon as its
-//! read, both directions at once (a direction that waits on its writer never holds the
-//! other up), until a side closes, the connection idles past its timeout, or levee
-//! stops: then a Close frame `1001 Going Away` goes to both sides, between frames.
+//! One WebSocket's two byte streams relayed as they come: each chunk read is written on
+//! whole before the next read of that direction, both directions polled by one future
+//! (as tokio's `copy_bidirectional`, so that a direction waiting on its writer never
+//! holds the other up), until a side closes, the connection idles past its timeout, or
+//! levee stops: then each side is sent a Close frame `1001 Going Away`, between frames.
+//!
+//! Written out rather than `copy_bidirectional` around wrappers because a stop needs the
+//! copy's own state: the bytes read but not yet written, and where the frame in the
+//! middle ends, so that the Close frame follows the last whole frame.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::frames::{close_from_client, close_from_server, Boundaries, GOING_AWAY};
 
 /// Bytes read at once from either side.
 const CHUNK: usize = 16 * 1024;
-/// At a stop, how long a frame in the middle may take to end before the connection is
-/// closed without a Close frame.
+/// Bytes relayed before the counters are told (and at the end).
+const COUNT_EVERY: u64 = 256 * 1024;
+/// At a stop, how long the frames in the middle may take to end and the Close frames to
+/// go out, before the connections are closed as they are.
 const FRAME_END: Duration = Duration::from_secs(1);
 
 /// Why a relayed WebSocket ended.
@@ -62,11 +71,110 @@ pub struct Closed {
     pub lasted: Duration,
 }
 
+/// One direction's copy.
+struct Pump {
+    buf: Box<[u8]>,
+    pos: usize,
+    cap: usize,
+    frames: Boundaries,
+    bytes: u64,
+    uncounted: u64,
+    /// The reader ended (or, stopping, the stream reached a frame boundary).
+    read_done: bool,
+    /// Stopping: read only to the end of the frame in the middle, then `close`.
+    stopping: bool,
+    /// The Close frame still to write once stopping, and how much of it is written.
+    close: Option<(Vec<u8>, usize)>,
+}
+
+impl Pump {
+    fn new() -> Pump {
+        Pump {
+            buf: vec![0u8; CHUNK].into_boxed_slice(),
+            pos: 0,
+            cap: 0,
+            frames: Boundaries::default(),
+            bytes: 0,
+            uncounted: 0,
+            read_done: false,
+            stopping: false,
+            close: None,
+        }
+    }
+
+    fn stop(&mut self, close: Vec<u8>) {
+        self.stopping = true;
+        self.close = Some((close, 0));
+    }
+
+    /// Copies until the reader ends: `Ready(Ok)` then (writer flushed; when stopping,
+    /// the Close frame written after the last whole frame). `active` is set when bytes
+    /// moved.
+    fn poll_copy<R, W>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut r: Pin<&mut R>,
+        mut w: Pin<&mut W>,
+        active: &mut bool,
+    ) -> Poll<io::Result<()>>
+    where
+        R: AsyncRead + ?Sized,
+        W: AsyncWrite + ?Sized,
+    {
+        loop {
+            if self.pos == self.cap && !self.read_done {
+                if self.stopping && self.frames.at_boundary() {
+                    self.read_done = true;
+                    continue;
+                }
+                let mut rb = ReadBuf::new(&mut self.buf);
+                ready!(r.as_mut().poll_read(cx, &mut rb))?;
+                let n = rb.filled().len();
+                if n == 0 {
+                    self.read_done = true;
+                } else {
+                    // Stopping: what follows the frame in the middle is dropped with the
+                    // connection.
+                    let take = self.frames.feed(&self.buf[..n], self.stopping);
+                    self.pos = 0;
+                    self.cap = if self.stopping { take } else { n };
+                    *active = true;
+                }
+            }
+            while self.pos < self.cap {
+                let n = ready!(w.as_mut().poll_write(cx, &self.buf[self.pos..self.cap]))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                self.pos += n;
+                self.bytes += n as u64;
+                self.uncounted += n as u64;
+            }
+            if self.read_done {
+                if let (true, Some((frame, at))) = (self.frames.at_boundary(), &mut self.close) {
+                    while *at < frame.len() {
+                        let n = ready!(w.as_mut().poll_write(cx, &frame[*at..]))?;
+                        if n == 0 {
+                            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                        }
+                        *at += n;
+                    }
+                }
+                ready!(w.as_mut().poll_flush(cx))?;
+                return Poll::Ready(Ok(()));
+            }
+            // Written whole: flushed before the next read (TLS keeps records otherwise).
+            ready!(w.as_mut().poll_flush(cx))?;
+        }
+    }
+}
+
 /// Relays `client` and `backend` (both past the upgrade) until one ends; `stop`
 /// completes when levee is going away. `idle`: how long both may stay silent.
+/// `counted(up, down)` is told the bytes relayed as they add up.
 pub async fn relay<C, B>(
-    client: C,
-    backend: B,
+    mut client: C,
+    mut backend: B,
     idle: Duration,
     stop: impl Future<Output = ()>,
     counted: &(dyn Fn(u64, u64) + Sync),
@@ -76,161 +184,82 @@ where
     B: AsyncRead + AsyncWrite + Unpin,
 {
     let started = Instant::now();
-    let (mut cr, mut cw) = tokio::io::split(client);
-    let (mut br, mut bw) = tokio::io::split(backend);
-    let last = AtomicU64::new(0);
-    let (mut up, mut down) = (Boundaries::default(), Boundaries::default());
-    let (mut up_bytes, mut down_bytes) = (0u64, 0u64);
-    // Raced with the reads only, never with a write: a chunk read is written whole,
-    // so the frame boundaries stay true to what each side received.
-    let (stopping, stop_rx) = tokio::sync::watch::channel(false);
-    let ended = {
-        let up_pump = pump(
-            &mut cr,
-            &mut bw,
-            &mut up,
-            &mut up_bytes,
-            &last,
-            started,
-            counted,
-            true,
-            stop_rx.clone(),
-        );
-        let down_pump = pump(
-            &mut br,
-            &mut cw,
-            &mut down,
-            &mut down_bytes,
-            &last,
-            started,
-            counted,
-            false,
-            stop_rx,
-        );
-        tokio::pin!(up_pump, down_pump);
-        let idle_watch = async {
-            loop {
-                let since = Duration::from_millis(last.load(Ordering::Relaxed));
-                let quiet = started.elapsed().saturating_sub(since);
-                if quiet >= idle {
-                    return;
-                }
-                tokio::time::sleep(idle - quiet).await;
-            }
-        };
-        tokio::select! {
-            r = &mut up_pump => match r {
-                Ok(()) => Ended::Client,
-                Err(()) => Ended::Error,
-            },
-            r = &mut down_pump => match r {
-                Ok(()) => Ended::Backend,
-                Err(()) => Ended::Error,
-            },
-            _ = idle_watch => Ended::Idle,
-            _ = stop => {
-                let _ = stopping.send(true);
-                let _ = tokio::time::timeout(FRAME_END, async {
-                    let _ = (&mut up_pump).await;
-                    let _ = (&mut down_pump).await;
-                })
-                .await;
-                Ended::Stopped
+    let (mut up, mut down) = (Pump::new(), Pump::new());
+    let (mut up_done, mut down_done) = (false, false);
+    let mut stop = std::pin::pin!(stop);
+    let mut stopping: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    let mut last = Instant::now();
+    let mut idle_timer = Box::pin(tokio::time::sleep(idle));
+    let ended = std::future::poll_fn(|cx| {
+        if stopping.is_none() && stop.as_mut().poll(cx).is_ready() {
+            up.stop(close_from_client(GOING_AWAY, mask_key()).to_vec());
+            down.stop(close_from_server(GOING_AWAY).to_vec());
+            stopping = Some(Box::pin(tokio::time::sleep(FRAME_END)));
+        }
+        let mut active = false;
+        if !up_done {
+            match up.poll_copy(
+                cx,
+                Pin::new(&mut client),
+                Pin::new(&mut backend),
+                &mut active,
+            ) {
+                Poll::Ready(Ok(())) if stopping.is_some() => up_done = true,
+                Poll::Ready(Ok(())) => return Poll::Ready(Ended::Client),
+                Poll::Ready(Err(_)) => return Poll::Ready(Ended::Error),
+                Poll::Pending => {}
             }
         }
-    };
-    if ended == Ended::Stopped {
-        // Each direction ends its frame in the middle, if any, then gets the Close.
-        let key = mask_key();
-        let ends = async {
-            let a = finish_frame(&mut cr, &mut bw, &mut up, &mut up_bytes).await;
-            let b = finish_frame(&mut br, &mut cw, &mut down, &mut down_bytes).await;
-            if a {
-                let _ = bw.write_all(&close_from_client(GOING_AWAY, key)).await;
+        if !down_done {
+            match down.poll_copy(
+                cx,
+                Pin::new(&mut backend),
+                Pin::new(&mut client),
+                &mut active,
+            ) {
+                Poll::Ready(Ok(())) if stopping.is_some() => down_done = true,
+                Poll::Ready(Ok(())) => return Poll::Ready(Ended::Backend),
+                Poll::Ready(Err(_)) => return Poll::Ready(Ended::Error),
+                Poll::Pending => {}
             }
-            if b {
-                let _ = cw.write_all(&close_from_server(GOING_AWAY)).await;
+        }
+        if up.uncounted + down.uncounted >= COUNT_EVERY {
+            counted(up.uncounted, down.uncounted);
+            (up.uncounted, down.uncounted) = (0, 0);
+        }
+        if let Some(deadline) = &mut stopping {
+            if (up_done && down_done) || deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ended::Stopped);
             }
-        };
-        let _ = tokio::time::timeout(FRAME_END * 2, ends).await;
-    }
+            return Poll::Pending;
+        }
+        // Idle: the timer is moved only when it fires, not at every chunk.
+        if active {
+            last = Instant::now();
+        }
+        while idle_timer.as_mut().poll(cx).is_ready() {
+            let quiet = last.elapsed();
+            if quiet >= idle {
+                return Poll::Ready(Ended::Idle);
+            }
+            let at = tokio::time::Instant::now() + (idle - quiet);
+            idle_timer.as_mut().reset(at);
+        }
+        Poll::Pending
+    })
+    .await;
+    counted(up.uncounted, down.uncounted);
     let _ = tokio::time::timeout(FRAME_END, async {
-        let _ = cw.shutdown().await;
-        let _ = bw.shutdown().await;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut client).await;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut backend).await;
     })
     .await;
     Closed {
         ended,
-        up: up_bytes,
-        down: down_bytes,
+        up: up.bytes,
+        down: down.bytes,
         lasted: started.elapsed(),
     }
-}
-
-/// One direction: every read written on at once. `Ok` when the reader ends or levee
-/// stops (between two reads).
-#[allow(clippy::too_many_arguments)]
-async fn pump<R, W>(
-    r: &mut R,
-    w: &mut W,
-    frames: &mut Boundaries,
-    bytes: &mut u64,
-    last: &AtomicU64,
-    started: Instant,
-    counted: &(dyn Fn(u64, u64) + Sync),
-    up: bool,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), ()>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let n = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => return Ok(()),
-            n = r.read(&mut buf) => n.map_err(|_| ())?,
-        };
-        if n == 0 {
-            return Ok(());
-        }
-        frames.feed(&buf[..n], false);
-        w.write_all(&buf[..n]).await.map_err(|_| ())?;
-        *bytes += n as u64;
-        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        last.store(ms, Ordering::Relaxed);
-        match up {
-            true => counted(n as u64, 0),
-            false => counted(0, n as u64),
-        }
-    }
-}
-
-/// Relays the rest of a frame in the middle, if any: whether the stream is now between
-/// frames (a Close may follow).
-async fn finish_frame<R, W>(r: &mut R, w: &mut W, frames: &mut Boundaries, bytes: &mut u64) -> bool
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut buf = vec![0u8; CHUNK];
-    let work = async {
-        while !frames.at_boundary() {
-            let n = match r.read(&mut buf).await {
-                Ok(0) | Err(_) => return false,
-                Ok(n) => n,
-            };
-            // Only up to the frame's end: what follows is dropped with the connection.
-            let take = frames.feed(&buf[..n], true);
-            if w.write_all(&buf[..take]).await.is_err() {
-                return false;
-            }
-            *bytes += take as u64;
-        }
-        true
-    };
-    tokio::time::timeout(FRAME_END, work).await.unwrap_or(false)
 }
 
 /// A masking key for levee's own Close frame to the backend.
@@ -238,7 +267,6 @@ fn mask_key() -> [u8; 4] {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(Instant::now().elapsed().as_nanos());
-    let n = h.finish();
-    let b = n.to_le_bytes();
+    let b = h.finish().to_le_bytes();
     [b[0], b[1], b[2], b[3]]
 }

@@ -408,6 +408,7 @@ fn the_capability_crates_depend_on_nothing_above_them() {
         "levee-systemd",
         "levee-log",
         "levee-sendfile",
+        "levee-websocket",
         "levee-doctor",
     ] {
         let manifest =

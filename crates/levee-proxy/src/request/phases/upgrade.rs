@@ -236,8 +236,8 @@ pub(crate) async fn tunnel(
         };
         let stats = &task_shared.stats.websockets;
         let closed = levee_websocket::relay(
-            TokioIo::new(client),
-            TokioIo::new(backend),
+            Side::client(client),
+            Side::backend(backend),
             idle,
             stop,
             &|up, down| stats.bytes(up, down),
@@ -256,6 +256,92 @@ pub(crate) async fn tunnel(
     answer.outcome.backend_wait = Some(waited);
     answer.outcome.logged_later = true;
     answer
+}
+
+/// One end of a relayed WebSocket. A plain TCP connection on both ends (the common
+/// case) is taken back out of hyper's upgrade, with the bytes hyper had read past the
+/// handshake, so that every read and write of the relay is the socket's own rather than
+/// one through hyper's layers of adapters; anything else (TLS, HTTP/2's stream) is
+/// relayed through hyper's `Upgraded`.
+enum Side {
+    Tcp {
+        read_ahead: bytes::Bytes,
+        io: tokio::net::TcpStream,
+    },
+    Upgraded(TokioIo<hyper::upgrade::Upgraded>),
+}
+
+impl Side {
+    fn client(up: hyper::upgrade::Upgraded) -> Side {
+        match up.downcast::<TokioIo<levee_sendfile::ZcStream>>() {
+            Ok(parts) => Side::Tcp {
+                read_ahead: parts.read_buf,
+                io: parts.io.into_inner().into_inner(),
+            },
+            Err(up) => Side::Upgraded(TokioIo::new(up)),
+        }
+    }
+
+    fn backend(up: hyper::upgrade::Upgraded) -> Side {
+        match up.downcast::<TokioIo<tokio::net::TcpStream>>() {
+            Ok(parts) => Side::Tcp {
+                read_ahead: parts.read_buf,
+                io: parts.io.into_inner(),
+            },
+            Err(up) => Side::Upgraded(TokioIo::new(up)),
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for Side {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Side::Tcp { read_ahead, .. } if !read_ahead.is_empty() => {
+                let n = read_ahead.len().min(buf.remaining());
+                buf.put_slice(&read_ahead.split_to(n));
+                std::task::Poll::Ready(Ok(()))
+            }
+            Side::Tcp { io, .. } => std::pin::Pin::new(io).poll_read(cx, buf),
+            Side::Upgraded(io) => std::pin::Pin::new(io).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Side {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Side::Tcp { io, .. } => std::pin::Pin::new(io).poll_write(cx, buf),
+            Side::Upgraded(io) => std::pin::Pin::new(io).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Side::Tcp { .. } => std::task::Poll::Ready(Ok(())),
+            Side::Upgraded(io) => std::pin::Pin::new(io).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Side::Tcp { io, .. } => std::pin::Pin::new(io).poll_shutdown(cx),
+            Side::Upgraded(io) => std::pin::Pin::new(io).poll_shutdown(cx),
+        }
+    }
 }
 
 /// What the access log's line for a WebSocket needs, kept until it closes.
