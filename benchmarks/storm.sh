@@ -301,7 +301,7 @@ measure() {
         --crawler-kind "$kind" --fpm-status "http://127.0.0.1:$status_port/fpm-status"
     LOAD_PID=$BG_PID
     local idle_pid=""
-    if [ "$WEBSOCKETS" -gt 0 ] && [ "$3" = levee ]; then
+    if [ "$WEBSOCKETS" -gt 0 ] && [ "$2" = levee ]; then
         # WEBSOCKETS idle WebSockets through levee for the whole run, each asked for one
         # echo at its end.
         start_bg "ws-idle-$tag" "$WORK/ws_bench" idle "ws://127.0.0.1:$FRONT_PORT/ws/idle" \

@@ -52,6 +52,17 @@ impl Ended {
         }
     }
 
+    /// For the access log: what ended it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Ended::Client => "the client closed it",
+            Ended::Backend => "the backend closed it",
+            Ended::Idle => "idle past websocket_idle_timeout",
+            Ended::Stopped => "levee stopped (1001 Going Away)",
+            Ended::Error => "a connection failed",
+        }
+    }
+
     pub const ALL: [Ended; 5] = [
         Ended::Client,
         Ended::Backend,

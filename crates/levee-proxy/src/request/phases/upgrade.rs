@@ -395,8 +395,8 @@ impl Logged {
             total: closed.lasted,
             reason: Some(
                 format!(
-                    "websocket closed by {}; {} bytes up",
-                    closed.ended.as_str(),
+                    "websocket: {}; {} bytes up",
+                    closed.ended.describe(),
                     closed.up
                 )
                 .into(),
