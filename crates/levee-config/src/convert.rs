@@ -116,3 +116,23 @@ pub(crate) fn prefix_len(option: &'static str, v: Option<u8>, max: u8) -> Result
         )),
     }
 }
+
+/// `workers`: 0 and "auto" mean one per core.
+pub(crate) fn workers(w: crate::options::Workers) -> Result<usize, ConfigError> {
+    let n = match w {
+        crate::options::Workers::Count(n) => n,
+        crate::options::Workers::Word(w) if w.eq_ignore_ascii_case("auto") => 0,
+        crate::options::Workers::Word(w) => {
+            return Err(ConfigError::invalid(
+                "workers",
+                format!(
+                "{w:?} is not a number of threads; write a number, or \"auto\" for one per core"
+            ),
+            ))
+        }
+    };
+    Ok(match n {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n.min(MAX_WORKERS),
+    })
+}

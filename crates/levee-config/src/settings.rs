@@ -9,7 +9,7 @@ use std::time::Duration;
 
 pub use crate::backend_limit::BackendLimit;
 use crate::convert::{
-    address, duration, need, networks, percent, positive, prefix_len, share, size, MAX_WORKERS,
+    address, duration, need, networks, percent, positive, prefix_len, share, size, workers,
 };
 use crate::options::{
     AdminOptions, CacheOptions, Combine, CompressionOptions, LimitsOptions, LogOptions, Options,
@@ -633,26 +633,6 @@ impl Limits {
         }
         Ok(limits)
     }
-}
-
-/// `workers`: 0 and "auto" mean one per core.
-fn workers(w: Workers) -> Result<usize, ConfigError> {
-    let n = match w {
-        Workers::Count(n) => n,
-        Workers::Word(w) if w.eq_ignore_ascii_case("auto") => 0,
-        Workers::Word(w) => {
-            return Err(ConfigError::invalid(
-                "workers",
-                format!(
-                "{w:?} is not a number of threads; write a number, or \"auto\" for one per core"
-            ),
-            ))
-        }
-    };
-    Ok(match n {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n.min(MAX_WORKERS),
-    })
 }
 
 impl AdminSettings {

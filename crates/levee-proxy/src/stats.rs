@@ -18,6 +18,7 @@ use levee_limits::client_net::ClientNet;
 use levee_limits::Limiter;
 
 mod families;
+mod websockets;
 use families::{register_classes, register_sites, register_tiers};
 pub(crate) use families::{BackendScrape, SiteScrape};
 
@@ -61,7 +62,7 @@ pub(crate) struct Stats {
     /// The client networks that sent them most.
     pub unproven_nets: TopNets,
     /// WebSockets: opened, closed by why, bytes each way, refused upgrades.
-    pub websockets: WebSocketStats,
+    pub websockets: websockets::WebSocketStats,
     /// Scrape-time copies of state kept elsewhere.
     cache_objects: Gauge,
     cache_bytes: Gauge,
@@ -251,85 +252,6 @@ impl TopNets {
 
 /// `/top.json`: the URLs most often not served from the cache, the client networks
 /// refused most, and those that sent most session cookies nobody proved.
-/// What the WebSockets did (upgrade.rs), for `/metrics`.
-#[derive(Default)]
-pub(crate) struct WebSocketStats {
-    opened: AtomicU64,
-    closed: [AtomicU64; levee_websocket::Ended::ALL.len()],
-    bytes: [AtomicU64; 2],
-    refused: [AtomicU64; 2],
-}
-
-impl WebSocketStats {
-    pub fn opened(&self) {
-        self.opened.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn closed(&self, ended: levee_websocket::Ended) {
-        if let Some(i) = levee_websocket::Ended::ALL.iter().position(|e| *e == ended) {
-            self.closed[i].fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Bytes relayed from the client (`up`) and to it (`down`).
-    pub fn bytes(&self, up: u64, down: u64) {
-        if up > 0 {
-            self.bytes[0].fetch_add(up, Ordering::Relaxed);
-        }
-        if down > 0 {
-            self.bytes[1].fetch_add(down, Ordering::Relaxed);
-        }
-    }
-
-    pub fn refused(&self, full: levee_websocket::Full) {
-        let i = usize::from(full == levee_websocket::Full::Total);
-        self.refused[i].fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn register(&self, r: &mut Registry) {
-        let opened = Counter::<u64>::default();
-        opened.inc_by(self.opened.load(Ordering::Relaxed));
-        r.register(
-            "websockets_opened",
-            "WebSockets opened (upgraded and relayed)",
-            opened,
-        );
-        let closed = Family::<Labels, Counter>::default();
-        for (e, n) in levee_websocket::Ended::ALL.iter().zip(&self.closed) {
-            closed
-                .get_or_create(&vec![("reason", e.as_str())])
-                .inc_by(n.load(Ordering::Relaxed));
-        }
-        r.register(
-            "websockets_closed",
-            "WebSockets closed, by what ended them (client, backend, idle, stopped, error)",
-            closed,
-        );
-        let bytes = Family::<Labels, Counter>::default();
-        for (d, n) in ["up", "down"].iter().zip(&self.bytes) {
-            bytes
-                .get_or_create(&vec![("direction", *d)])
-                .inc_by(n.load(Ordering::Relaxed));
-        }
-        r.register(
-            "websocket_bytes",
-            "Bytes relayed by WebSockets: up from clients, down to them",
-            bytes,
-        );
-        let refused = Family::<Labels, Counter>::default();
-        for (w, n) in ["network", "total"].iter().zip(&self.refused) {
-            refused
-                .get_or_create(&vec![("limit", *w)])
-                .inc_by(n.load(Ordering::Relaxed));
-        }
-        r.register(
-            "websockets_refused",
-            "Upgrades refused before the backend: the client network's limit, or levee's",
-            refused,
-        );
-    }
-}
-
 pub(crate) fn top_json(s: &Stats, n: usize) -> String {
     serde_json::json!({
         "urls": s.top.rows(n),
