@@ -122,6 +122,9 @@ pub(crate) struct Exchange {
     script: Arc<str>,
     /// The read timeout, armed while waiting for php-fpm once the request is sent.
     sleep: Pin<Box<Sleep>>,
+    /// How long php-fpm may stay silent: `read_timeout`, unless the caller allows a
+    /// response more ([`ResponseBody::allow_pauses`]).
+    pause: Duration,
     armed: bool,
     waiting: Option<WaitingGuard>,
     stderr: Vec<u8>,
@@ -137,6 +140,7 @@ impl Exchange {
     ) -> Exchange {
         Exchange {
             sleep: Box::pin(tokio::time::sleep(inner.config.read_timeout)),
+            pause: inner.config.read_timeout,
             inner,
             reader,
             buf: BytesMut::with_capacity(16 * 1024),
@@ -205,7 +209,7 @@ impl Exchange {
                     if matches!(self.writer, Writer::Running(_)) {
                         return Poll::Pending;
                     }
-                    let after = self.inner.config.read_timeout;
+                    let after = self.pause;
                     if !self.armed {
                         self.sleep.as_mut().reset(Instant::now() + after);
                         self.armed = true;
@@ -359,6 +363,16 @@ impl ResponseBody {
         ResponseBody {
             leftover: (!leftover.is_empty()).then_some(leftover),
             state: State::Streaming(Box::new(ex)),
+        }
+    }
+
+    /// Lets this response's body pause up to `pause` between two reads, in place of
+    /// `read_timeout`: a live stream (server-sent events) is silent between events by
+    /// design, not stuck.
+    pub fn allow_pauses(&mut self, pause: Duration) {
+        if let State::Streaming(ex) = &mut self.state {
+            ex.pause = pause;
+            ex.armed = false;
         }
     }
 }

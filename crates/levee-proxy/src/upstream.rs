@@ -49,6 +49,17 @@ pub enum BackendBody {
     Local(Option<Bytes>),
 }
 
+impl BackendBody {
+    /// Lets the body pause up to `pause` between two reads where the backend's client
+    /// has a read timeout of its own (FastCGI); the other bodies' pauses are bounded by
+    /// whoever reads them.
+    pub fn allow_pauses(&mut self, pause: Duration) {
+        if let BackendBody::FastCgi(b) = self {
+            b.allow_pauses(pause);
+        }
+    }
+}
+
 impl Body for BackendBody {
     type Data = Bytes;
     type Error = BoxError;

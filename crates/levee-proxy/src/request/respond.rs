@@ -241,6 +241,8 @@ pub(crate) fn passed(
         ProxyBody::Empty
     } else {
         let pause = crate::headers::body_pause_limit(&head.headers, &shared.conf().settings.limits);
+        let mut body = body;
+        body.allow_pauses(pause);
         ProxyBody::pass(body, permit, pause)
     };
     let body = shared.encoder.stream(

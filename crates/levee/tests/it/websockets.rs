@@ -616,3 +616,48 @@ es.onmessage = (e) => {
         .wait_metric("levee_websockets_opened_total", |n| n >= 1.0)
         .await;
 }
+
+/// An event stream from PHP (real php-fpm): each event as PHP flushes it, and a pause
+/// longer than `backend_read_timeout` between two is not taken for a stuck php-fpm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_php_event_stream_passes_as_it_comes_and_may_pause() {
+    use http_body_util::BodyExt;
+    levee_test::require!(levee_test::tools::PHP_FPM);
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(
+        root.path().join("events.php"),
+        "<?php header('Content-Type: text/event-stream'); header('Cache-Control: no-cache');\n\
+         while (ob_get_level()) { ob_end_flush(); }\n\
+         echo \"data: one\\n\\n\"; flush(); sleep(2); echo \"data: two\\n\\n\"; flush();\n",
+    )
+    .unwrap();
+    let php = levee_test::PhpFpm::start(root.path());
+    let levee = levee!()
+        .backend(&format!("fastcgi+unix:{}", php.socket_path().display()))
+        .args(&["--root", &root.path().display().to_string()])
+        .config("[limits]\nbackend_read_timeout = \"1s\"\n")
+        .start();
+    let resp = levee_test::Req::get("/events.php")
+        .send_streaming(levee.addr())
+        .await;
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let first = tokio::time::timeout(Duration::from_millis(1500), body.frame())
+        .await
+        .expect("the first event came before the script's pause ended")
+        .unwrap()
+        .unwrap()
+        .into_data()
+        .unwrap();
+    assert_eq!(&first[..], b"data: one\n\n");
+    let mut rest = Vec::new();
+    while let Some(frame) = tokio::time::timeout(WAIT, body.frame()).await.unwrap() {
+        rest.extend_from_slice(
+            &frame
+                .expect("not cut by the read timeout")
+                .into_data()
+                .unwrap_or_default(),
+        );
+    }
+    assert_eq!(String::from_utf8(rest).unwrap(), "data: two\n\n");
+}

@@ -380,6 +380,8 @@ async fn run_fill(
         }
         false => Some(permit),
     };
+    let mut body = body;
+    body.allow_pauses(pause);
     if !stream_body(&fill, body, &key, pause).await {
         return;
     }
