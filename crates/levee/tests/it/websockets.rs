@@ -559,14 +559,22 @@ async fn a_browser_gets_its_websocket_and_its_event_source_through_levee() {
 <p id="ws">ws: waiting</p><p id="sse">sse: waiting</p>
 <script>
 const ws = new WebSocket("ws://" + location.host + "/ws/echo");
-ws.onopen = () => ws.send("hello from the browser");
-ws.onmessage = (e) => { document.getElementById("ws").textContent = "ws: " + e.data; ws.close(1000); };
+let echoed = false, n = 0;
+// The open EventSource holds Chromium's virtual time (a pending request), so the DOM is
+// dumped once the stream ends, with what both brought.
 const es = new EventSource("/events");
-let n = 0;
+const done = () => { if (echoed && n >= 2) es.close(); };
+ws.onopen = () => ws.send("hello from the browser");
+ws.onmessage = (e) => {
+  document.getElementById("ws").textContent = "ws: " + e.data;
+  echoed = true;
+  ws.close(1000);
+  done();
+};
 es.onmessage = (e) => {
   n += 1;
   document.getElementById("sse").textContent = "sse: " + e.data + " (" + n + ")";
-  if (n >= 2) es.close();
+  done();
 };
 </script></body></html>"#;
     let pages = Origin::start(|r| match r.uri.as_str() {
@@ -579,7 +587,10 @@ es.onmessage = (e) => {
                     Duration::from_millis(300),
                     bytes::Bytes::from("data: second event\n\n"),
                 ),
-                (Duration::from_secs(5), bytes::Bytes::from(": idle\n\n")),
+                // The stream stays open 10 s: the page's pending request holds Chromium's
+                // virtual time (and so the DOM dump) while the WebSocket's echo comes,
+                // however busy the machine (closing the EventSource does not release it).
+                (Duration::from_secs(10), bytes::Bytes::from(": idle\n\n")),
             ]),
         _ => Reply::text(PAGE)
             .header("content-type", "text/html; charset=utf-8")
