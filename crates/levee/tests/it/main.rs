@@ -29,6 +29,7 @@ mod hostile;
 mod http2;
 mod lanes;
 mod limits;
+mod live_streams;
 mod metrics;
 mod overload;
 mod php;

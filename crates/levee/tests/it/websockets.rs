@@ -19,7 +19,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 type Ws<S> = WebSocketStream<S>;
 
 /// How long any one exchange may take before the test fails instead of hanging.
-const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 /// A WebSocket to levee's `path` from `from` (a loopback address of the client's own).
 async fn connect_from(
@@ -244,7 +244,7 @@ async fn echo_binary_ping_64_mib_both_ways_at_once_and_close_codes() {
 }
 
 /// A rustls client trusting only `ca_der`, offering `alpn`.
-fn tls_client(ca_der: &[u8], alpn: &[u8]) -> tokio_rustls::TlsConnector {
+pub(crate) fn tls_client(ca_der: &[u8], alpn: &[u8]) -> tokio_rustls::TlsConnector {
     use tokio_rustls::rustls;
     let mut roots = rustls::RootCertStore::empty();
     roots
@@ -484,66 +484,6 @@ async fn a_reload_keeps_an_open_websocket_and_a_stop_closes_it_with_1001() {
     );
 }
 
-/// Server-sent events from an HTTP server: each event reaches the client as it is sent,
-/// pauses longer than `backend_read_timeout` are not taken for a stuck backend, and an
-/// open stream holds no slot of the backend limit (requests go on beside it).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn event_streams_pass_as_they_come_and_hold_no_backend_slot() {
-    use http_body_util::BodyExt;
-    let events = |n: usize, pause: Duration| {
-        (0..n)
-            .map(|i| (pause, bytes::Bytes::from(format!("data: event {i}\n\n"))))
-            .collect::<Vec<_>>()
-    };
-    let origin = Origin::start(move |r| match r.uri.as_str() {
-        "/events" => Reply::ok()
-            .header("content-type", "text/event-stream")
-            .header("cache-control", "no-cache")
-            .chunks(events(3, Duration::from_millis(1500))),
-        _ => Reply::text("a page").header("cache-control", "no-store"),
-    });
-    let levee = levee!()
-        .backend(&origin.url())
-        .config(
-            "[limits]\nbackend_max_concurrency = 1\nbackend_read_timeout = \"1s\"\n\
-             backend_queue_timeout = \"1s\"\n",
-        )
-        .start();
-    let resp = levee_test::Req::get("/events")
-        .header("accept", "text/event-stream")
-        .header("accept-encoding", "gzip, br")
-        .send_streaming(levee.addr())
-        .await;
-    assert_eq!(resp.status(), 200);
-    assert_eq!(
-        resp.headers().get("content-encoding"),
-        None,
-        "never compressed"
-    );
-    let mut body = resp.into_body();
-    // The first event arrives alone, before the next is even sent.
-    let first = tokio::time::timeout(WAIT, body.frame())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-        .into_data()
-        .unwrap();
-    assert_eq!(&first[..], b"data: event 0\n\n");
-    // The stream is open, the backend limit is 1: a page is still served at once.
-    let page = levee.get("/page").await;
-    assert_eq!((page.status.as_u16(), page.text()), (200, "a page".into()));
-    // The rest of the events, 1.5 s apart (beyond the 1 s read timeout), all of them.
-    let mut rest = Vec::new();
-    while let Some(frame) = tokio::time::timeout(WAIT, body.frame()).await.unwrap() {
-        rest.extend_from_slice(&frame.unwrap().into_data().unwrap_or_default());
-    }
-    assert_eq!(
-        String::from_utf8(rest).unwrap(),
-        "data: event 1\n\ndata: event 2\n\n"
-    );
-}
-
 /// A real browser: headless Chromium loads a page through levee that opens a WebSocket
 /// (to a route's server) and an EventSource (the site's backend), and shows what each
 /// received; the DOM is read back.
@@ -626,49 +566,4 @@ es.onmessage = (e) => {
     levee
         .wait_metric("levee_websockets_opened_total", |n| n >= 1.0)
         .await;
-}
-
-/// An event stream from PHP (real php-fpm): each event as PHP flushes it, and a pause
-/// longer than `backend_read_timeout` between two is not taken for a stuck php-fpm.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_php_event_stream_passes_as_it_comes_and_may_pause() {
-    use http_body_util::BodyExt;
-    levee_test::require!(levee_test::tools::PHP_FPM);
-    let root = tempfile::tempdir().unwrap();
-    std::fs::write(
-        root.path().join("events.php"),
-        "<?php header('Content-Type: text/event-stream'); header('Cache-Control: no-cache');\n\
-         while (ob_get_level()) { ob_end_flush(); }\n\
-         echo \"data: one\\n\\n\"; flush(); sleep(2); echo \"data: two\\n\\n\"; flush();\n",
-    )
-    .unwrap();
-    let php = levee_test::PhpFpm::start(root.path());
-    let levee = levee!()
-        .backend(&format!("fastcgi+unix:{}", php.socket_path().display()))
-        .args(&["--root", &root.path().display().to_string()])
-        .config("[limits]\nbackend_read_timeout = \"1s\"\n")
-        .start();
-    let resp = levee_test::Req::get("/events.php")
-        .send_streaming(levee.addr())
-        .await;
-    assert_eq!(resp.status(), 200);
-    let mut body = resp.into_body();
-    let first = tokio::time::timeout(Duration::from_millis(1500), body.frame())
-        .await
-        .expect("the first event came before the script's pause ended")
-        .unwrap()
-        .unwrap()
-        .into_data()
-        .unwrap();
-    assert_eq!(&first[..], b"data: one\n\n");
-    let mut rest = Vec::new();
-    while let Some(frame) = tokio::time::timeout(WAIT, body.frame()).await.unwrap() {
-        rest.extend_from_slice(
-            &frame
-                .expect("not cut by the read timeout")
-                .into_data()
-                .unwrap_or_default(),
-        );
-    }
-    assert_eq!(String::from_utf8(rest).unwrap(), "data: two\n\n");
 }
