@@ -126,6 +126,17 @@ pub fn prepare_forward(
     add_via(headers, parts.version);
 }
 
+/// The fields a request passed to the backend as the client sent it carries: the
+/// client's, without hop-by-hop ones and levee's device mark, with levee's forwarding
+/// fields (pass.rs, upgrade.rs).
+pub fn passed_on(parts: &http::request::Parts, client: IpAddr, tls: bool) -> HeaderMap {
+    let mut headers = parts.headers.clone();
+    strip_hop_by_hop(&mut headers);
+    headers.remove(&levee_visitor::device::DEVICE);
+    prepare_forward(&mut headers, parts, client, tls);
+    headers
+}
+
 /// Request fields that make a web framework build a different page than the URL says:
 /// another host (absolute links, redirects, password-reset mails), scheme, path or method.
 /// A fill drops them all, because its response is stored for everyone under a key that

@@ -100,6 +100,21 @@ pub fn close_from_client(code: u16, key: [u8; 4]) -> [u8; 8] {
     ]
 }
 
+/// Bytes no one outside can predict, for the keys levee makes: a Close frame's mask, an
+/// HTTP/2 handshake's `Sec-WebSocket-Key`. RFC 6455 asks only that they not be guessable
+/// by the page's script (they protect caches in between, not content): std's per-process
+/// random hash keys, mixed with the time, serve.
+pub fn unpredictable() -> [u8; 16] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = [0u8; 16];
+    for half in out.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::Instant::now().elapsed().as_nanos());
+        half.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::frames::{close_from_client, close_from_server, Boundaries, GOING_AWAY};
+use crate::frames::{close_from_client, close_from_server, unpredictable, Boundaries, GOING_AWAY};
 
 /// Bytes read at once from either side.
 const CHUNK: usize = 16 * 1024;
@@ -203,7 +203,13 @@ where
     let mut idle_timer = Box::pin(tokio::time::sleep(idle));
     let ended = std::future::poll_fn(|cx| {
         if stopping.is_none() && stop.as_mut().poll(cx).is_ready() {
-            up.stop(close_from_client(GOING_AWAY, mask_key()).to_vec());
+            up.stop(
+                close_from_client(GOING_AWAY, {
+                    let k = unpredictable();
+                    [k[0], k[1], k[2], k[3]]
+                })
+                .to_vec(),
+            );
             down.stop(close_from_server(GOING_AWAY).to_vec());
             stopping = Some(Box::pin(tokio::time::sleep(FRAME_END)));
         }
@@ -271,13 +277,4 @@ where
         down: down.bytes,
         lasted: started.elapsed(),
     }
-}
-
-/// A masking key for levee's own Close frame to the backend.
-fn mask_key() -> [u8; 4] {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(Instant::now().elapsed().as_nanos());
-    let b = h.finish().to_le_bytes();
-    [b[0], b[1], b[2], b[3]]
 }

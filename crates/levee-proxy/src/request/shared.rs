@@ -146,6 +146,23 @@ impl Shared {
         ClientNets::from_limits(&self.conf().settings.limits).of(peer, headers)
     }
 
+    /// Asks `upstream`, counting the answer: the response head, and how long it took.
+    pub async fn ask(
+        &self,
+        upstream: &crate::upstream::Upstream,
+        req: http::Request<crate::upstream::UpBody>,
+        conn: crate::server::client::ConnInfo,
+    ) -> (
+        Result<http::Response<crate::upstream::BackendBody>, UpstreamError>,
+        std::time::Duration,
+    ) {
+        let asked = std::time::Instant::now();
+        let resp = upstream.send(req, conn).await;
+        let waited = asked.elapsed();
+        self.stats.backend(&resp);
+        (resp, waited)
+    }
+
     /// Counts a backend request that got no slot, and the network refused for the
     /// dashboard.
     pub fn refused(&self, class: Class, e: &UpstreamError) {

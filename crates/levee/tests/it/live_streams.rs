@@ -8,7 +8,7 @@ use std::time::Duration;
 use levee_test::{levee, Origin, Reply};
 use tokio::net::TcpStream;
 
-use super::websockets::{tls_client, WAIT};
+use super::websockets::{https_for, tls_client, WAIT};
 
 /// Server-sent events from an HTTP server: each event reaches the client as it is sent,
 /// pauses longer than `backend_read_timeout` are not taken for a stuck backend, and an
@@ -133,19 +133,11 @@ async fn event_streams_over_tls_and_http2() {
             ])
     });
     let dir = tempfile::tempdir().unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["sse.levee.test".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.path().join("c.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.path().join("c.key"), key.serialize_pem()).unwrap();
+    let (cert, tls_config) = https_for(dir.path(), "sse.levee.test");
     let levee = levee!()
         .backend(&origin.url())
         .config(&format!(
-            "listen_tls = [\"127.0.0.1:0\"]\n[tls]\ncert = [{:?}]\nkey = [{:?}]\n[limits]\nbackend_read_timeout = \"1s\"\n",
-            dir.path().join("c.pem").display().to_string(),
-            dir.path().join("c.key").display().to_string()
+            "{tls_config}[limits]\nbackend_read_timeout = \"1s\"\n"
         ))
         .start();
     let addr = levee.tls_addr().await;

@@ -243,6 +243,25 @@ async fn echo_binary_ping_64_mib_both_ways_at_once_and_close_codes() {
     );
 }
 
+/// A self-signed certificate for `name`, written to `dir`, and the levee configuration
+/// of an HTTPS listener serving it; the certificate is what the client trusts.
+pub(crate) fn https_for(dir: &std::path::Path, name: &str) -> (rcgen::Certificate, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let (c, k) = (dir.join("c.pem"), dir.join("c.key"));
+    std::fs::write(&c, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    let config = format!(
+        "listen_tls = [\"127.0.0.1:0\"]\n[tls]\ncert = [{:?}]\nkey = [{:?}]\n",
+        c.display().to_string(),
+        k.display().to_string()
+    );
+    (cert, config)
+}
+
 /// A rustls client trusting only `ca_der`, offering `alpn`.
 pub(crate) fn tls_client(ca_der: &[u8], alpn: &[u8]) -> tokio_rustls::TlsConnector {
     use tokio_rustls::rustls;
@@ -267,21 +286,8 @@ async fn websockets_over_tls_and_over_http2() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["ws.levee.test".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.path().join("c.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.path().join("c.key"), key.serialize_pem()).unwrap();
-    let levee = levee!()
-        .backend(&server.url())
-        .config(&format!(
-            "listen_tls = [\"127.0.0.1:0\"]\n[tls]\ncert = [{:?}]\nkey = [{:?}]\n",
-            dir.path().join("c.pem").display().to_string(),
-            dir.path().join("c.key").display().to_string()
-        ))
-        .start();
+    let (cert, tls_config) = https_for(dir.path(), "ws.levee.test");
+    let levee = levee!().backend(&server.url()).config(&tls_config).start();
     let addr = levee.tls_addr().await;
     let name = tokio_rustls::rustls::pki_types::ServerName::try_from("ws.levee.test").unwrap();
 

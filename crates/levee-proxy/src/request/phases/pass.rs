@@ -13,7 +13,7 @@ use levee_cache::ban::{Ban, BanMode, BanTarget};
 use levee_cache::{CacheControl, CacheKey, HitForPass};
 use levee_config::EditInvalidation;
 
-use crate::headers::{prepare_forward, strip_hop_by_hop, X_CACHE_REASON};
+use crate::headers::{passed_on, strip_hop_by_hop, X_CACHE_REASON};
 use crate::outcome::{Answer, Reason};
 use crate::request::respond;
 use crate::request::route::Routed;
@@ -96,10 +96,7 @@ pub(crate) async fn pass(
     });
     // An edit by someone logged in: anonymous readers must see it at once.
     let edit = unsafe_method && session;
-    let mut headers = parts.headers.clone();
-    strip_hop_by_hop(&mut headers);
-    headers.remove(&levee_visitor::device::DEVICE);
-    prepare_forward(&mut headers, &parts, conn.peer.ip(), conn.tls);
+    let headers = passed_on(&parts, conn.peer.ip(), conn.tls);
     let mut req = Request::new(
         body.map_err(|e| Box::new(ClientBodyError(e)) as BoxError)
             .boxed_unsync(),
@@ -107,10 +104,7 @@ pub(crate) async fn pass(
     *req.method_mut() = parts.method.clone();
     *req.uri_mut() = parts.uri.clone();
     *req.headers_mut() = headers;
-    let asked = std::time::Instant::now();
-    let resp = upstream.send(req, conn).await;
-    let waited = asked.elapsed();
-    shared.stats.backend(&resp);
+    let (resp, waited) = shared.ask(upstream, req, conn).await;
     let resp = match resp {
         Ok(r) => r,
         Err(e) => return respond::upstream_error(&e),

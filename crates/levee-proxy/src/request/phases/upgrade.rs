@@ -7,7 +7,7 @@
 //! access log line when it closes. Never the cache.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use base64::Engine;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -18,7 +18,7 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
 use crate::body::ProxyBody;
-use crate::headers::{prepare_forward, strip_hop_by_hop};
+use crate::headers::{passed_on, FILL_DROPPED_BODY};
 use crate::outcome::{Answer, CacheResult};
 use crate::request::respond;
 use crate::request::route::Routed;
@@ -131,16 +131,18 @@ pub(crate) async fn tunnel(
             return respond::upstream_error(&e);
         }
     };
-    let mut headers = parts.headers.clone();
-    strip_hop_by_hop(&mut headers);
-    headers.remove(&levee_visitor::device::DEVICE);
-    prepare_forward(&mut headers, &parts, conn.peer.ip(), conn.tls);
+    let mut headers = passed_on(&parts, conn.peer.ip(), conn.tls);
+    // The handshake is a GET without a body, whatever the client said: a
+    // `Content-Length` passed on would have the backend read the first frames as one.
+    for h in &FILL_DROPPED_BODY {
+        headers.remove(h);
+    }
     headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
     if h2 {
         // RFC 8441 §5: the HTTP/1.1 handshake's key is levee's to make; the client
         // checks no `Sec-WebSocket-Accept` on HTTP/2.
-        let key: [u8; 16] = rand_bytes();
+        let key = levee_websocket::frames::unpredictable();
         let key = base64::engine::general_purpose::STANDARD.encode(key);
         if let Ok(v) = HeaderValue::from_str(&key) {
             headers.insert(header::SEC_WEBSOCKET_KEY, v);
@@ -164,10 +166,7 @@ pub(crate) async fn tunnel(
         .parse()
         .unwrap_or_default();
     *req.headers_mut() = headers;
-    let asked = Instant::now();
-    let resp = upstream.send(req, conn).await;
-    let waited = asked.elapsed();
-    shared.stats.backend(&resp);
+    let (resp, waited) = shared.ask(upstream, req, conn).await;
     let resp = match resp {
         Ok(r) => r,
         Err(e) => return respond::upstream_error(&e),
@@ -403,16 +402,4 @@ impl Logged {
             ),
         });
     }
-}
-
-/// Bytes no one can predict, for the handshake key levee makes on HTTP/2.
-fn rand_bytes() -> [u8; 16] {
-    use std::hash::{BuildHasher, Hasher};
-    let mut out = [0u8; 16];
-    for half in out.chunks_mut(8) {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(Instant::now().elapsed().as_nanos());
-        half.copy_from_slice(&h.finish().to_le_bytes());
-    }
-    out
 }
