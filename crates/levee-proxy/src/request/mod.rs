@@ -202,8 +202,12 @@ async fn run(
     // and `/x/../api/` are `/api/` to php-fpm, to an nginx behind and to nginx's own
     // location matching. Rules, files, backend and lanes all read this one result.
     let (mut routed, rest) = route::resolve(site, parts.uri.path());
-    let rest = rest.into_owned();
     let rules = routed.route().filter(|r| !r.rules.is_empty());
+    // Kept past the steps that may rewrite the target, by the routes whose rules read it.
+    let rest = match rules {
+        Some(_) => rest.into_owned(),
+        None => String::new(),
+    };
     let next = match before_cache(shared, site, &mut routed, &rest, &mut parts, conn).await {
         Some(answer) => Next::Respond(answer),
         None if upgrade::wanted(&parts) => Next::Upgrade,
