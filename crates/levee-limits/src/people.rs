@@ -3,10 +3,11 @@
 //!
 //! Fair inside the session class: one session holds at most `SESSION_SLOTS` of it; a
 //! request beyond is anonymous work of its network (limit.rs, `effective`), where the
-//! lane's shares and people's latency hold it, and while it has such overflow it holds
-//! one slot as a person's (a browser's page load overflows for a moment; a script, all
-//! the time): a stolen session, or an editor running a script, cannot take the site
-//! from the other editors. One client network (an
+//! lane's shares and people's latency hold it. While it has such overflow it holds one
+//! slot as a person's (a browser's page load overflows for a moment, by a few), and none
+//! once the overflow is more than a browser sends at once (a script, or a session
+//! replayed from many connections): a stolen session, or an editor running a script,
+//! cannot take the site from the other editors. One client network (an
 //! office, a carrier's NAT: several people) is not cut off, but while others wait, its
 //! waiters beyond `cap` (the lane's network share of the limit) go after theirs.
 
@@ -28,6 +29,11 @@ pub(super) struct SessionWaiter {
 /// Slots one session holds at most in the session class: a person's browser asks for a
 /// page and a call or two at once; a script asks for dozens.
 pub(super) const SESSION_SLOTS: usize = 2;
+
+/// Requests beyond its share a person's page load sends at once: a browser opens six
+/// connections to a host, two of them within the share. More than this at once is a
+/// script (or a replayed session), and its session keeps no slot as a person's.
+pub(super) const PAGE_LOAD_OVERFLOW: usize = 4;
 
 /// How far into a thread's session queue a waiter under its share is looked for: a
 /// script's flood of queued requests is skipped over this many at a time, at most.
@@ -116,11 +122,13 @@ impl People {
     }
 
     /// Whether `of`'s session holds less than its share: `SESSION_SLOTS`, one while it
-    /// has requests in the lane beyond them.
+    /// has a page load's worth of requests in the lane beyond them, none while it has
+    /// more.
     pub fn session_under_share(&self, of: SessionOf) -> bool {
-        let share = match self.overflow.get(&of.who) {
-            Some(n) if *n > 0 => 1,
-            _ => SESSION_SLOTS,
+        let share = match self.overflow.get(&of.who).copied().unwrap_or(0) {
+            0 => SESSION_SLOTS,
+            n if n <= PAGE_LOAD_OVERFLOW => 1,
+            _ => 0,
         };
         self.whos.get(&of.who).copied().unwrap_or(0) < share
     }
@@ -293,6 +301,31 @@ mod tests {
             p.nets.is_empty() && p.whos.is_empty(),
             "nothing kept for the idle"
         );
+    }
+
+    #[test]
+    fn a_session_that_overflows_more_than_a_page_load_keeps_no_slot() {
+        let mut p = People::default();
+        let replayed = of("127.2.0.1", 7);
+        assert!(p.session_under_share(replayed));
+        p.session_admitted(replayed);
+        // A page load: a few beyond its share; it keeps one slot, not two.
+        for _ in 0..PAGE_LOAD_OVERFLOW {
+            p.overflow_started(replayed.who);
+        }
+        assert!(!p.session_under_share(replayed));
+        p.session_released(replayed);
+        assert!(p.session_under_share(replayed));
+        // More at once than a browser sends: none as a person's.
+        p.overflow_started(replayed.who);
+        assert!(!p.session_under_share(replayed));
+        // Its overflow ends: its share is back.
+        for _ in 0..=PAGE_LOAD_OVERFLOW {
+            p.overflow_ended(replayed.who);
+        }
+        assert!(p.session_under_share(replayed));
+        p.session_admitted(replayed);
+        assert!(p.session_under_share(replayed), "two again");
     }
 
     #[test]
