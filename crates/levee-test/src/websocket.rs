@@ -65,6 +65,20 @@ impl WsServer {
     }
 }
 
+/// The server as a command for levee's app processes (`--app`), `{port}` left for levee
+/// to fill: levee starts and stops it, as it would a Node or Reverb process. The script
+/// is written into `dir`. `None` when python3-websockets is missing (skipped).
+pub fn app_command(dir: &std::path::Path) -> Option<String> {
+    let python = require(&PYTHON_WEBSOCKETS)?;
+    let script = dir.join("websocket.py");
+    std::fs::write(&script, SCRIPT).unwrap();
+    Some(format!(
+        "{} {} {{port}}",
+        python.display(),
+        script.display()
+    ))
+}
+
 impl Drop for WsServer {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -1,7 +1,7 @@
 //! Server-sent events and other live streams through levee (issue 44): each event as it
 //! is sent, never compressed nor stored, pauses between events not taken for a stuck
 //! backend, and no backend slot held by a stream from an HTTP server; from an HTTP
-//! server, from php-fpm, over HTTPS and HTTP/2.
+//! server, from php-fpm, from an app process, over HTTPS and HTTP/2.
 
 use std::time::Duration;
 
@@ -170,6 +170,69 @@ async fn event_streams_over_tls_and_http2() {
     let first = tokio::time::timeout(Duration::from_millis(1200), body.frame())
         .await
         .expect("the first event before the second is sent")
+        .unwrap()
+        .unwrap()
+        .into_data()
+        .unwrap();
+    assert_eq!(&first[..], b"data: one\n\n");
+    let mut rest = Vec::new();
+    while let Some(frame) = tokio::time::timeout(WAIT, body.frame()).await.unwrap() {
+        rest.extend_from_slice(
+            &frame
+                .expect("not cut by the read timeout")
+                .into_data()
+                .unwrap_or_default(),
+        );
+    }
+    assert_eq!(String::from_utf8(rest).unwrap(), "data: two\n\n");
+}
+
+/// An event stream from an app process levee starts (`--app`, Python's own HTTP server
+/// here, as a Node or Mercure process would be): each event as it is written, a pause
+/// longer than `backend_read_timeout` kept, never compressed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_process_event_stream_passes_as_it_comes_and_may_pause() {
+    use http_body_util::BodyExt;
+    levee_test::require!(levee_test::tools::PYTHON3);
+    const SCRIPT: &str = r#"
+import sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(b"data: one\n\n"); self.wfile.flush()
+        time.sleep(2)
+        self.wfile.write(b"data: two\n\n"); self.wfile.flush()
+        self.close_connection = True
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("events.py");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let levee = levee!()
+        .args(&[
+            "--app",
+            &format!("python3 {} {{port}}", script.display()),
+            "--app-processes",
+            "1",
+        ])
+        .config("[limits]\nbackend_read_timeout = \"1s\"\n")
+        .start();
+    let resp = levee_test::Req::get("/events")
+        .header("accept-encoding", "gzip, br")
+        .send_streaming(levee.addr())
+        .await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers().get("content-encoding"), None);
+    let mut body = resp.into_body();
+    let first = tokio::time::timeout(Duration::from_millis(1500), body.frame())
+        .await
+        .expect("the first event came before the process's pause ended")
         .unwrap()
         .unwrap()
         .into_data()

@@ -1,7 +1,7 @@
 //! WebSockets through levee (issue 44): a real client (tokio-tungstenite) through levee
 //! to a real server (Debian's python3-websockets), over HTTP/1.1, TLS and HTTP/2
-//! (RFC 8441); per route; the bounds per network and in all; the idle timeout; a reload
-//! that keeps an open WebSocket; a stop that closes it with 1001.
+//! (RFC 8441); per route; to app processes; the bounds per network and in all; the
+//! idle timeout; a reload that keeps an open WebSocket; a stop that closes it with 1001.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -384,6 +384,40 @@ async fn a_route_takes_websockets_to_their_server_and_a_refusal_passes_as_it_is(
     assert_eq!(levee.get("/page").await.text(), "a page");
 }
 
+/// App processes (`--app`): levee starts the WebSocket server itself, as it would a Node
+/// or Reverb process, and WebSockets pass to it. An open WebSocket holds no app slot:
+/// with one process taking one request at a time, a second WebSocket opens while the
+/// first is open, and both echo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websockets_pass_to_app_processes_and_hold_no_app_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(command) = levee_test::websocket::app_command(dir.path()) else {
+        return;
+    };
+    let levee = levee!()
+        .args(&["--app", &command, "--app-processes", "1"])
+        .start();
+    let mut first = connect(&levee, "/ws").await;
+    echo_checks(&mut first).await;
+    let mut second = connect(&levee, "/ws").await;
+    for (ws, text) in [(&mut first, "one"), (&mut second, "two")] {
+        ws.send(Message::text(text)).await.unwrap();
+        assert_eq!(next(ws).await, Message::text(text));
+    }
+    // The handshake's fields reached the process as for an HTTP backend.
+    second.send(Message::text("headers")).await.unwrap();
+    let seen: serde_json::Value = match next(&mut second).await {
+        Message::Text(t) => serde_json::from_str(&t).unwrap(),
+        m => panic!("{m:?}"),
+    };
+    assert_eq!(seen["headers"]["origin"], "https://levee.test", "{seen}");
+    assert_eq!(seen["headers"]["upgrade"], "websocket", "{seen}");
+    second.close(None).await.unwrap();
+    ended(&mut second).await;
+    first.send(Message::text("still")).await.unwrap();
+    assert_eq!(next(&mut first).await, Message::text("still"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fastcgi_backend_gets_no_upgrade_and_the_client_a_clear_answer() {
     levee_test::require!(levee_test::tools::PHP_FPM);
@@ -551,13 +585,16 @@ es.onmessage = (e) => {
         .start();
     let dir = tempfile::tempdir().unwrap();
     let url = levee.url("/");
-    let (dom, stderr) = tokio::task::spawn_blocking(move || {
-        levee_test::tools::run_chromium(
-            &bin,
-            &dir.path().join("profile"),
-            &["--dump-dom", "--virtual-time-budget=5000"],
-            &url,
-        )
+    let (dom, stderr) = tokio::task::spawn_blocking({
+        let (bin, profile) = (bin.clone(), dir.path().join("profile"));
+        move || {
+            levee_test::tools::run_chromium(
+                &bin,
+                &profile,
+                &["--dump-dom", "--virtual-time-budget=5000"],
+                &url,
+            )
+        }
     })
     .await
     .unwrap();
@@ -572,4 +609,26 @@ es.onmessage = (e) => {
     levee
         .wait_metric("levee_websockets_opened_total", |n| n >= 1.0)
         .await;
+
+    // The dashboard shows the WebSockets open: one, held open while Chromium reads it.
+    let mut held = connect(&levee, "/ws/held").await;
+    held.send(Message::text("x")).await.unwrap();
+    assert_eq!(next(&mut held).await, Message::text("x"));
+    levee.wait_metric("levee_websockets_open", |n| n == 1.0).await;
+    let admin = format!("http://{}/", levee.admin_addr().await);
+    let (board, stderr) = tokio::task::spawn_blocking(move || {
+        levee_test::tools::run_chromium(
+            &bin,
+            &dir.path().join("profile2"),
+            &["--dump-dom", "--virtual-time-budget=4000"],
+            &admin,
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        board.contains("data-websockets=\"1\"") && board.contains("1 WebSockets open"),
+        "the dashboard does not show the open WebSocket:\n{board}\n{stderr}"
+    );
+    drop(held);
 }
