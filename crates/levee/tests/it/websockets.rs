@@ -614,7 +614,9 @@ es.onmessage = (e) => {
     let mut held = connect(&levee, "/ws/held").await;
     held.send(Message::text("x")).await.unwrap();
     assert_eq!(next(&mut held).await, Message::text("x"));
-    levee.wait_metric("levee_websockets_open", |n| n == 1.0).await;
+    levee
+        .wait_metric("levee_websockets_open", |n| n == 1.0)
+        .await;
     let admin = format!("http://{}/", levee.admin_addr().await);
     let (board, stderr) = tokio::task::spawn_blocking(move || {
         levee_test::tools::run_chromium(
@@ -630,5 +632,6 @@ es.onmessage = (e) => {
         board.contains("data-websockets=\"1\"") && board.contains("1 WebSockets open"),
         "the dashboard does not show the open WebSocket:\n{board}\n{stderr}"
     );
-    drop(held);
+    held.close(None).await.unwrap();
+    ended(&mut held).await;
 }
