@@ -89,6 +89,7 @@ impl Settings {
             ),
         );
         global("tls.redirect_http", self.tls.redirect_http.to_string());
+        global("tls.http3", self.tls.http3.to_string());
         global(
             "tls.hsts",
             self.tls.hsts.clone().unwrap_or_else(|| "off".into()),

@@ -101,6 +101,7 @@ cert = []
 key = []
 redirect_http = false
 hsts = "off"
+http3 = true
 acme_directory = "https://acme-v02.api.letsencrypt.org/directory"
 acme_dir = "/var/lib/levee/acme"
 acme_challenge = "tls-alpn-01"
@@ -272,6 +273,8 @@ options_table! {
         pub redirect_http: Option<bool>,
         /// `Strict-Transport-Security` on HTTPS responses, like "max-age=31536000".
         pub hsts: Option<String>,
+        /// HTTP/3 (QUIC) on the UDP port of every HTTPS listener, announced by Alt-Svc.
+        pub http3: Option<bool>,
         /// Certificates from ACME for the sites' hosts: the account's contact address.
         /// Unset: no ACME.
         pub acme_email: Option<String>,

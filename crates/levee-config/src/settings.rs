@@ -132,6 +132,8 @@ pub struct TlsSettings {
     pub redirect_http: bool,
     /// The `Strict-Transport-Security` value sent on HTTPS responses.
     pub hsts: Option<String>,
+    /// HTTP/3 over QUIC on the UDP port of each HTTPS listener (levee-h3).
+    pub http3: bool,
     /// Certificates from an ACME CA for the sites' hosts that no file covers; `None`:
     /// no ACME (`acme_email` unset).
     pub acme: Option<AcmeSettings>,
@@ -499,7 +501,9 @@ impl TlsSettings {
                 ))
             }
         };
+        let http3 = need(t.http3, "tls.http3")?;
         Ok(TlsSettings {
+            http3,
             certs: certs
                 .into_iter()
                 .zip(keys)

@@ -18,6 +18,7 @@ use crate::request::Shared;
 
 pub(crate) mod client;
 mod connection;
+mod quic;
 use connection::serve_connection;
 
 /// A bound, not yet running, `levee serve`.
@@ -362,6 +363,8 @@ pub fn serve_workers(
         let _ = shared.reloader.set(r);
     }
     let conns = Arc::new(Semaphore::new(limits.max_connections));
+    // HTTP/3 on the UDP port of each HTTPS listener, served by the first worker.
+    let mut quic = Some(quic::bind(&shared, &addrs[plain..])?);
     let (stop_tx, stop_rx) = watch::channel(false);
     // Workers keep driving their connections until told to exit, after the drain.
     let (exit_tx, exit_rx) = watch::channel(false);
@@ -397,6 +400,7 @@ pub fn serve_workers(
             id: i,
             balance: balance.clone(),
         };
+        let quic = quic.take();
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name(format!("levee-worker-{i}"))
@@ -420,6 +424,9 @@ pub fn serve_workers(
                             w.adopt(h, &s, &st);
                         }
                     });
+                    if let Some(sockets) = quic {
+                        quic::serve(&shared, sockets, &conns, &stop);
+                    }
                     let mut loops = Vec::new();
                     for (n, l) in set.into_iter().enumerate() {
                         match TcpListener::from_std(l) {

@@ -15,6 +15,8 @@ pub(crate) struct Tls {
     pub acceptor: levee_tls::tokio_rustls::TlsAcceptor,
     /// The HTTPS listeners as bound (port 0 resolved), for `redirect_http`.
     pub bound: OnceLock<Vec<std::net::SocketAddr>>,
+    /// Per HTTPS port, the `Alt-Svc` that announces HTTP/3 on its UDP twin (server/quic.rs).
+    pub alt_svc: OnceLock<Vec<(u16, http::HeaderValue)>>,
 }
 
 /// The acceptor over the settings' certificates when there are HTTPS listeners, and
@@ -53,6 +55,7 @@ pub(crate) fn start(
         certs,
         acceptor,
         bound: OnceLock::new(),
+        alt_svc: OnceLock::new(),
     };
     Ok((Some(tls), acme))
 }

@@ -17,6 +17,7 @@
 
 pub mod apps;
 mod client;
+pub mod http3;
 mod levee;
 mod origin;
 pub mod pebble;

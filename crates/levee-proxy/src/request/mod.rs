@@ -72,9 +72,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use http::Request;
-use hyper::body::Incoming;
 
-use crate::body::{body_len, Resp};
+use crate::body::{body_len, ClientBody, Resp};
 use crate::outcome::{Answer, CacheResult};
 use crate::server::client::ConnInfo;
 use next::Next;
@@ -83,7 +82,7 @@ use next::Next;
 /// noted from its [`Outcome`].
 pub(crate) async fn handle(
     shared: Arc<Shared>,
-    req: Request<Incoming>,
+    req: Request<ClientBody>,
     conn: ConnInfo,
 ) -> Result<Resp, Infallible> {
     let started = std::time::Instant::now();
@@ -100,6 +99,7 @@ pub(crate) async fn handle(
         )
     });
     let uri = req.uri().clone();
+    let version = req.version();
     let head_only = req.method() == http::Method::HEAD;
     let Answer { mut resp, outcome } = drive(&shared, req, conn).await;
     if conn.tls {
@@ -107,6 +107,15 @@ pub(crate) async fn handle(
             if let Ok(v) = http::HeaderValue::from_str(hsts) {
                 resp.headers_mut()
                     .insert(http::header::STRICT_TRANSPORT_SECURITY, v);
+            }
+        }
+        // HTTP/3 on this port's UDP twin, for the client's next requests.
+        if version != http::Version::HTTP_3 {
+            let ports = shared.tls.as_ref().and_then(|t| t.alt_svc.get());
+            if let Some((_, v)) =
+                ports.and_then(|p| p.iter().find(|(p, _)| *p == conn.local.port()))
+            {
+                resp.headers_mut().insert(http::header::ALT_SVC, v.clone());
             }
         }
     }
@@ -174,7 +183,7 @@ pub(crate) async fn handle(
 
 /// Resolves the request's site, then carries out what each phase decides until one
 /// answers.
-async fn drive(shared: &Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> Answer {
+async fn drive(shared: &Arc<Shared>, req: Request<ClientBody>, conn: ConnInfo) -> Answer {
     let (parts, body) = req.into_parts();
     let Some(site) = shared.site_for(&parts) else {
         // Over TLS the connection was made for another name (RFC 9110 §15.5.20: the
@@ -195,7 +204,7 @@ async fn run(
     shared: &Arc<Shared>,
     site: &site::Site,
     mut parts: http::request::Parts,
-    body: Incoming,
+    body: ClientBody,
     conn: ConnInfo,
 ) -> Answer {
     // The route, once, on the path as the backend will read it: `/%61pi/`, `//api/`
@@ -262,7 +271,7 @@ async fn phases(
     shared: &Arc<Shared>,
     site: route::Routed<'_>,
     parts: http::request::Parts,
-    body: Incoming,
+    body: ClientBody,
     conn: ConnInfo,
     mut next: Next,
 ) -> Answer {

@@ -13,6 +13,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::body::ClientBody;
 use crate::request::{handle, Shared};
 use crate::server::client::ConnInfo;
 use levee_sendfile::{SendQueue, ZcStream};
@@ -144,7 +145,7 @@ async fn serve_http<I>(
             let shared = svc_shared.clone();
             async move {
                 let mut guard = guard;
-                let resp = handle(shared, req, conn).await;
+                let resp = handle(shared, req.map(ClientBody::Hyper), conn).await;
                 guard.answered = true;
                 resp
             }
@@ -174,7 +175,7 @@ async fn serve_http<I>(
             if let Some(queue) = &sendfile {
                 req.extensions_mut().insert(queue.clone());
             }
-            handle(svc_shared.clone(), req, conn)
+            handle(svc_shared.clone(), req.map(ClientBody::Hyper), conn)
         });
         let mut b = hyper::server::conn::http1::Builder::new();
         b.timer(TokioTimer::new())

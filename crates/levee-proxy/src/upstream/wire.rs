@@ -90,7 +90,7 @@ impl UpstreamError {
 /// answered as the client's fault (400), not the backend's (502).
 #[derive(Debug, thiserror::Error)]
 #[error("the request body is malformed or broke off: {0}")]
-pub struct ClientBodyError(#[source] pub hyper::Error);
+pub struct ClientBodyError(#[source] pub BoxError);
 
 /// "outer: inner: innermost", the way people read nested errors.
 pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {

@@ -27,6 +27,7 @@ mod edits;
 mod frameworks;
 mod hostile;
 mod http2;
+mod http3;
 mod lanes;
 mod limits;
 mod live_streams;

@@ -409,6 +409,7 @@ fn the_capability_crates_depend_on_nothing_above_them() {
         "levee-log",
         "levee-sendfile",
         "levee-websocket",
+        "levee-h3",
         "levee-doctor",
     ] {
         let manifest =

@@ -10,14 +10,14 @@ use levee_test::{levee, tools, Origin, Reply};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
 /// A test CA; `pem` is what curl is told to trust.
-struct Ca {
+pub(crate) struct Ca {
     issuer: Issuer<'static, KeyPair>,
     pem: String,
-    der: Vec<u8>,
+    pub(crate) der: Vec<u8>,
 }
 
 impl Ca {
-    fn new(name: &str) -> Ca {
+    pub(crate) fn new(name: &str) -> Ca {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
@@ -31,7 +31,7 @@ impl Ca {
     }
 
     /// Writes a certificate for `names` and its key to `dir/stem.pem` and `.key`.
-    fn issue(&self, dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf) {
+    pub(crate) fn issue(&self, dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf) {
         let params =
             CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
                 .unwrap();
@@ -46,7 +46,7 @@ impl Ca {
         (c, k)
     }
 
-    fn write(&self, dir: &Path, stem: &str) -> PathBuf {
+    pub(crate) fn write(&self, dir: &Path, stem: &str) -> PathBuf {
         let p = dir.join(format!("{stem}.pem"));
         std::fs::write(&p, &self.pem).unwrap();
         p
@@ -54,15 +54,15 @@ impl Ca {
 }
 
 /// What curl got: status, HTTP version, headers (lowercase names), body.
-struct Got {
-    status: u16,
-    version: String,
+pub(crate) struct Got {
+    pub(crate) status: u16,
+    pub(crate) version: String,
     headers: String,
     body: String,
 }
 
 impl Got {
-    fn header(&self, name: &str) -> Option<String> {
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
         self.headers.lines().find_map(|l| {
             let (n, v) = l.split_once(':')?;
             n.trim()
@@ -73,7 +73,13 @@ impl Got {
 }
 
 /// `curl` over https to `host` (resolved to levee), trusting `ca`; extra args as given.
-fn curl(host: &str, addr: std::net::SocketAddr, ca: &Path, path: &str, extra: &[&str]) -> Got {
+pub(crate) fn curl(
+    host: &str,
+    addr: std::net::SocketAddr,
+    ca: &Path,
+    path: &str,
+    extra: &[&str],
+) -> Got {
     let url = format!("https://{host}:{}{path}", addr.port());
     let resolve = format!("{host}:{}:127.0.0.1", addr.port());
     run_curl(

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
+use crate::body::ClientBody;
 use http::header::HeaderMap;
 use http::{request, Method, Request};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use levee_cache::after_fetch::decide;
 use levee_cache::ban::{Ban, BanMode, BanTarget};
 use levee_cache::{CacheControl, CacheKey, HitForPass};
@@ -32,7 +32,7 @@ pub(crate) async fn pass(
     shared: &Arc<Shared>,
     site: Routed<'_>,
     parts: request::Parts,
-    body: Incoming,
+    body: ClientBody,
     conn: ConnInfo,
     reason: Reason,
     marked: Option<CacheKey>,
@@ -178,8 +178,8 @@ const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 /// that a slow body cannot hold the connection; not for a client that waits for
 /// `100 Continue` (it has sent nothing, and the refusal is its final answer). True:
 /// the whole body was read (the connection may be kept).
-async fn drain_refused(parts: &request::Parts, body: Incoming) -> bool {
-    use hyper::body::Body;
+async fn drain_refused(parts: &request::Parts, body: ClientBody) -> bool {
+    use http_body::Body;
     if body.is_end_stream() {
         return true;
     }

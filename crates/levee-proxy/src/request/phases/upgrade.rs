@@ -9,11 +9,11 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::body::ClientBody;
 use base64::Engine;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Request, Response, StatusCode, Version};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
@@ -61,7 +61,7 @@ pub(crate) async fn tunnel(
     shared: &Arc<Shared>,
     site: Routed<'_>,
     mut parts: request::Parts,
-    body: Incoming,
+    body: ClientBody,
     conn: ConnInfo,
 ) -> Answer {
     drop(body);

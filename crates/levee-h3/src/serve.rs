@@ -1,0 +1,287 @@
+//! The QUIC endpoint of one HTTPS listener and the HTTP/3 connections on it: each
+//! request handed to the caller's service, its response written back frame by frame.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::body::RecvBody;
+use crate::limits::{Limits, NetworkSlot, PerNetwork};
+
+/// The HTTP/3 endpoint could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the TLS configuration cannot serve QUIC (it needs TLS 1.3 with AES-128-GCM)")]
+    Tls,
+    #[error("cannot use the UDP socket: {0}")]
+    Socket(#[source] std::io::Error),
+}
+
+/// Who sent a request: the client's address, validated by the handshake (a QUIC
+/// handshake completes only at an address that receives levee's packets), and the local
+/// address it came to.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    pub remote: SocketAddr,
+    pub local: SocketAddr,
+}
+
+/// A bound QUIC endpoint, serving once [`Endpoint::serve`] runs.
+pub struct Endpoint {
+    endpoint: quinn::Endpoint,
+    local: SocketAddr,
+    limits: Limits,
+}
+
+/// A QUIC endpoint on `socket` (the UDP port of an HTTPS listener), with `tls` (the
+/// HTTPS listeners' certificates, chosen by SNI, swapped in place on a reload) offering
+/// ALPN `h3` and no early data. Runs on the current tokio runtime.
+pub fn bind(
+    socket: std::net::UdpSocket,
+    tls: &rustls::ServerConfig,
+    limits: Limits,
+) -> Result<Endpoint, Error> {
+    let mut tls = tls.clone();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    // 0-RTT off: early data can be replayed by anyone who saw it.
+    tls.max_early_data_size = 0;
+    let crypto =
+        quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls)).map_err(|_| Error::Tls)?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .max_concurrent_bidi_streams(limits.streams.into())
+        // HTTP/3's own: control, QPACK encoder and decoder; a few to spare.
+        .max_concurrent_uni_streams(8u32.into())
+        .max_idle_timeout(quinn::IdleTimeout::try_from(limits.idle_timeout).ok());
+    server.transport_config(Arc::new(transport));
+    // Address validation is asked for below, per incoming connection, under a flood.
+    server.migration(true);
+    let local = socket.local_addr().map_err(Error::Socket)?;
+    let endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(server),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(Error::Socket)?;
+    Ok(Endpoint {
+        endpoint,
+        local,
+        limits,
+    })
+}
+
+impl Endpoint {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Serves connections until `stop` turns true: then no new connection is taken,
+    /// each open one is told to go away (GOAWAY) once its requests in flight are
+    /// answered, and this returns when they are closed. Every connection holds a permit
+    /// of `conns` (levee's `max_connections`, shared with TCP) while it is open.
+    pub async fn serve<S, F, B>(
+        self,
+        service: S,
+        conns: Arc<Semaphore>,
+        stop: watch::Receiver<bool>,
+    ) where
+        S: Fn(Request<RecvBody>, Peer) -> F + Clone + Send + Sync + 'static,
+        F: Future<Output = Response<B>> + Send + 'static,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: std::fmt::Display + Send,
+    {
+        let handshakes = Arc::new(AtomicUsize::new(0));
+        let per_network = PerNetwork::default();
+        let mut stop_accept = stop.clone();
+        loop {
+            let incoming = tokio::select! {
+                _ = stopped(&mut stop_accept) => break,
+                i = self.endpoint.accept() => match i {
+                    Some(i) => i,
+                    None => break,
+                },
+            };
+            let remote = incoming.remote_address();
+            // Under a flood of handshakes, an address must be shown to be the client's
+            // (a Retry token echoed) before it costs a handshake.
+            if !incoming.remote_address_validated()
+                && handshakes.load(Ordering::Relaxed) >= self.limits.handshakes
+            {
+                if let Err(e) = incoming.retry() {
+                    e.into_incoming().ignore();
+                }
+                continue;
+            }
+            let Some(slot) = per_network.take(remote.ip(), self.limits.per_network) else {
+                tracing::debug!(%remote, "HTTP/3: too many connections from this network");
+                incoming.refuse();
+                continue;
+            };
+            let Ok(permit) = conns.clone().try_acquire_owned() else {
+                incoming.refuse();
+                continue;
+            };
+            let connection = Connection {
+                peer: Peer {
+                    remote,
+                    local: self.local,
+                },
+                limits: self.limits.clone(),
+                _slot: slot,
+                _permit: permit,
+            };
+            let (service, stop, handshakes) = (service.clone(), stop.clone(), handshakes.clone());
+            tokio::spawn(async move {
+                handshakes.fetch_add(1, Ordering::Relaxed);
+                let connecting = incoming.accept();
+                let established = match connecting {
+                    Ok(c) => tokio::time::timeout(connection.limits.handshake_timeout, c).await,
+                    Err(e) => {
+                        tracing::debug!(%remote, error = %e, "HTTP/3: connection refused");
+                        handshakes.fetch_sub(1, Ordering::Relaxed);
+                        return;
+                    }
+                };
+                handshakes.fetch_sub(1, Ordering::Relaxed);
+                match established {
+                    Ok(Ok(quic)) => connection.run(quic, service, stop).await,
+                    Ok(Err(e)) => tracing::debug!(%remote, error = %e, "HTTP/3 handshake failed"),
+                    Err(_) => tracing::debug!(%remote, "HTTP/3 handshake timed out"),
+                }
+            });
+        }
+        // No new connections; the open ones finish (each watches `stop` itself).
+        self.endpoint.set_server_config(None);
+        self.endpoint.wait_idle().await;
+    }
+}
+
+/// One QUIC connection and what it holds.
+struct Connection {
+    peer: Peer,
+    limits: Limits,
+    _slot: NetworkSlot,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Connection {
+    async fn run<S, F, B>(
+        self,
+        quic: quinn::Connection,
+        service: S,
+        mut stop: watch::Receiver<bool>,
+    ) where
+        S: Fn(Request<RecvBody>, Peer) -> F + Clone + Send + Sync + 'static,
+        F: Future<Output = Response<B>> + Send + 'static,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: std::fmt::Display + Send,
+    {
+        let peer = self.peer;
+        let built = h3::server::builder()
+            .max_field_section_size(self.limits.max_header_bytes as u64)
+            .build::<_, Bytes>(h3_quinn::Connection::new(quic))
+            .await;
+        let mut h3 = match built {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(remote = %peer.remote, error = %e, "HTTP/3 connection set-up failed");
+                return;
+            }
+        };
+        let mut stopping = false;
+        loop {
+            let accepted = tokio::select! {
+                _ = stopped(&mut stop), if !stopping => {
+                    stopping = true;
+                    // GOAWAY: the requests already sent are answered, no new ones taken.
+                    if h3.shutdown(0).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                a = h3.accept() => a,
+            };
+            match accepted {
+                Ok(Some(resolver)) => {
+                    let service = service.clone();
+                    tokio::spawn(async move {
+                        let (req, stream) = match resolver.resolve_request().await {
+                            Ok(r) => r,
+                            Err(e) => {
+                                tracing::debug!(remote = %peer.remote, error = %e, "HTTP/3: malformed request");
+                                return;
+                            }
+                        };
+                        let (mut send, recv) = stream.split();
+                        let req = req.map(|()| RecvBody::new(recv));
+                        let resp = service(req, peer).await;
+                        if let Err(e) = respond(&mut send, resp).await {
+                            tracing::debug!(remote = %peer.remote, error = %e, "HTTP/3: response not sent whole");
+                        }
+                    });
+                }
+                // The client went away, or a GOAWAY's requests are all in.
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(remote = %peer.remote, error = %e, "HTTP/3 connection ended");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Writes `resp` on the request's stream: the head, each data frame as the body gives
+/// it, trailers if any, then the end of the stream.
+async fn respond<B>(
+    send: &mut h3::server::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>,
+    resp: Response<B>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: std::fmt::Display + Send,
+{
+    let (head, body) = resp.into_parts();
+    send.send_response(Response::from_parts(head, ())).await?;
+    let mut body = std::pin::pin!(body);
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) => {
+                // The response broke off (a backend that stopped): the client must not
+                // take what came for the whole of it.
+                send.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                return Err(format!("the body broke off: {e}").into());
+            }
+        };
+        match frame.into_data() {
+            Ok(data) => {
+                if !data.is_empty() {
+                    send.send_data(data).await?;
+                }
+            }
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    send.send_trailers(trailers).await?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+    send.finish().await?;
+    Ok(())
+}
+
+/// Completes when `stop` turns true (or its sender is gone). The guard `wait_for`
+/// returns holds the channel's lock, so it is not kept.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await.is_ok();
+}

@@ -1,0 +1,142 @@
+//! An HTTP/3 client for the tests: quinn and h3 (hyper's), trusting one certificate,
+//! asking for one server name, on one QUIC connection for many requests.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use http::{HeaderMap, Method, Request, StatusCode};
+
+/// An answer read whole.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One HTTP/3 connection.
+pub struct H3 {
+    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    name: String,
+    port: u16,
+    endpoint: quinn::Endpoint,
+    _driver: tokio::task::JoinHandle<()>,
+}
+
+/// A QUIC client configuration trusting only `ca_der`, offering ALPN `h3`.
+pub fn client_config(ca_der: &[u8]) -> quinn::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(ca_der.to_vec()))
+        .unwrap();
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    quinn::ClientConfig::new(Arc::new(crypto))
+}
+
+impl H3 {
+    /// Connects to `addr` (UDP) for `name`, trusting `ca_der`.
+    pub async fn connect(addr: SocketAddr, name: &str, ca_der: &[u8]) -> Result<H3, String> {
+        Self::connect_with(addr, name, client_config(ca_der)).await
+    }
+
+    pub async fn connect_with(
+        addr: SocketAddr,
+        name: &str,
+        config: quinn::ClientConfig,
+    ) -> Result<H3, String> {
+        let bind: SocketAddr = match addr {
+            SocketAddr::V4(_) => "127.0.0.1:0".parse().unwrap(),
+            SocketAddr::V6(_) => "[::1]:0".parse().unwrap(),
+        };
+        let mut endpoint = quinn::Endpoint::client(bind).map_err(|e| e.to_string())?;
+        endpoint.set_default_client_config(config);
+        let quic = endpoint
+            .connect(addr, name)
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(quic))
+            .await
+            .map_err(|e| e.to_string())?;
+        let driver = tokio::spawn(async move {
+            let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        Ok(H3 {
+            send,
+            name: name.to_string(),
+            port: addr.port(),
+            endpoint,
+            _driver: driver,
+        })
+    }
+
+    /// `method path` with `headers` and `body`, read whole.
+    pub async fn request(
+        &mut self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Bytes>,
+    ) -> Result<Answer, String> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("https://{}:{}{path}", self.name, self.port));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(()).map_err(|e| e.to_string())?;
+        let mut stream = self
+            .send
+            .send_request(req)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(b) = body {
+            stream.send_data(b).await.map_err(|e| e.to_string())?;
+        }
+        stream.finish().await.map_err(|e| e.to_string())?;
+        let resp = stream.recv_response().await.map_err(|e| e.to_string())?;
+        let mut body = Vec::new();
+        while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
+            while chunk.has_remaining() {
+                let c = chunk.chunk();
+                body.extend_from_slice(c);
+                let n = c.len();
+                chunk.advance(n);
+            }
+        }
+        Ok(Answer {
+            status: resp.status(),
+            headers: resp.headers().clone(),
+            body: Bytes::from(body),
+        })
+    }
+
+    pub async fn get(&mut self, path: &str) -> Answer {
+        self.request(Method::GET, path, &[], None).await.unwrap()
+    }
+
+    /// Closes the connection and waits until the server has been told.
+    pub async fn close(self) {
+        self.endpoint.close(0u32.into(), b"done");
+        self.endpoint.wait_idle().await;
+    }
+}

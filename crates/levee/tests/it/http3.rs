@@ -1,0 +1,139 @@
+//! HTTP/3 (issue 45): a real HTTP/3 client (quinn and hyper's h3) to levee's QUIC
+//! endpoint on the UDP port of its HTTPS listener: misses and hits of the same cache as
+//! HTTP/1.1 and HTTP/2, POST bodies to the backend, ranges, purge, the certificate of
+//! each site by SNI, `Alt-Svc` on the HTTP/1.1 and HTTP/2 answers, and the access log's
+//! protocol.
+
+use bytes::Bytes;
+use http::Method;
+use levee_test::http3::H3;
+use levee_test::{levee, tools, Origin, Reply};
+
+use super::tls::{curl, Ca};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http3_serves_the_same_cache_bodies_ranges_and_purge() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (a_cert, a_key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let (b_cert, b_key) = ca.issue(dir.path(), "b", &["b.test"]);
+    let log = dir.path().join("access.log");
+    let origin = Origin::start(|r| match r.path.as_str() {
+        "/echo" => Reply::text(format!(
+            "{} {} bytes: {}",
+            r.method,
+            r.body.len(),
+            String::from_utf8_lossy(&r.body[..r.body.len().min(16)])
+        ))
+        .header("cache-control", "no-store"),
+        "/big" => Reply::text("0123456789".repeat(1000)).header("cache-control", "max-age=60"),
+        _ => Reply::text(format!(
+            "page {} for {} over {}",
+            r.path,
+            r.header("host")
+                .unwrap_or("-")
+                .split(':')
+                .next()
+                .unwrap_or("-"),
+            r.header("x-forwarded-proto").unwrap_or("-")
+        ))
+        .header("cache-control", "max-age=60"),
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", a_cert.to_str().unwrap()])
+        .args(&["--tls-key", a_key.to_str().unwrap()])
+        .args(&["--tls-cert", b_cert.to_str().unwrap()])
+        .args(&["--tls-key", b_key.to_str().unwrap()])
+        .config(&format!(
+            "[log]\naccess = \"combined\"\naccess_file = {:?}\n",
+            log.display().to_string()
+        ))
+        .start();
+    let addr = levee.tls_addr().await;
+
+    // A miss, then a hit of the same entry, on one connection.
+    let mut a = H3::connect(addr, "a.test", &ca.der).await.unwrap();
+    let first = a.get("/page").await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.text(), "page /page for a.test over https");
+    assert_eq!(first.header("x-cache"), Some("MISS"), "{first:?}");
+    let again = a.get("/page").await;
+    assert_eq!(again.header("x-cache"), Some("HIT"), "{again:?}");
+    assert_eq!(again.body, first.body);
+    assert_eq!(
+        again.header("alt-svc"),
+        None,
+        "no Alt-Svc over HTTP/3 itself"
+    );
+
+    // The same cache as HTTP/2 and HTTP/1.1 over TLS, which announce HTTP/3.
+    if tools::require(&tools::CURL).is_some() {
+        let ca_pem = ca.write(dir.path(), "ca");
+        for version in ["--http2", "--http1.1"] {
+            let got = curl("a.test", addr, &ca_pem, "/page", &[version]);
+            assert_eq!(got.header("x-cache").as_deref(), Some("HIT"), "{version}");
+            assert_eq!(
+                got.header("alt-svc"),
+                Some(format!("h3=\":{}\"; ma=86400", addr.port())),
+                "{version}: {}",
+                got_headers(&got)
+            );
+        }
+    }
+
+    // A POST's body reaches the backend whole (100 KiB, several QUIC packets).
+    let body = Bytes::from(vec![b'x'; 100 * 1024]);
+    let posted = a
+        .request(
+            Method::POST,
+            "/echo",
+            &[("content-type", "text/plain")],
+            Some(body),
+        )
+        .await
+        .unwrap();
+    assert_eq!(posted.status, 200, "{posted:?}");
+    assert_eq!(posted.text(), "POST 102400 bytes: xxxxxxxxxxxxxxxx");
+
+    // A range of a stored body.
+    let _ = a.get("/big").await;
+    let part = a
+        .request(Method::GET, "/big", &[("range", "bytes=10-19")], None)
+        .await
+        .unwrap();
+    assert_eq!(part.status, 206, "{part:?}");
+    assert_eq!(part.text(), "0123456789");
+    assert_eq!(part.header("content-range"), Some("bytes 10-19/10000"));
+
+    // Another site's name gets its own certificate (the client checks it).
+    let mut b = H3::connect(addr, "b.test", &ca.der).await.unwrap();
+    assert_eq!(
+        b.get("/page").await.text(),
+        "page /page for b.test over https"
+    );
+
+    // A PURGE over HTTP/3 (from an allowed address) drops the entry.
+    let purged = a
+        .request(Method::from_bytes(b"PURGE").unwrap(), "/page", &[], None)
+        .await
+        .unwrap();
+    assert!(purged.status.is_success(), "{purged:?}");
+    let after = a.get("/page").await;
+    assert_eq!(after.header("x-cache"), Some("MISS"), "{after:?}");
+    a.close().await;
+    b.close().await;
+
+    // The access log names the protocol.
+    let logged = levee_test::eventually(std::time::Duration::from_secs(5), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("POST /echo HTTP/3.0"))
+    })
+    .await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(logged, "{text}");
+}
+
+fn got_headers(got: &super::tls::Got) -> String {
+    got.header("alt-svc").unwrap_or_default()
+}
