@@ -137,3 +137,66 @@ async fn http3_serves_the_same_cache_bodies_ranges_and_purge() {
 fn got_headers(got: &super::tls::Got) -> String {
     got.header("alt-svc").unwrap_or_default()
 }
+
+/// A real browser over HTTP/3: headless Chromium, told to use QUIC for levee's origin and
+/// to trust the test certificate by its key's hash, loads a page and its assets; the
+/// page writes the protocol of each from the browser's own record (Resource Timing's
+/// `nextHopProtocol`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_loads_a_page_and_its_assets_over_http3() {
+    let Some(bin) = tools::require(&tools::CHROMIUM) else {
+        return;
+    };
+    const PAGE: &str = r#"<!doctype html><html><head><link rel="stylesheet" href="/style.css"></head>
+<body><p id="nav">nav: waiting</p><p id="res">res: waiting</p><script src="/app.js"></script></body></html>"#;
+    const SCRIPT: &str = r#"
+window.addEventListener("load", () => {
+  const nav = performance.getEntriesByType("navigation")[0];
+  document.getElementById("nav").textContent = "nav: " + nav.nextHopProtocol;
+  document.getElementById("res").textContent = "res: " + performance.getEntriesByType("resource")
+    .map(e => e.name.split("/").pop() + "=" + e.nextHopProtocol).sort().join(" ");
+});"#;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (cert, key, spki) = ca.issue_with_spki(dir.path(), "a", &["a.test"]);
+    let origin = Origin::start(|r| match r.path.as_str() {
+        "/app.js" => Reply::text(SCRIPT)
+            .header("content-type", "text/javascript")
+            .header("cache-control", "max-age=60"),
+        "/style.css" => Reply::text("p { color: #123 }")
+            .header("content-type", "text/css")
+            .header("cache-control", "max-age=60"),
+        _ => Reply::text(PAGE)
+            .header("content-type", "text/html; charset=utf-8")
+            .header("cache-control", "max-age=60"),
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()])
+        .start();
+    let port = levee.tls_addr().await.port();
+    let url = format!("https://a.test:{port}/");
+    let args = [
+        format!("--origin-to-force-quic-on=a.test:{port}"),
+        "--host-resolver-rules=MAP a.test 127.0.0.1".to_string(),
+        format!("--ignore-certificate-errors-spki-list={spki}"),
+        "--dump-dom".to_string(),
+        "--virtual-time-budget=5000".to_string(),
+    ];
+    let (dom, stderr) = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        tools::run_chromium(&bin, &dir.path().join("profile"), &args, &url)
+    })
+    .await
+    .unwrap();
+    assert!(
+        dom.contains("nav: h3"),
+        "the page did not come over HTTP/3:\n{dom}\n{stderr}"
+    );
+    assert!(
+        dom.contains("res: app.js=h3 style.css=h3"),
+        "its assets did not come over HTTP/3:\n{dom}\n{stderr}"
+    );
+}

@@ -46,6 +46,33 @@ impl Ca {
         (c, k)
     }
 
+    /// As `issue`, and the base64 SHA-256 of the certificate's public key (what
+    /// Chromium's `--ignore-certificate-errors-spki-list` takes).
+    pub(crate) fn issue_with_spki(
+        &self,
+        dir: &Path,
+        stem: &str,
+        names: &[&str],
+    ) -> (PathBuf, PathBuf, String) {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let (c, k) = (
+            dir.join(format!("{stem}.pem")),
+            dir.join(format!("{stem}.key")),
+        );
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        let spki = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(
+            rcgen::PublicKeyData::subject_public_key_info(&key),
+        ));
+        (c, k, spki)
+    }
+
     pub(crate) fn write(&self, dir: &Path, stem: &str) -> PathBuf {
         let p = dir.join(format!("{stem}.pem"));
         std::fs::write(&p, &self.pem).unwrap();
