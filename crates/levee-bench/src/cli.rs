@@ -104,8 +104,16 @@ pub struct BenchCommand {
     pub no_keepalive: bool,
 
     /// Speak HTTP/2 with prior knowledge (h2c) instead of HTTP/1.1.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "h3")]
     pub http2: bool,
+
+    /// Speak HTTP/3 (QUIC) to https:// URLs: one QUIC connection per -c.
+    #[arg(long)]
+    pub h3: bool,
+
+    /// With --h3: accept any certificate (a self-signed test server), as curl -k.
+    #[arg(short = 'k', long, requires = "h3")]
+    pub insecure: bool,
 
     /// URL list in siege's format: one URL per line, 'URL POST data' lines, # comments.
     #[arg(
@@ -239,6 +247,8 @@ pub(crate) fn prepare(cmd: &BenchCommand) -> Result<Prepared> {
         cookies: cmd.cookies.clone(),
         keepalive: !cmd.no_keepalive,
         http2: cmd.http2,
+        http3: cmd.h3,
+        insecure: cmd.insecure,
         timeout: cmd.timeout,
         connect_timeout: cmd.connect_timeout,
         order: if cmd.random {

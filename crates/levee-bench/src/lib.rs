@@ -12,6 +12,7 @@ mod cli;
 mod compare;
 mod http1;
 mod http2;
+mod http3;
 pub mod report;
 mod run;
 mod stats;

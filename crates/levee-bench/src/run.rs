@@ -141,6 +141,7 @@ pub fn run_blocking(plan: Arc<Plan>, load: &Load, show_progress: bool) -> Result
         rate: load.rate,
         keepalive: opts.keepalive,
         http2: opts.http2,
+        http3: opts.http3,
         timeout_s: opts.timeout.as_secs_f64(),
         warmup_s: load.warmup.as_secs_f64(),
     };

@@ -55,6 +55,10 @@ pub struct Options {
     pub keepalive: bool,
     /// Speak HTTP/2 with prior knowledge (h2c) instead of HTTP/1.1.
     pub http2: bool,
+    /// Speak HTTP/3 to https:// URLs.
+    pub http3: bool,
+    /// HTTP/3: accept any certificate.
+    pub insecure: bool,
     /// Give up on a request after this long (counted as a timeout error).
     pub timeout: Duration,
     /// Give up on a TCP connect after this long (counted as a connect error).
@@ -72,6 +76,8 @@ impl Default for Options {
             cookies: Vec::new(),
             keepalive: true,
             http2: false,
+            http3: false,
+            insecure: false,
             timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
             order: Order::Sequential,
@@ -129,10 +135,16 @@ impl Plan {
                 )
             })?;
             match uri.scheme_str() {
+                Some("http") if opts.http3 => bail!(
+                    "'{}': HTTP/3 is over TLS only: give an https:// URL (add -k for a \
+                     self-signed certificate)",
+                    spec.url
+                ),
                 Some("http") => {}
+                Some("https") if opts.http3 => {}
                 Some("https") => bail!(
-                    "'{}': https is not supported; levee bench speaks plain HTTP/1.1 and h2c \
-                     (bench the server behind its TLS terminator, or put levee serve in front)",
+                    "'{}': https is spoken over HTTP/3 only (--h3); for HTTP/1.1 and h2c \
+                     bench the server behind its TLS terminator, or put levee serve in front",
                     spec.url
                 ),
                 _ => bail!(
@@ -154,7 +166,9 @@ impl Plan {
                 .host()
                 .trim_start_matches('[')
                 .trim_end_matches(']');
-            let port = authority.port_u16().unwrap_or(80);
+            let port = authority
+                .port_u16()
+                .unwrap_or(if opts.http3 { 443 } else { 80 });
             let key = (host.to_string(), port);
             let addr = match authorities.iter().position(|a| *a == key) {
                 Some(i) => i,

@@ -14,6 +14,7 @@ use tokio::time::Sleep;
 
 use crate::http1::{Resp, H1};
 use crate::http2::H2;
+use crate::http3::H3;
 use crate::stats::{Failure, Live, ThreadStats};
 use crate::target::{Order, Plan};
 
@@ -54,6 +55,7 @@ impl ThreadCtx {
 enum Session {
     H1(H1),
     H2(H2),
+    H3(H3),
 }
 
 impl Session {
@@ -66,6 +68,7 @@ impl Session {
         match self {
             Session::H1(c) => c.request(plan, target, want_server).await,
             Session::H2(c) => c.request(plan, target, want_server).await,
+            Session::H3(c) => c.request(plan, target, want_server).await,
         }
     }
 
@@ -73,6 +76,7 @@ impl Session {
         match self {
             Session::H1(c) => c.reset(),
             Session::H2(c) => c.reset(),
+            Session::H3(c) => c.reset(),
         }
     }
 }
@@ -154,7 +158,9 @@ const LATE: Duration = Duration::from_millis(2);
 pub(crate) async fn connection(ctx: Rc<ThreadCtx>, index: usize) {
     let plan = ctx.plan.clone();
     let timeout = plan.opts.timeout;
-    let mut session = if plan.opts.http2 {
+    let mut session = if plan.opts.http3 {
+        Session::H3(H3::new())
+    } else if plan.opts.http2 {
         Session::H2(H2::new())
     } else {
         Session::H1(H1::new())

@@ -60,6 +60,9 @@ pub struct RunConfig {
     pub rate: Option<f64>,
     pub keepalive: bool,
     pub http2: bool,
+    /// HTTP/3 (QUIC) to https:// URLs.
+    #[serde(default)]
+    pub http3: bool,
     pub timeout_s: f64,
     pub warmup_s: f64,
 }
