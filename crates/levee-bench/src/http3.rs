@@ -165,7 +165,11 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
     }
 }
 
-async fn exchange(sender: &mut Sender, target: &Target, want_server: bool) -> Result<Resp, Failure> {
+async fn exchange(
+    sender: &mut Sender,
+    target: &Target,
+    want_server: bool,
+) -> Result<Resp, Failure> {
     let mut req = http::Request::new(());
     *req.method_mut() = target.method.clone();
     *req.uri_mut() = target.uri.clone();

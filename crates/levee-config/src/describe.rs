@@ -89,7 +89,14 @@ impl Settings {
             ),
         );
         global("tls.redirect_http", self.tls.redirect_http.to_string());
-        global("tls.http3", self.tls.http3.to_string());
+        global(
+            "tls.http3",
+            match (self.tls.http3, self.listen_tls.is_empty()) {
+                (true, false) => format!("on: UDP {}", list(&self.listen_tls)),
+                (true, true) => "on, unused (no listen_tls)".into(),
+                (false, _) => "off".into(),
+            },
+        );
         global(
             "tls.hsts",
             self.tls.hsts.clone().unwrap_or_else(|| "off".into()),

@@ -47,12 +47,8 @@ pub fn bind(
     tls: &rustls::ServerConfig,
     limits: Limits,
 ) -> Result<Endpoint, Error> {
-    let mut tls = tls.clone();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
-    // 0-RTT off: early data can be replayed by anyone who saw it.
-    tls.max_early_data_size = 0;
-    let crypto =
-        quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls)).map_err(|_| Error::Tls)?;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(quic_tls(tls)))
+        .map_err(|_| Error::Tls)?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     let mut transport = quinn::TransportConfig::default();
     transport
@@ -76,6 +72,17 @@ pub fn bind(
         local,
         limits,
     })
+}
+
+/// The HTTPS configuration as QUIC's: ALPN h3 only, and no early data (0-RTT): it can be
+/// replayed by anyone who saw it, and a request may change state. (rustls also refuses
+/// early data whenever stateless tickets are on, as levee-tls's are; this says it here,
+/// whatever levee-tls does later.)
+fn quic_tls(tls: &rustls::ServerConfig) -> rustls::ServerConfig {
+    let mut tls = tls.clone();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    tls.max_early_data_size = 0;
+    tls
 }
 
 impl Endpoint {
@@ -284,4 +291,24 @@ where
 /// returns holds the channel's lock, so it is not kept.
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await.is_ok();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quic_gets_h3_and_no_early_data_whatever_https_had() {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut https = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(rustls::server::ResolvesServerCertUsingSni::new()));
+        https.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        https.max_early_data_size = u32::MAX;
+        let quic = quic_tls(&https);
+        assert_eq!(quic.alpn_protocols, vec![b"h3".to_vec()]);
+        assert_eq!(quic.max_early_data_size, 0);
+    }
 }

@@ -297,6 +297,8 @@ pub struct Bound {
     pub traffic: Vec<SocketAddr>,
     /// The HTTPS listeners.
     pub tls: Vec<SocketAddr>,
+    /// The UDP ports of HTTP/3 (the HTTPS listeners' own numbers).
+    pub quic: Vec<SocketAddr>,
     /// The admin listener (`/metrics`), when configured.
     pub admin: Option<SocketAddr>,
     /// The backend limit now, and where it comes from ("pm.max_children of ...").
@@ -365,6 +367,11 @@ pub fn serve_workers(
     let conns = Arc::new(Semaphore::new(limits.max_connections));
     // HTTP/3 on the UDP port of each HTTPS listener, served by the first worker.
     let mut quic = Some(quic::bind(&shared, &addrs[plain..])?);
+    let quic_addrs: Vec<SocketAddr> = quic
+        .iter()
+        .flatten()
+        .filter_map(|s| s.local_addr().ok())
+        .collect();
     let (stop_tx, stop_rx) = watch::channel(false);
     // Workers keep driving their connections until told to exit, after the drain.
     let (exit_tx, exit_rx) = watch::channel(false);
@@ -495,6 +502,7 @@ pub fn serve_workers(
     on_listening(&Bound {
         traffic: addrs,
         tls: tls_addrs,
+        quic: quic_addrs,
         admin: admin_addr,
         backend_limit,
     });

@@ -39,6 +39,8 @@ pub(crate) struct Stats {
     /// plain atomics, so that counting costs the hit path one increment and no lock;
     /// turned into a labelled family when scraped.
     requests: [[AtomicU64; 5]; CacheResult::COUNTED.len()],
+    /// Responses by the protocol of their request (`PROTOCOLS`).
+    protocols: [AtomicU64; PROTOCOLS.len()],
     /// Body bytes of responses whose length was known when they started.
     response_bytes: Counter,
     /// Time from the request's head to the response's head.
@@ -72,6 +74,8 @@ pub(crate) struct Stats {
 }
 
 const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+/// The protocols responses are counted by, in the order of `Stats::protocols`.
+const PROTOCOLS: [&str; 3] = ["h1", "h2", "h3"];
 /// What a backend request came to, in the order of `Stats::backend`.
 const BACKEND_RESULTS: [&str; 6] = [
     "ok",
@@ -88,11 +92,18 @@ impl Stats {
         &self,
         result: CacheResult,
         status: http::StatusCode,
+        version: http::Version,
         bytes: Option<u64>,
         took: Duration,
     ) {
         let class = usize::from(status.as_u16() / 100).clamp(1, 5) - 1;
         self.requests[result.index()][class].fetch_add(1, Ordering::Relaxed);
+        let protocol = match version {
+            http::Version::HTTP_2 => 1,
+            http::Version::HTTP_3 => 2,
+            _ => 0,
+        };
+        self.protocols[protocol].fetch_add(1, Ordering::Relaxed);
         if let Some(len) = bytes {
             self.response_bytes.inc_by(len);
         }
@@ -509,6 +520,17 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
         "requests",
         "Responses sent, by cache result (X-Cache) and status class",
         requests,
+    );
+    let protocols = Family::<Labels, Counter>::default();
+    for (protocol, n) in PROTOCOLS.iter().zip(&s.protocols) {
+        protocols
+            .get_or_create(&vec![("protocol", *protocol)])
+            .inc_by(n.load(Ordering::Relaxed));
+    }
+    r.register(
+        "responses_by_protocol",
+        "Responses by the protocol of their request: h1 (HTTP/1.x), h2, h3 (QUIC)",
+        protocols,
     );
     let backend = Family::<Labels, Counter>::default();
     for (result, n) in BACKEND_RESULTS.iter().zip(&s.backend) {

@@ -140,3 +140,49 @@ impl H3 {
         self.endpoint.wait_idle().await;
     }
 }
+
+/// Whether `addr` offers 0-RTT (its session ticket lets a client send early data) and
+/// whether it accepts it: one connection makes a request (and so gets the server's
+/// session ticket), then a second tries to send early data on it.
+pub async fn zero_rtt(addr: SocketAddr, name: &str, ca_der: &[u8]) -> (bool, bool) {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(ca_der.to_vec()))
+        .unwrap();
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    tls.enable_early_data = true;
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    let config = quinn::ClientConfig::new(Arc::new(crypto));
+    let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    endpoint.set_default_client_config(config.clone());
+    // The first connection: a request, so that the ticket has come before it closes.
+    let quic = endpoint.connect(addr, name).unwrap().await.unwrap();
+    let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(quic.clone()))
+        .await
+        .unwrap();
+    let drive = tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    let req = Request::builder()
+        .uri(format!("https://{name}:{}/", addr.port()))
+        .body(())
+        .unwrap();
+    let mut stream = send.send_request(req).await.unwrap();
+    stream.finish().await.unwrap();
+    let _ = stream.recv_response().await.unwrap();
+    while stream.recv_data().await.unwrap().is_some() {}
+    quic.close(0u32.into(), b"");
+    drive.abort();
+    // The second: early data if the server allows it.
+    match endpoint.connect(addr, name).unwrap().into_0rtt() {
+        Ok((_conn, accepted)) => (true, accepted.await),
+        Err(_) => (false, false),
+    }
+}

@@ -123,7 +123,7 @@ pub(crate) async fn handle(
     let bytes = if head_only { Some(0) } else { body_len(&resp) };
     shared
         .stats
-        .response(outcome.result, resp.status(), bytes, total);
+        .response(outcome.result, resp.status(), version, bytes, total);
     if shared.sites.len() > 1 {
         if let Some(site) = outcome.site.and_then(|i| shared.sites.get(i)) {
             site.requests[outcome.result.index()]

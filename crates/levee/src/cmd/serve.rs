@@ -231,6 +231,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             for addr in &bound.tls {
                 eprintln!("levee: listening on https://{addr}, backend {backend}");
             }
+            for addr in &bound.quic {
+                eprintln!("levee: HTTP/3 on UDP {addr} (open it in the firewall too)");
+            }
             eprintln!("levee: backend limit {}", bound.backend_limit);
             if let Some(addr) = bound.admin {
                 eprintln!("levee: admin listening on http://{addr} (GET /metrics, POST /purge, POST /reload)");

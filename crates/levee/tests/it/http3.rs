@@ -125,6 +125,26 @@ async fn http3_serves_the_same_cache_bodies_ranges_and_purge() {
     a.close().await;
     b.close().await;
 
+    // Metrics per protocol.
+    let metrics = levee.admin(levee_test::Req::get("/metrics")).await.text();
+    for (protocol, at_least) in [("h3", 8), ("h2", 1), ("h1", 1)] {
+        let n: f64 = metrics
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "levee_responses_by_protocol_total{{protocol=\"{protocol}\"}} "
+                ))
+            })
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        let wanted = if tools::require(&tools::CURL).is_some() || protocol == "h3" {
+            at_least
+        } else {
+            0
+        };
+        assert!(n >= f64::from(wanted), "{protocol}: {n}\n{metrics}");
+    }
+
     // The access log names the protocol.
     let logged = levee_test::eventually(std::time::Duration::from_secs(5), || {
         std::fs::read_to_string(&log).is_ok_and(|t| t.contains("POST /echo HTTP/3.0"))
@@ -199,4 +219,27 @@ window.addEventListener("load", () => {
         dom.contains("res: app.js=h3 style.css=h3"),
         "its assets did not come over HTTP/3:\n{dom}\n{stderr}"
     );
+}
+
+/// 0-RTT is refused by default: early data can be replayed by anyone who saw it, and a
+/// request may change state. A client resuming its session is not let send any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_rtt_is_refused_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = Origin::start(|_| Reply::text("a page").header("cache-control", "max-age=60"));
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()])
+        .start();
+    let addr = levee.tls_addr().await;
+    let (offered, accepted) = levee_test::http3::zero_rtt(addr, "a.test", &ca.der).await;
+    assert!(
+        !offered,
+        "the session ticket lets the client send early data"
+    );
+    assert!(!accepted, "early data was accepted");
 }
