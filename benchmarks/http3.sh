@@ -39,8 +39,10 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
 
 ROOT="$WORK/files"
 mkdir -p "$ROOT"
-head -c 1024 /dev/urandom | base64 -w 0 | head -c 1024 >"$ROOT/1k.txt"
-head -c $((100 * 1024)) /dev/urandom | base64 -w 0 | head -c $((100 * 1024)) >"$ROOT/100k.txt"
+# Text of exactly 1 KiB and 100 KiB (python: a `head` closing a pipe fails under pipefail).
+for n in 1 100; do
+    python3 -c 'import base64, os, sys; n = int(sys.argv[1]) * 1024; sys.stdout.write(base64.b64encode(os.urandom(n)).decode()[:n])' "$n" >"$ROOT/${n}k.txt"
+done
 
 declare -A PORT PID
 PORT[caddy]=$(free_port)
@@ -50,6 +52,9 @@ cat >"$WORK/caddy/Caddyfile" <<CONF
 {
     admin off
     auto_https off
+    # The client names an IP address, so it sends no SNI; over QUIC Caddy then finds no
+    # certificate unless told which name to assume.
+    default_sni bench.test
     servers {
         protocols h1 h2 h3
     }

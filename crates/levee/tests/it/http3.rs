@@ -243,3 +243,203 @@ async fn zero_rtt_is_refused_by_default() {
     );
     assert!(!accepted, "early data was accepted");
 }
+
+/// The backend limit holds over HTTP/3 as over HTTP/1.1 and HTTP/2: one slot, busy, and
+/// the queue's one place taken: the next request is refused at once with 503 and a
+/// `Retry-After`, and never reaches the backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backend_limit_refuses_over_http3_as_over_tcp() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = Origin::start(|r| {
+        Reply::text(format!("{} {}", r.method, r.uri))
+            .header("cache-control", "no-store")
+            .delay(Duration::from_millis(2000))
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()])
+        .config(
+            "[limits]\nbackend_max_concurrency = 1\nbackend_queue = 1\nbackend_queue_timeout = \"10s\"",
+        )
+        .start();
+    let addr = levee.tls_addr().await;
+    let der = ca.der.clone();
+    let slow = |path: &'static str| {
+        let der = der.clone();
+        tokio::spawn(async move {
+            let mut c = H3::connect(addr, "a.test", &der).await.unwrap();
+            c.get(path).await
+        })
+    };
+    let a = slow("/slow/a");
+    origin.wait_for_requests(1, Duration::from_secs(5)).await;
+    let b = slow("/slow/b");
+    levee
+        .wait_metric("levee_backend_waiting", |n| n == 1.0)
+        .await;
+    let mut c = H3::connect(addr, "a.test", &ca.der).await.unwrap();
+    let started = Instant::now();
+    let refused = c.get("/slow/c").await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(started.elapsed() < Duration::from_millis(1000));
+    assert_eq!(refused.header("x-cache"), Some("ERROR"));
+    assert!(refused.header("retry-after").is_some(), "{refused:?}");
+    assert_eq!(a.await.unwrap().status, 200);
+    assert_eq!(b.await.unwrap().status, 200);
+    assert_eq!(origin.requests_for("/slow/c"), 0);
+    assert_eq!(origin.max_in_flight(), 1);
+}
+
+/// A certificate renewed in place and a reload (SIGHUP) while HTTP/3 clients keep
+/// asking: no request fails, the open QUIC connections carry on, and a new connection
+/// gets the new certificate (the client trusts only the new issuer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_swaps_the_certificate_under_load_and_keeps_quic_connections() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let old_ca = Ca::new("levee old CA");
+    let new_ca = Ca::new("levee new CA");
+    let (cert, key) = old_ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = Origin::start(|r| {
+        Reply::text(format!("page {}", r.path)).header("cache-control", "max-age=60")
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()])
+        .start();
+    let addr = levee.tls_addr().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut clients = Vec::new();
+    for i in 0..4 {
+        let (stop, done, failed, der) = (
+            stop.clone(),
+            done.clone(),
+            failed.clone(),
+            old_ca.der.clone(),
+        );
+        clients.push(tokio::spawn(async move {
+            let mut c = H3::connect(addr, "a.test", &der).await.unwrap();
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                match c
+                    .request(
+                        Method::GET,
+                        &format!("/p{}", (i * 1000 + n) % 50),
+                        &[],
+                        None,
+                    )
+                    .await
+                {
+                    Ok(r) if r.status == 200 => done.fetch_add(1, Ordering::Relaxed),
+                    _ => failed.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+            c
+        }));
+    }
+    assert!(
+        levee_test::eventually(std::time::Duration::from_secs(10), || done
+            .load(Ordering::Relaxed)
+            >= 100)
+        .await,
+        "no load"
+    );
+    // Renewed in place by another issuer, then SIGHUP.
+    let (renewed_cert, renewed_key) = new_ca.issue(dir.path(), "renewed", &["a.test"]);
+    std::fs::copy(&renewed_cert, &cert).unwrap();
+    std::fs::copy(&renewed_key, &key).unwrap();
+    levee.signal("HUP");
+    levee.wait_log("configuration reloaded").await;
+    let before = done.load(Ordering::Relaxed);
+    assert!(
+        levee_test::eventually(std::time::Duration::from_secs(10), || done
+            .load(Ordering::Relaxed)
+            >= before + 100)
+        .await,
+        "the open connections stopped after the reload"
+    );
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap().close().await;
+    }
+    assert_eq!(
+        failed.load(Ordering::Relaxed),
+        0,
+        "requests failed across the swap"
+    );
+    // A new connection: the new certificate (the old issuer is not trusted for it).
+    let mut fresh = H3::connect(addr, "a.test", &new_ca.der).await.unwrap();
+    assert_eq!(fresh.get("/p1").await.status, 200);
+    assert!(
+        H3::connect(addr, "a.test", &old_ca.der).await.is_err(),
+        "the old certificate is still served"
+    );
+}
+
+/// Hostile datagrams on the QUIC port (random bytes, a truncated Initial, a long header
+/// with absurd lengths, an empty one) and a request whose header section is over
+/// `max_header_bytes`: levee answers neither with a crash nor a stall, and keeps serving
+/// HTTP/3 and HTTPS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_quic_packets_and_oversized_headers_leave_levee_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = Origin::start(|_| Reply::text("fine").header("cache-control", "max-age=60"));
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()])
+        .config("[limits]\nmax_header_bytes = \"8KiB\"")
+        .start();
+    let addr = levee.tls_addr().await;
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = |n: usize| {
+        (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect::<Vec<u8>>()
+    };
+    let mut packets: Vec<Vec<u8>> = vec![Vec::new(), vec![0xc0], vec![0xff; 1500]];
+    // A long header, version 1, connection IDs of absurd length, then noise.
+    let mut bad_initial = vec![0xc0, 0, 0, 0, 1, 0xff];
+    bad_initial.extend(noise(1194));
+    packets.push(bad_initial);
+    // A well-formed Initial's first bytes, cut short.
+    packets.push(vec![
+        0xc3, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0x44,
+    ]);
+    for _ in 0..2000 {
+        let len = 1 + (noise(2)[0] as usize * 5);
+        packets.push(noise(len));
+    }
+    for p in &packets {
+        let _ = udp.send_to(p, addr);
+    }
+    // Oversized headers over QPACK: refused, the connection and levee unharmed.
+    let mut c = H3::connect(addr, "a.test", &ca.der).await.unwrap();
+    let big = "x".repeat(16 * 1024);
+    match c.request(Method::GET, "/", &[("x-big", &big)], None).await {
+        Ok(r) => assert!(r.status.is_client_error(), "{r:?}"),
+        Err(_) => {} // the stream was refused: as good
+    }
+    let mut c = H3::connect(addr, "a.test", &ca.der).await.unwrap();
+    assert_eq!(c.get("/").await.text(), "fine");
+    assert_eq!(levee.get("/").await.text(), "fine");
+}
