@@ -358,7 +358,9 @@ pub fn serve_workers(
         .iter()
         .chain(admin.as_ref().map(|(l, _)| l))
         .collect();
-    activated.finish(&listening)?;
+    // HTTP/3's UDP twins of the HTTPS ports, stored the same way.
+    let quic_sockets = quic::bind(&settings, &addrs[plain..], &mut activated)?;
+    activated.finish(&listening, &quic_sockets.iter().collect::<Vec<_>>())?;
     let limits = settings.limits.clone();
     let shared = Arc::new(Shared::new(settings)?);
     if let Some(r) = reloader {
@@ -366,12 +368,12 @@ pub fn serve_workers(
     }
     let conns = Arc::new(Semaphore::new(limits.max_connections));
     // HTTP/3 on the UDP port of each HTTPS listener, served by the first worker.
-    let mut quic = Some(quic::bind(&shared, &addrs[plain..])?);
-    let quic_addrs: Vec<SocketAddr> = quic
+    quic::announce(&shared, &quic_sockets);
+    let quic_addrs: Vec<SocketAddr> = quic_sockets
         .iter()
-        .flatten()
         .filter_map(|s| s.local_addr().ok())
         .collect();
+    let mut quic = Some(quic_sockets);
     let (stop_tx, stop_rx) = watch::channel(false);
     // Workers keep driving their connections until told to exit, after the drain.
     let (exit_tx, exit_rx) = watch::channel(false);

@@ -16,8 +16,12 @@
 //! usual. A stored socket no address names any more is taken out of the store
 //! (`FDSTOREREMOVE=1`) and closed, so that its port is free; a `.socket` unit's socket no
 //! address names is an error: levee would never accept from it.
+//!
+//! HTTP/3's UDP sockets (one per HTTPS port) are stored the same way, named
+//! [`quic_store_name`], so that a restart keeps the port (QUIC packets that come
+//! meanwhile wait in the socket's buffer).
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::time::Duration;
 
 use sd_notify::NotifyState;
@@ -93,10 +97,25 @@ fn parse_journal_stream(v: &str) -> Option<(u64, u64)> {
 /// unit's (named after the unit, or by its `FileDescriptorName=`).
 const STORE_PREFIX: &str = "levee-listen-";
 
+/// The names levee stores its HTTP/3 UDP sockets under.
+const QUIC_PREFIX: &str = "levee-quic-";
+
 /// The name the listening socket bound to `addr` is stored under (`FDNAME=` may not hold
 /// ':', `LISTEN_FDNAMES`'s separator).
 pub fn store_name(addr: SocketAddr) -> String {
     format!("{STORE_PREFIX}{}", addr.to_string().replace(':', "_"))
+}
+
+/// The name the HTTP/3 UDP socket bound to `addr` is stored under.
+pub fn quic_store_name(addr: SocketAddr) -> String {
+    format!("{QUIC_PREFIX}{}", addr.to_string().replace(':', "_"))
+}
+
+/// A UDP socket levee stored (HTTP/3), passed back.
+struct PassedUdp {
+    addr: SocketAddr,
+    socket: UdpSocket,
+    name: String,
 }
 
 /// A socket systemd passed: where it is bound, and the name it came with.
@@ -116,6 +135,8 @@ impl Passed {
 /// The listening sockets systemd passed, each with the address it is bound to.
 pub struct Activated {
     sockets: Vec<Passed>,
+    /// HTTP/3's UDP sockets from levee's store.
+    udp: Vec<PassedUdp>,
     /// Where the sockets taken from a `.socket` unit are bound: systemd holds those
     /// already, they are not stored.
     from_unit: Vec<SocketAddr>,
@@ -135,7 +156,26 @@ impl Activated {
         std::env::remove_var("LISTEN_FDNAMES");
         let mut fds = listenfd::ListenFd::from_env();
         let mut sockets = Vec::new();
+        let mut udp = Vec::new();
         for i in 0..fds.len() {
+            let name = names.get(i).cloned().unwrap_or_default();
+            if name.starts_with(QUIC_PREFIX) {
+                let socket = fds.take_udp_socket(i).map_err(|e| {
+                    activation(format!(
+                        "socket {} ({name}) is not a UDP socket ({e})",
+                        i + 3
+                    ))
+                })?;
+                let Some(socket) = socket else { continue };
+                let addr = socket
+                    .local_addr()
+                    .map_err(|e| activation(format!("socket {}: {e}", i + 3)))?;
+                socket
+                    .set_nonblocking(true)
+                    .map_err(|e| activation(format!("socket {addr}: {e}")))?;
+                udp.push(PassedUdp { addr, socket, name });
+                continue;
+            }
             let listener = fds
                 .take_tcp_listener(i)
                 .map_err(|e| activation(format!("socket {} is not a listening TCP socket ({e}); levee.socket may only have ListenStream= lines", i + 3)))?;
@@ -146,7 +186,6 @@ impl Activated {
             listener
                 .set_nonblocking(true)
                 .map_err(|e| activation(format!("socket {addr}: {e}")))?;
-            let name = names.get(i).cloned().unwrap_or_default();
             sockets.push(Passed {
                 addr,
                 listener,
@@ -162,6 +201,7 @@ impl Activated {
         }
         Ok(Activated {
             sockets,
+            udp,
             from_unit: Vec::new(),
             released: Vec::new(),
         })
@@ -179,6 +219,26 @@ impl Activated {
         for p in gone {
             self.release(p);
         }
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.udp)
+            .into_iter()
+            .partition(|p| !configured.iter().any(|c| matches(*c, p.addr)));
+        self.udp = kept;
+        for p in gone {
+            self.release_udp(p);
+        }
+    }
+
+    fn release_udp(&mut self, p: PassedUdp) {
+        tracing::info!(addr = %p.addr, "an HTTP/3 socket systemd kept is not configured any more: released");
+        notify(&[NotifyState::FdStoreRemove, NotifyState::FdName(&p.name)]);
+        self.released.push(p.addr.port());
+    }
+
+    /// The stored HTTP/3 socket for `addr` (an HTTPS listener's address), if one
+    /// matches.
+    pub fn take_udp(&mut self, addr: SocketAddr) -> Option<UdpSocket> {
+        let i = self.udp.iter().position(|p| matches(addr, p.addr))?;
+        Some(self.udp.swap_remove(i).socket)
     }
 
     fn release(&mut self, p: Passed) {
@@ -213,7 +273,11 @@ impl Activated {
     /// would wait forever. Otherwise releases what is left of the store (a socket stored
     /// twice), and hands every socket of `listening` systemd does not hold already to its
     /// store, for the next levee.
-    pub fn finish(mut self, listening: &[&TcpListener]) -> Result<(), ActivationError> {
+    pub fn finish(
+        mut self,
+        listening: &[&TcpListener],
+        quic: &[&UdpSocket],
+    ) -> Result<(), ActivationError> {
         if let Some(p) = self.sockets.iter().find(|p| !p.stored()) {
             return Err(activation(format!(
                 "systemd passed a socket on {} that no listen, listen_tls or [admin] listen of the configuration names; make levee.socket's ListenStream= and /etc/levee/levee.toml agree",
@@ -223,10 +287,18 @@ impl Activated {
         for p in std::mem::take(&mut self.sockets) {
             self.release(p);
         }
+        for p in std::mem::take(&mut self.udp) {
+            self.release_udp(p);
+        }
         for l in listening {
             match l.local_addr() {
                 Ok(addr) if !self.from_unit.contains(&addr) => store(addr, l),
                 _ => {}
+            }
+        }
+        for s in quic {
+            if let Ok(addr) = s.local_addr() {
+                store_fd(&quic_store_name(addr), addr, s);
             }
         }
         Ok(())
@@ -237,11 +309,13 @@ impl Activated {
 /// has `FileDescriptorStoreMax=` (systemd logs and drops it otherwise). A no-op without
 /// `NOTIFY_SOCKET`.
 fn store(addr: SocketAddr, listener: &TcpListener) {
-    use std::os::fd::AsFd;
-    let name = store_name(addr);
-    let state = [NotifyState::FdStore, NotifyState::FdName(&name)];
-    if let Err(e) = sd_notify::notify_with_fds(&state, &[listener.as_fd()]) {
-        tracing::warn!(%addr, error = %e, "cannot hand the listening socket to systemd: a restart will refuse connections for a moment");
+    store_fd(&store_name(addr), addr, listener);
+}
+
+fn store_fd(name: &str, addr: SocketAddr, socket: &impl std::os::fd::AsFd) {
+    let state = [NotifyState::FdStore, NotifyState::FdName(name)];
+    if let Err(e) = sd_notify::notify_with_fds(&state, &[socket.as_fd()]) {
+        tracing::warn!(%addr, error = %e, "cannot hand a socket to systemd: a restart will miss packets and connections for a moment");
     }
 }
 
@@ -308,7 +382,7 @@ mod tests {
         if std::env::var_os("LISTEN_FDS").is_none() {
             let activated = Activated::from_env().unwrap();
             assert!(activated.sockets.is_empty());
-            assert!(activated.finish(&[]).is_ok());
+            assert!(activated.finish(&[], &[]).is_ok());
         }
         if std::env::var_os("NOTIFY_SOCKET").is_none() {
             ready();

@@ -13,17 +13,21 @@ use crate::request::{handle, Shared};
 use crate::server::client::ConnInfo;
 
 /// The UDP sockets on the ports of the HTTPS listeners as bound (`tls_addrs`), when
-/// HTTP/3 is on; the `Alt-Svc` each port's answers announce it with is set in `Tls`.
-pub(super) fn bind(shared: &Shared, tls_addrs: &[SocketAddr]) -> Result<Vec<UdpSocket>, BindError> {
-    let Some(tls) = shared.tls.as_ref() else {
-        return Ok(Vec::new());
-    };
-    if !shared.conf().settings.tls.http3 {
+/// HTTP/3 is on: those systemd's store kept for a restart, the others bound.
+pub(super) fn bind(
+    settings: &levee_config::Settings,
+    tls_addrs: &[SocketAddr],
+    activated: &mut levee_systemd::Activated,
+) -> Result<Vec<UdpSocket>, BindError> {
+    if !settings.tls.http3 || settings.listen_tls.is_empty() {
         return Ok(Vec::new());
     }
-    let sockets = tls_addrs
+    tls_addrs
         .iter()
         .map(|addr| {
+            if let Some(kept) = activated.take_udp(*addr) {
+                return Ok(kept);
+            }
             let socket = UdpSocket::bind(addr).and_then(|s| {
                 s.set_nonblocking(true)?;
                 Ok(s)
@@ -34,9 +38,17 @@ pub(super) fn bind(shared: &Shared, tls_addrs: &[SocketAddr]) -> Result<Vec<UdpS
                 hint: " (HTTP/3 takes the same port over UDP: free it, or set [tls] http3 = false)",
             })
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    let alt_svc = tls_addrs
+        .collect()
+}
+
+/// Sets the `Alt-Svc` each HTTPS port's answers announce HTTP/3 on `sockets` with.
+pub(super) fn announce(shared: &Shared, sockets: &[UdpSocket]) {
+    let Some(tls) = shared.tls.as_ref() else {
+        return;
+    };
+    let alt_svc = sockets
         .iter()
+        .filter_map(|s| s.local_addr().ok())
         .filter_map(|a| {
             // Browsers remember it for a day; `ma` as Caddy and nginx send it.
             let v = HeaderValue::from_str(&format!("h3=\":{}\"; ma=86400", a.port())).ok()?;
@@ -44,7 +56,6 @@ pub(super) fn bind(shared: &Shared, tls_addrs: &[SocketAddr]) -> Result<Vec<UdpS
         })
         .collect();
     let _ = tls.alt_svc.set(alt_svc);
-    Ok(sockets)
 }
 
 /// Serves HTTP/3 on `sockets` from the current runtime until `stop`; each QUIC

@@ -354,3 +354,140 @@ fn a_stored_socket_no_address_names_is_released() {
     kill(&levee, "TERM");
     wait_exit(&mut levee);
 }
+
+/// levee started with several stored sockets, as systemd passes its fd store: `fds`
+/// from fd 3 on, `LISTEN_FDS` their count, `LISTEN_FDNAMES` their names.
+#[allow(unsafe_code)]
+fn spawn_with_fds(cmd: Command, fds: &[(std::os::fd::RawFd, String)]) -> Child {
+    let raw: Vec<std::os::fd::RawFd> = fds.iter().map(|(fd, _)| *fd).collect();
+    let names: Vec<&str> = fds.iter().map(|(_, n)| n.as_str()).collect();
+    let program = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(format!(
+            r#"export LISTEN_PID=$$ LISTEN_FDS={}; exec "$0" "$@""#,
+            raw.len()
+        ))
+        .arg(program)
+        .args(args);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    sh.env("LISTEN_FDNAMES", names.join(":"));
+    sh.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: between fork and exec only dup2, async-signal-safe: each descriptor first
+    // to a high number (so that none overwrites another still to move), then to 3, 4...
+    // (dup2's copies have no close-on-exec).
+    unsafe {
+        sh.pre_exec(move || {
+            for (i, fd) in raw.iter().enumerate() {
+                if libc::dup2(*fd, 200 + i as i32) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for i in 0..raw.len() {
+                if libc::dup2(200 + i as i32, 3 + i as i32) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    sh.spawn().unwrap()
+}
+
+/// HTTP/3's UDP socket goes into the fd store with the TCP ones, and the next levee
+/// takes it back: the same port, HTTP/3 served on it again, nothing bound anew.
+#[test]
+fn a_restart_with_the_fd_store_keeps_the_http3_socket() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = super::tls::Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = origin();
+    let mut notify = Notify::bind();
+    let tls_args = |cmd: &mut Command, tls: &str| {
+        cmd.args(["--listen-tls", tls])
+            .args(["--tls-cert", cert.to_str().unwrap()])
+            .args(["--tls-key", key.to_str().unwrap()]);
+    };
+    let mut cmd = levee_cmd(&origin, "127.0.0.1:0", &notify);
+    tls_args(&mut cmd, "127.0.0.1:0");
+    let mut first = cmd.spawn().unwrap();
+    // Three sockets stored: cleartext, HTTPS, and HTTPS's UDP twin.
+    let mut stored = Vec::new();
+    for _ in 0..3 {
+        let (message, mut fds) = notify.expect_with_fds("FDSTORE=1");
+        assert_eq!(fds.len(), 1, "{message:?}");
+        let name = field(&message, "FDNAME=").unwrap_or_default().to_string();
+        stored.push((name, fds.remove(0)));
+    }
+    notify.expect("READY=1");
+    let quic = stored
+        .iter()
+        .find(|(n, _)| n.starts_with("levee-quic-"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no HTTP/3 socket stored: {:?}",
+                stored.iter().map(|s| &s.0).collect::<Vec<_>>()
+            )
+        });
+    let udp = std::net::UdpSocket::from(quic.1.try_clone().unwrap());
+    let port = udp.local_addr().unwrap().port();
+    assert_eq!(quic.0, format!("levee-quic-127.0.0.1_{port}"));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fetch = |rt: &tokio::runtime::Runtime| {
+        rt.block_on(async {
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let mut c = levee_test::http3::H3::connect(addr, "a.test", &ca.der)
+                .await
+                .unwrap();
+            let r = c.get("/page").await;
+            c.close().await;
+            r
+        })
+    };
+    assert_eq!(fetch(&rt).status, 200);
+    kill(&first, "TERM");
+    notify.expect("STOPPING=1");
+    wait_exit(&mut first);
+    // The next levee, given the three back as systemd would.
+    let tcp_addr = |name: &str| {
+        let (_, fd) = stored.iter().find(|(n, _)| n == name).unwrap();
+        TcpListener::from(fd.try_clone().unwrap())
+            .local_addr()
+            .unwrap()
+    };
+    let names: Vec<String> = stored.iter().map(|(n, _)| n.clone()).collect();
+    let plain = names
+        .iter()
+        .find(|n| n.starts_with("levee-listen-") && tcp_addr(n).port() != port)
+        .unwrap()
+        .clone();
+    let mut cmd = levee_cmd(&origin, &tcp_addr(&plain).to_string(), &notify);
+    tls_args(&mut cmd, &format!("127.0.0.1:{port}"));
+    let passed: Vec<(std::os::fd::RawFd, String)> = stored
+        .iter()
+        .map(|(n, fd)| (fd.as_raw_fd(), n.clone()))
+        .collect();
+    let mut second = spawn_with_fds(cmd, &passed);
+    let mut again = Vec::new();
+    for _ in 0..3 {
+        let (message, _) = notify.expect_with_fds("FDSTORE=1");
+        again.push(field(&message, "FDNAME=").unwrap_or_default().to_string());
+    }
+    notify.expect("READY=1");
+    again.sort();
+    let mut before = names.clone();
+    before.sort();
+    assert_eq!(again, before, "the same three stored again");
+    assert_eq!(fetch(&rt).status, 200, "HTTP/3 on the kept socket");
+    kill(&second, "TERM");
+    wait_exit(&mut second);
+}
