@@ -338,12 +338,25 @@ mod tests {
     #[test]
     fn rejects_bad_urls_with_advice() {
         for (url, want) in [
-            ("https://127.0.0.1/", "https is not supported"),
+            ("https://127.0.0.1/", "https is spoken over HTTP/3 only (--h3)"),
             ("ftp://127.0.0.1/", "must start with http://"),
             ("http://a b/", "bad URL"),
         ] {
             let err = Plan::build(vec![RequestSpec::get(url)], Options::default()).unwrap_err();
             assert!(format!("{err:#}").contains(want), "{url}: {err:#}");
         }
+        // HTTP/3 is over TLS only: an http:// URL says to give https.
+        let h3 = Options {
+            http3: true,
+            ..Options::default()
+        };
+        let err = Plan::build(vec![RequestSpec::get("http://127.0.0.1/")], h3).unwrap_err();
+        assert!(format!("{err:#}").contains("over TLS only"), "{err:#}");
+        let h3 = Options {
+            http3: true,
+            ..Options::default()
+        };
+        let plan = Plan::build(vec![RequestSpec::get("https://127.0.0.1/")], h3).unwrap();
+        assert_eq!(plan.addrs[0].port(), 443, "https's port by default");
     }
 }
