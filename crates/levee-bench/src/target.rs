@@ -338,7 +338,10 @@ mod tests {
     #[test]
     fn rejects_bad_urls_with_advice() {
         for (url, want) in [
-            ("https://127.0.0.1/", "https is spoken over HTTP/3 only (--h3)"),
+            (
+                "https://127.0.0.1/",
+                "https is spoken over HTTP/3 only (--h3)",
+            ),
             ("ftp://127.0.0.1/", "must start with http://"),
             ("http://a b/", "bad URL"),
         ] {

@@ -443,3 +443,58 @@ async fn hostile_quic_packets_and_oversized_headers_leave_levee_serving() {
     assert_eq!(c.get("/").await.text(), "fine");
     assert_eq!(levee.get("/").await.text(), "fine");
 }
+
+/// `levee bench --h3 -k` measures an HTTP/3 server (here levee itself): every request
+/// answered, none failed; without --h3 an https:// URL is refused with what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn levee_bench_speaks_http3() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = Origin::start(|_| Reply::text("a page").header("cache-control", "max-age=60"));
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()])
+        .start();
+    let url = format!("https://127.0.0.1:{}/page", levee.tls_addr().await.port());
+    let bench = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
+                .arg("bench")
+                .args(args)
+                .output()
+                .unwrap()
+        })
+    };
+    let out = bench(
+        [
+            "--h3", "-k", "-c", "4", "-n", "200", "-q", "--csv", "-", &url,
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await
+    .unwrap();
+    let csv = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{csv}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let col = |name: &str| row[head.iter().position(|h| *h == name).unwrap()];
+    assert_eq!((col("responses"), col("errors")), ("200", "0"), "{csv}");
+    assert_eq!(origin.requests(), 1, "one miss, the rest hits over HTTP/3");
+    // https without --h3: refused, saying how.
+    let out = bench(vec!["-n".into(), "1".into(), url]).await.unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--h3"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
