@@ -63,10 +63,22 @@ impl H3 {
         name: &str,
         config: quinn::ClientConfig,
     ) -> Result<H3, String> {
-        let bind: SocketAddr = match addr {
-            SocketAddr::V4(_) => "127.0.0.1:0".parse().unwrap(),
-            SocketAddr::V6(_) => "[::1]:0".parse().unwrap(),
+        let from = match addr {
+            SocketAddr::V4(_) => "127.0.0.1".parse().unwrap(),
+            SocketAddr::V6(_) => "::1".parse().unwrap(),
         };
+        Self::connect_from(addr, from, name, config).await
+    }
+
+    /// From a client address of its own (a loopback address like 127.3.0.1: another
+    /// client network for levee's lanes).
+    pub async fn connect_from(
+        addr: SocketAddr,
+        from: std::net::IpAddr,
+        name: &str,
+        config: quinn::ClientConfig,
+    ) -> Result<H3, String> {
+        let bind = SocketAddr::new(from, 0);
         let mut endpoint = quinn::Endpoint::client(bind).map_err(|e| e.to_string())?;
         endpoint.set_default_client_config(config);
         let quic = endpoint

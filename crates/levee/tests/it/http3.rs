@@ -498,3 +498,86 @@ async fn levee_bench_speaks_http3() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The anonymous lane over HTTP/3 as over TCP (`lanes.rs`, R4): with another network
+/// waiting, one /24 keeps to its share (N = ceil(4 × 25%) = 1 waiting); the rest of its
+/// flood is refused at once with 429 `network-over-share` and never reaches the backend.
+/// The client network is the QUIC connection's validated address. (With
+/// `backend_network_share = "100%"` the flood is served and the test fails.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lane_refuses_a_networks_flood_over_http3() {
+    use std::net::IpAddr;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = Origin::start(|r| {
+        let slow = r.path.starts_with("/busy/");
+        Reply::text(format!("done {}", r.path))
+            .header("cache-control", "no-store")
+            .delay(Duration::from_millis(if slow { 3000 } else { 0 }))
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()])
+        .config(
+            "[limits]\nbackend_max_concurrency = 4\nbackend_network_share = \"25%\"\n\
+             backend_anonymous_wait = \"30s\"\nbackend_anonymous_adaptive = false",
+        )
+        .start();
+    let addr = levee.tls_addr().await;
+    let request = |from: &str, path: String| {
+        let (der, from) = (ca.der.clone(), from.parse::<IpAddr>().unwrap());
+        tokio::spawn(async move {
+            let config = levee_test::http3::client_config(&der);
+            let mut c = H3::connect_from(addr, from, "a.test", config)
+                .await
+                .unwrap();
+            let started = Instant::now();
+            let r = c.get(&path).await;
+            (path, r, started.elapsed())
+        })
+    };
+    // Alone, network 3 takes the whole backend.
+    let mut busy = Vec::new();
+    for i in 1..=4 {
+        busy.push(request(&format!("127.3.0.{i}"), format!("/busy/b{i}")));
+    }
+    levee
+        .wait_metric("levee_backend_in_flight{class=\"anonymous\"}", |v| v == 4.0)
+        .await;
+    // Network 4 waits for a slot.
+    let waiting = request("127.4.0.1", "/c1".into());
+    levee
+        .wait_metric("levee_backend_queued{class=\"anonymous\"}", |v| v == 1.0)
+        .await;
+    // Network 2: one waits beside it, the other nine are over its share.
+    let first = request("127.2.0.1", "/n01".into());
+    levee
+        .wait_metric("levee_backend_queued{class=\"anonymous\"}", |v| v == 2.0)
+        .await;
+    let mut flood = Vec::new();
+    for i in 2..=10 {
+        flood.push(request(&format!("127.2.0.{i}"), format!("/n{i:02}")));
+    }
+    for f in flood {
+        let (path, r, took) = f.await.unwrap();
+        assert_eq!(r.status, 429, "{path}: {r:?}");
+        assert!(
+            r.header("x-cache-reason")
+                .is_some_and(|v| v.contains("network-over-share")),
+            "{path}: {r:?}"
+        );
+        assert!(
+            took < Duration::from_millis(1500),
+            "{path} refused only after {took:?}"
+        );
+        assert_eq!(origin.requests_for(&path), 0, "{path} reached the backend");
+    }
+    for t in busy.into_iter().chain([waiting, first]) {
+        let (path, r, _) = t.await.unwrap();
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+    }
+}
