@@ -37,64 +37,15 @@ pub struct Endpoint {
     endpoint: quinn::Endpoint,
     local: SocketAddr,
     limits: Limits,
-    spread: Arc<Spread>,
-}
-
-/// quinn's runtime over several tokio runtimes (levee's worker threads, one
-/// current-thread runtime each): the endpoint's own driver where it was made, each
-/// connection's driver (its packets, their encryption: most of QUIC's work) and its
-/// requests on the next runtime in turn, as TCP connections are spread over the workers.
-#[derive(Debug)]
-struct Spread {
-    handles: Vec<tokio::runtime::Handle>,
-    next: std::sync::atomic::AtomicUsize,
-}
-
-impl Spread {
-    /// Spawns `future` on the next runtime, or the current one when there are none.
-    fn spawn(&self, future: impl Future<Output = ()> + Send + 'static) {
-        match self.handles.len() {
-            0 => {
-                tokio::spawn(future);
-            }
-            n => {
-                let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
-                self.handles[i].spawn(future);
-            }
-        }
-    }
-}
-
-impl quinn::Runtime for Spread {
-    fn new_timer(&self, t: std::time::Instant) -> std::pin::Pin<Box<dyn quinn::AsyncTimer>> {
-        quinn::TokioRuntime.new_timer(t)
-    }
-
-    fn spawn(&self, future: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>) {
-        Spread::spawn(self, future);
-    }
-
-    fn wrap_udp_socket(
-        &self,
-        socket: std::net::UdpSocket,
-    ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
-        quinn::TokioRuntime.wrap_udp_socket(socket)
-    }
-
-    fn now(&self) -> std::time::Instant {
-        quinn::TokioRuntime.now()
-    }
 }
 
 /// A QUIC endpoint on `socket` (the UDP port of an HTTPS listener), with `tls` (the
 /// HTTPS listeners' certificates, chosen by SNI, swapped in place on a reload) offering
-/// ALPN `h3` and no early data. Its connections are spread over the runtimes of
-/// `handles` (none: all on the current one).
+/// ALPN `h3` and no early data. Runs on the current tokio runtime.
 pub fn bind(
     socket: std::net::UdpSocket,
     tls: &rustls::ServerConfig,
     limits: Limits,
-    handles: Vec<tokio::runtime::Handle>,
 ) -> Result<Endpoint, Error> {
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(quic_tls(tls)))
         .map_err(|_| Error::Tls)?;
@@ -109,28 +60,17 @@ pub fn bind(
     // Address validation is asked for below, per incoming connection, under a flood.
     server.migration(true);
     let local = socket.local_addr().map_err(Error::Socket)?;
-    // The endpoint's driver stays here: the first spawn goes to the current runtime.
-    let current = tokio::runtime::Handle::current();
-    let first = handles
-        .iter()
-        .position(|h| h.id() == current.id())
-        .unwrap_or(0);
-    let spread = Arc::new(Spread {
-        handles,
-        next: AtomicUsize::new(first),
-    });
     let endpoint = quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
         Some(server),
         socket,
-        spread.clone(),
+        Arc::new(quinn::TokioRuntime),
     )
     .map_err(Error::Socket)?;
     Ok(Endpoint {
         endpoint,
         local,
         limits,
-        spread,
     })
 }
 
@@ -206,7 +146,7 @@ impl Endpoint {
                 _permit: permit,
             };
             let (service, stop, handshakes) = (service.clone(), stop.clone(), handshakes.clone());
-            self.spread.spawn(async move {
+            tokio::spawn(async move {
                 handshakes.fetch_add(1, Ordering::Relaxed);
                 let connecting = incoming.accept();
                 let established = match connecting {

@@ -374,8 +374,6 @@ pub fn serve_workers(
         .filter_map(|s| s.local_addr().ok())
         .collect();
     let mut quic = Some(quic_sockets);
-    // Each worker's runtime, for the HTTP/3 connections to be spread over them.
-    let (handle_tx, mut handle_rx) = mpsc::unbounded_channel::<tokio::runtime::Handle>();
     let (stop_tx, stop_rx) = watch::channel(false);
     // Workers keep driving their connections until told to exit, after the drain.
     let (exit_tx, exit_rx) = watch::channel(false);
@@ -411,13 +409,7 @@ pub fn serve_workers(
             id: i,
             balance: balance.clone(),
         };
-        let quic = quic.take().map(|sockets| {
-            (
-                sockets,
-                std::mem::replace(&mut handle_rx, mpsc::unbounded_channel().1),
-            )
-        });
-        let handle_tx = handle_tx.clone();
+        let quic = quic.take();
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name(format!("levee-worker-{i}"))
@@ -441,17 +433,8 @@ pub fn serve_workers(
                             w.adopt(h, &s, &st);
                         }
                     });
-                    let _ = handle_tx.send(tokio::runtime::Handle::current());
-                    drop(handle_tx);
-                    if let Some((sockets, mut handles_rx)) = quic {
-                        let mut handles = Vec::new();
-                        while handles.len() < workers {
-                            match handles_rx.recv().await {
-                                Some(h) => handles.push(h),
-                                None => break,
-                            }
-                        }
-                        quic::serve(&shared, sockets, handles, &conns, &stop);
+                    if let Some(sockets) = quic {
+                        quic::serve(&shared, sockets, &conns, &stop);
                     }
                     let mut loops = Vec::new();
                     for (n, l) in set.into_iter().enumerate() {
@@ -480,9 +463,6 @@ pub fn serve_workers(
     // The originals are no longer needed: the workers hold their own descriptors, and
     // the port closes when the last of them is dropped.
     drop(listeners);
-    // Only the workers hold senders now: a worker that could not start does not keep
-    // the first one waiting for its runtime.
-    drop(handle_tx);
     let admin_addr = match &admin {
         Some((l, addr)) => Some(l.local_addr().map_err(|source| BindError {
             addr: *addr,

@@ -58,13 +58,11 @@ pub(super) fn announce(shared: &Shared, sockets: &[UdpSocket]) {
     let _ = tls.alt_svc.set(alt_svc);
 }
 
-/// Serves HTTP/3 on `sockets` until `stop`: the endpoints from the current runtime, their
-/// connections spread over the workers' runtimes (`handles`); each QUIC connection holds
-/// a permit of `conns` as a TCP connection does.
+/// Serves HTTP/3 on `sockets` from the current runtime until `stop`; each QUIC
+/// connection holds a permit of `conns` as a TCP connection does.
 pub(super) fn serve(
     shared: &Arc<Shared>,
     sockets: Vec<UdpSocket>,
-    handles: Vec<tokio::runtime::Handle>,
     conns: &Arc<Semaphore>,
     stop: &watch::Receiver<bool>,
 ) {
@@ -79,7 +77,7 @@ pub(super) fn serve(
         ..levee_h3::Limits::default()
     };
     for socket in sockets {
-        let endpoint = match levee_h3::bind(socket, &config, limits.clone(), handles.clone()) {
+        let endpoint = match levee_h3::bind(socket, &config, limits.clone()) {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(error = %e, "HTTP/3 is off on this port");
