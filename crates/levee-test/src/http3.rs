@@ -142,6 +142,15 @@ impl H3 {
         })
     }
 
+    /// Another handle on the same connection, for requests at once on it.
+    pub fn handle(&self) -> H3Handle {
+        H3Handle {
+            send: self.send.clone(),
+            name: self.name.clone(),
+            port: self.port,
+        }
+    }
+
     pub async fn get(&mut self, path: &str) -> Answer {
         self.request(Method::GET, path, &[], None).await.unwrap()
     }
@@ -196,5 +205,44 @@ pub async fn zero_rtt(addr: SocketAddr, name: &str, ca_der: &[u8]) -> (bool, boo
     match endpoint.connect(addr, name).unwrap().into_0rtt() {
         Ok((_conn, accepted)) => (true, accepted.await),
         Err(_) => (false, false),
+    }
+}
+
+/// A handle on an [`H3`] connection: GETs on their own streams, at once with others.
+#[derive(Clone)]
+pub struct H3Handle {
+    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    name: String,
+    port: u16,
+}
+
+impl H3Handle {
+    /// `GET path`, read whole; an error as text (a refused or reset stream).
+    pub async fn get(&mut self, path: &str) -> Result<Answer, String> {
+        let req = Request::builder()
+            .uri(format!("https://{}:{}{path}", self.name, self.port))
+            .body(())
+            .map_err(|e| e.to_string())?;
+        let mut stream = self
+            .send
+            .send_request(req)
+            .await
+            .map_err(|e| e.to_string())?;
+        stream.finish().await.map_err(|e| e.to_string())?;
+        let resp = stream.recv_response().await.map_err(|e| e.to_string())?;
+        let mut body = Vec::new();
+        while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
+            while chunk.has_remaining() {
+                let c = chunk.chunk();
+                body.extend_from_slice(c);
+                let n = c.len();
+                chunk.advance(n);
+            }
+        }
+        Ok(Answer {
+            status: resp.status(),
+            headers: resp.headers().clone(),
+            body: Bytes::from(body),
+        })
     }
 }

@@ -581,3 +581,53 @@ async fn the_lane_refuses_a_networks_flood_over_http3() {
         assert_eq!(r.status, 200, "{path}: {r:?}");
     }
 }
+
+/// A stream flood on one connection: 300 requests at once to a slow backend. QUIC lets
+/// at most 100 streams be open (the rest wait in the client), the backend never sees
+/// more than its limit, every request is answered or refused readably, and levee keeps
+/// serving others meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_flood_on_one_connection_is_bounded() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = Origin::start(|r| {
+        Reply::text(format!("done {}", r.path))
+            .header("cache-control", "no-store")
+            .delay(Duration::from_millis(200))
+    });
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()])
+        .config("[limits]\nbackend_max_concurrency = 8\nbackend_anonymous_wait = \"30s\"\nbackend_queue_timeout = \"30s\"")
+        .start();
+    let addr = levee.tls_addr().await;
+    let conn = H3::connect(addr, "a.test", &ca.der).await.unwrap();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..300 {
+        let mut h = conn.handle();
+        set.spawn(async move { h.get(&format!("/f{i}")).await });
+    }
+    // Meanwhile another client is served.
+    let mut other = H3::connect(addr, "a.test", &ca.der).await.unwrap();
+    let r = other.get("/other").await;
+    assert!(
+        r.status == 200 || r.status == 429 || r.status == 503,
+        "{r:?}"
+    );
+    let (mut ok, mut refused) = (0, 0);
+    while let Some(r) = set.join_next().await {
+        match r.unwrap() {
+            Ok(a) if a.status == 200 => ok += 1,
+            Ok(a) if a.status == 429 || a.status == 503 => refused += 1,
+            other => panic!("neither answered nor refused readably: {other:?}"),
+        }
+    }
+    assert_eq!(ok + refused, 300);
+    assert!(ok > 0, "nothing served");
+    assert!(origin.max_in_flight() <= 8, "{}", origin.max_in_flight());
+    assert_eq!(levee.get("/after").await.status, 200);
+}
