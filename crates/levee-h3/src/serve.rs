@@ -228,9 +228,15 @@ impl Connection {
                             }
                         };
                         let (mut send, recv) = stream.split();
+                        // A HEAD's answer has the GET's fields and no content (RFC 9110
+                        // §9.3.2), whatever body the service gives it; so do 204 and 304.
+                        let head = req.method() == http::Method::HEAD;
                         let req = req.map(|()| RecvBody::new(recv));
                         let resp = service(req, peer).await;
-                        if let Err(e) = respond(&mut send, resp).await {
+                        let bodiless = head
+                            || resp.status() == http::StatusCode::NO_CONTENT
+                            || resp.status() == http::StatusCode::NOT_MODIFIED;
+                        if let Err(e) = respond(&mut send, resp, bodiless).await {
                             tracing::debug!(remote = %peer.remote, error = %e, "HTTP/3: response not sent whole");
                         }
                     });
@@ -247,10 +253,11 @@ impl Connection {
 }
 
 /// Writes `resp` on the request's stream: the head, each data frame as the body gives
-/// it, trailers if any, then the end of the stream.
+/// it, trailers if any, then the end of the stream; only the head when `bodiless`.
 async fn respond<B>(
     send: &mut h3::server::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>,
     resp: Response<B>,
+    bodiless: bool,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
     B: Body<Data = Bytes> + Send + 'static,
@@ -258,6 +265,12 @@ where
 {
     let (head, body) = resp.into_parts();
     send.send_response(Response::from_parts(head, ())).await?;
+    if bodiless {
+        // The body is dropped unread (a pass's backend connection goes with it).
+        drop(body);
+        send.finish().await?;
+        return Ok(());
+    }
     let mut body = std::pin::pin!(body);
     while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
         let frame = match frame {

@@ -67,6 +67,14 @@ async fn http3_serves_the_same_cache_bodies_ranges_and_purge() {
         None,
         "no Alt-Svc over HTTP/3 itself"
     );
+    // HEAD: the GET's fields, no content (RFC 9110 §9.3.2).
+    let head = a.request(Method::HEAD, "/page", &[], None).await.unwrap();
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty(), "{head:?}");
+    assert_eq!(
+        head.header("content-length"),
+        Some(first.body.len().to_string().as_str())
+    );
 
     // The same cache as HTTP/2 and HTTP/1.1 over TLS, which announce HTTP/3.
     if tools::require(&tools::CURL).is_some() {
@@ -127,7 +135,7 @@ async fn http3_serves_the_same_cache_bodies_ranges_and_purge() {
 
     // Metrics per protocol.
     let metrics = levee.admin(levee_test::Req::get("/metrics")).await.text();
-    for (protocol, at_least) in [("h3", 8), ("h2", 1), ("h1", 1)] {
+    for (protocol, at_least) in [("h3", 9), ("h2", 1), ("h1", 1)] {
         let n: f64 = metrics
             .lines()
             .find_map(|l| {
