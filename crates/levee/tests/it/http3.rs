@@ -639,3 +639,36 @@ async fn a_stream_flood_on_one_connection_is_bounded() {
     assert!(origin.max_in_flight() <= 8, "{}", origin.max_in_flight());
     assert_eq!(levee.get("/after").await.status, 200);
 }
+
+/// `levee serve --check` shows the UDP listener HTTP/3 will take, and `[tls] http3 =
+/// false` turns it off.
+#[test]
+fn serve_check_shows_the_http3_udp_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let check = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_levee"))
+            .args(["serve", "--check", "--backend", "http://127.0.0.1:9"])
+            .args(["--listen-tls", "127.0.0.1:8443"])
+            .args(["--tls-cert", cert.to_str().unwrap()])
+            .args(["--tls-key", key.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        text.lines()
+            .find(|l| l.starts_with("tls.http3"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(check(&[]), "on: UDP 127.0.0.1:8443");
+    let off = dir.path().join("off.toml");
+    std::fs::write(&off, "[tls]\nhttp3 = false\n").unwrap();
+    assert_eq!(check(&["--config", off.to_str().unwrap()]), "off");
+}
