@@ -672,3 +672,59 @@ fn serve_check_shows_the_http3_udp_listener() {
     std::fs::write(&off, "[tls]\nhttp3 = false\n").unwrap();
     assert_eq!(check(&["--config", off.to_str().unwrap()]), "off");
 }
+
+/// QUIC connections per client network are bounded (256 from one /24, as WebSockets
+/// are): the next connection from that network is refused at its handshake, while
+/// another network still connects, and the network's room comes back as its
+/// connections close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quic_connections_per_network_are_bounded() {
+    use std::net::IpAddr;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = Origin::start(|_| Reply::text("fine").header("cache-control", "max-age=60"));
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()])
+        .start();
+    let addr = levee.tls_addr().await;
+    let connect = |from: String| {
+        let der = ca.der.clone();
+        async move {
+            let from: IpAddr = from.parse().unwrap();
+            let config = levee_test::http3::client_config(&der);
+            H3::connect_from(addr, from, "a.test", config).await
+        }
+    };
+    let mut held = Vec::new();
+    for i in 0..256u32 {
+        let from = format!("127.9.{}.{}", 0, 1 + i % 250);
+        let mut c = connect(from)
+            .await
+            .unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        if i == 0 {
+            assert_eq!(c.get("/").await.text(), "fine");
+        }
+        held.push(c);
+    }
+    assert!(
+        connect("127.9.0.251".into()).await.is_err(),
+        "a 257th connection from 127.9.0.0/24 was let in"
+    );
+    let mut other = connect("127.10.0.1".into()).await.unwrap();
+    assert_eq!(other.get("/").await.text(), "fine");
+    // One closes: the network has room again.
+    held.pop().unwrap().close().await;
+    let mut again = None;
+    for _ in 0..100 {
+        if let Ok(c) = connect("127.9.0.252".into()).await {
+            again = Some(c);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(again.is_some(), "the network's room did not come back");
+}
