@@ -22,4 +22,4 @@ mod serve;
 
 pub use body::RecvBody;
 pub use limits::Limits;
-pub use serve::{bind, Endpoint, Error, Peer};
+pub use serve::{bind, Endpoint, Error, Peer, Stats};

@@ -37,6 +37,20 @@ pub struct Endpoint {
     endpoint: quinn::Endpoint,
     local: SocketAddr,
     limits: Limits,
+    stats: Arc<Stats>,
+}
+
+/// What an endpoint did, for levee's metrics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// QUIC connections open now.
+    pub open: AtomicUsize,
+    /// Clients sent a Retry (address validation under a flood of handshakes).
+    pub retries: std::sync::atomic::AtomicU64,
+    /// Connections refused: their client network was at its bound.
+    pub refused_network: std::sync::atomic::AtomicU64,
+    /// Connections refused: levee's `max_connections` were all taken.
+    pub refused_full: std::sync::atomic::AtomicU64,
 }
 
 /// A QUIC endpoint on `socket` (the UDP port of an HTTPS listener), with `tls` (the
@@ -71,6 +85,7 @@ pub fn bind(
         endpoint,
         local,
         limits,
+        stats: Arc::default(),
     })
 }
 
@@ -88,6 +103,11 @@ fn quic_tls(tls: &rustls::ServerConfig) -> rustls::ServerConfig {
 impl Endpoint {
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Its counters, read while it serves.
+    pub fn stats(&self) -> Arc<Stats> {
+        self.stats.clone()
     }
 
     /// Serves connections until `stop` turns true: then no new connection is taken,
@@ -122,21 +142,27 @@ impl Endpoint {
             if !incoming.remote_address_validated()
                 && handshakes.load(Ordering::Relaxed) >= self.limits.handshakes
             {
-                if let Err(e) = incoming.retry() {
-                    e.into_incoming().ignore();
+                match incoming.retry() {
+                    Ok(()) => {
+                        self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => e.into_incoming().ignore(),
                 }
                 continue;
             }
             let Some(slot) = per_network.take(remote.ip(), self.limits.per_network) else {
                 tracing::debug!(%remote, "HTTP/3: too many connections from this network");
+                self.stats.refused_network.fetch_add(1, Ordering::Relaxed);
                 incoming.refuse();
                 continue;
             };
             let Ok(permit) = conns.clone().try_acquire_owned() else {
+                self.stats.refused_full.fetch_add(1, Ordering::Relaxed);
                 incoming.refuse();
                 continue;
             };
             let connection = Connection {
+                _open: Open::new(&self.stats),
                 peer: Peer {
                     remote,
                     local: self.local,
@@ -146,8 +172,10 @@ impl Endpoint {
                 _permit: permit,
             };
             let (service, stop, handshakes) = (service.clone(), stop.clone(), handshakes.clone());
+            // Counted from here, not when the task first runs: a burst of Initials is
+            // accepted faster than the tasks start.
+            handshakes.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
-                handshakes.fetch_add(1, Ordering::Relaxed);
                 let connecting = incoming.accept();
                 let established = match connecting {
                     Ok(c) => tokio::time::timeout(connection.limits.handshake_timeout, c).await,
@@ -171,8 +199,25 @@ impl Endpoint {
     }
 }
 
+/// Counts a connection open while it lives.
+struct Open(Arc<Stats>);
+
+impl Open {
+    fn new(stats: &Arc<Stats>) -> Open {
+        stats.open.fetch_add(1, Ordering::Relaxed);
+        Open(stats.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// One QUIC connection and what it holds.
 struct Connection {
+    _open: Open,
     peer: Peer,
     limits: Limits,
     _slot: NetworkSlot,

@@ -110,6 +110,11 @@ async fn answer(shared: &Arc<Shared>, req: &Request<Incoming>) -> Response<Full<
                         .unwrap_or_default(),
                     acme: shared.acme.as_ref(),
                     tiers: shared.tiers.as_ref(),
+                    quic: shared
+                        .tls
+                        .as_ref()
+                        .and_then(|t| t.quic_stats.get())
+                        .map_or(&[][..], |v| v.as_slice()),
                 },
             ),
         ),

@@ -402,6 +402,8 @@ pub(crate) struct Scrape<'a> {
     pub sites: Vec<SiteScrape>,
     /// Disk and Redis below memory, when configured.
     pub tiers: Option<&'a levee_tiers::Tiers>,
+    /// The HTTP/3 endpoints' counters.
+    pub quic: &'a [std::sync::Arc<levee_h3::Stats>],
 }
 
 /// The metrics in Prometheus' text format, read now.
@@ -417,6 +419,7 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
         acme,
         sites,
         tiers,
+        quic,
     } = scrape;
     store.run_pending_tasks();
     s.cache_objects
@@ -560,6 +563,7 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
         unproven,
     );
     s.websockets.register(&mut r);
+    register_quic(&mut r, quic);
     r.register(
         "coalesced",
         "Requests that waited for another request's backend fetch instead of making their own",
@@ -660,4 +664,41 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
     }
     out.push_str(&tail);
     out
+}
+
+/// HTTP/3: connections open, Retries sent, connections refused by why (levee-h3).
+fn register_quic(r: &mut Registry, quic: &[std::sync::Arc<levee_h3::Stats>]) {
+    let sum = |f: fn(&levee_h3::Stats) -> u64| quic.iter().map(|q| f(q)).sum::<u64>();
+    let open: Gauge = Gauge::default();
+    open.set(i64::try_from(sum(|q| q.open.load(Ordering::Relaxed) as u64)).unwrap_or(i64::MAX));
+    r.register(
+        "http3_connections_open",
+        "HTTP/3 (QUIC) connections open now",
+        open,
+    );
+    let retries = Counter::<u64>::default();
+    retries.inc_by(sum(|q| q.retries.load(Ordering::Relaxed)));
+    r.register(
+        "http3_retries",
+        "QUIC Retries sent: clients asked to prove their address while many handshakes were under way",
+        retries,
+    );
+    let refused = Family::<Labels, Counter>::default();
+    for (why, n) in [
+        (
+            "network",
+            sum(|q| q.refused_network.load(Ordering::Relaxed)),
+        ),
+        (
+            "max_connections",
+            sum(|q| q.refused_full.load(Ordering::Relaxed)),
+        ),
+    ] {
+        refused.get_or_create(&vec![("reason", why)]).inc_by(n);
+    }
+    r.register(
+        "http3_refused",
+        "QUIC connections refused at their handshake: their client network at its bound, or levee's max_connections taken",
+        refused,
+    );
 }

@@ -17,6 +17,8 @@ pub(crate) struct Tls {
     pub bound: OnceLock<Vec<std::net::SocketAddr>>,
     /// Per HTTPS port, the `Alt-Svc` that announces HTTP/3 on its UDP twin (server/quic.rs).
     pub alt_svc: OnceLock<Vec<(u16, http::HeaderValue)>>,
+    /// The HTTP/3 endpoints' counters, for `/metrics`.
+    pub quic_stats: OnceLock<Vec<Arc<levee_h3::Stats>>>,
 }
 
 /// The acceptor over the settings' certificates when there are HTTPS listeners, and
@@ -56,6 +58,7 @@ pub(crate) fn start(
         acceptor,
         bound: OnceLock::new(),
         alt_svc: OnceLock::new(),
+        quic_stats: OnceLock::new(),
     };
     Ok((Some(tls), acme))
 }

@@ -76,6 +76,7 @@ pub(super) fn serve(
         handshake_timeout: settings.limits.header_timeout,
         ..levee_h3::Limits::default()
     };
+    let mut stats = Vec::new();
     for socket in sockets {
         let endpoint = match levee_h3::bind(socket, &config, limits.clone()) {
             Ok(e) => e,
@@ -85,6 +86,7 @@ pub(super) fn serve(
                 continue;
             }
         };
+        stats.push(endpoint.stats());
         let shared = shared.clone();
         let service = move |req: http::Request<levee_h3::RecvBody>, peer: levee_h3::Peer| {
             let shared = shared.clone();
@@ -102,4 +104,5 @@ pub(super) fn serve(
         };
         tokio::spawn(endpoint.serve(service, conns.clone(), stop.clone()));
     }
+    let _ = tls.quic_stats.set(stats);
 }

@@ -728,3 +728,44 @@ async fn quic_connections_per_network_are_bounded() {
     }
     assert!(again.is_some(), "the network's room did not come back");
 }
+
+/// A burst of handshakes (200 at once) goes past the 64 levee lets run before it asks
+/// for address validation: clients are sent a QUIC Retry, follow it (as every QUIC
+/// client must), and all connect; `/metrics` counts the Retries and the open
+/// connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_handshakes_gets_retries_and_still_connects() {
+    use std::net::IpAddr;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
+    let origin = Origin::start(|_| Reply::text("fine").header("cache-control", "max-age=60"));
+    let levee = levee!()
+        .backend(&origin.url())
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()])
+        .start();
+    let addr = levee.tls_addr().await;
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..200u32 {
+        let der = ca.der.clone();
+        set.spawn(async move {
+            let from: IpAddr = format!("127.12.{}.{}", i / 200, 1 + i % 200)
+                .parse()
+                .unwrap();
+            let config = levee_test::http3::client_config(&der);
+            H3::connect_from(addr, from, "a.test", config).await
+        });
+    }
+    let mut held = Vec::new();
+    while let Some(c) = set.join_next().await {
+        held.push(c.unwrap().expect("a client could not connect"));
+    }
+    assert_eq!(held[0].get("/").await.text(), "fine");
+    let retries = levee.metric("levee_http3_retries_total").await;
+    assert!(retries > 0.0, "no Retry in a burst of 200 handshakes");
+    levee
+        .wait_metric("levee_http3_connections_open", |n| n == 200.0)
+        .await;
+}
