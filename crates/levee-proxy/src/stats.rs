@@ -18,6 +18,7 @@ use levee_limits::client_net::ClientNet;
 use levee_limits::Limiter;
 
 mod families;
+mod quic;
 mod websockets;
 use families::{register_classes, register_sites, register_tiers};
 pub(crate) use families::{BackendScrape, SiteScrape};
@@ -563,7 +564,7 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
         unproven,
     );
     s.websockets.register(&mut r);
-    register_quic(&mut r, quic);
+    quic::register(&mut r, quic);
     r.register(
         "coalesced",
         "Requests that waited for another request's backend fetch instead of making their own",
@@ -664,41 +665,4 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
     }
     out.push_str(&tail);
     out
-}
-
-/// HTTP/3: connections open, Retries sent, connections refused by why (levee-h3).
-fn register_quic(r: &mut Registry, quic: &[std::sync::Arc<levee_h3::Stats>]) {
-    let sum = |f: fn(&levee_h3::Stats) -> u64| quic.iter().map(|q| f(q)).sum::<u64>();
-    let open: Gauge = Gauge::default();
-    open.set(i64::try_from(sum(|q| q.open.load(Ordering::Relaxed) as u64)).unwrap_or(i64::MAX));
-    r.register(
-        "http3_connections_open",
-        "HTTP/3 (QUIC) connections open now",
-        open,
-    );
-    let retries = Counter::<u64>::default();
-    retries.inc_by(sum(|q| q.retries.load(Ordering::Relaxed)));
-    r.register(
-        "http3_retries",
-        "QUIC Retries sent: clients asked to prove their address while many handshakes were under way",
-        retries,
-    );
-    let refused = Family::<Labels, Counter>::default();
-    for (why, n) in [
-        (
-            "network",
-            sum(|q| q.refused_network.load(Ordering::Relaxed)),
-        ),
-        (
-            "max_connections",
-            sum(|q| q.refused_full.load(Ordering::Relaxed)),
-        ),
-    ] {
-        refused.get_or_create(&vec![("reason", why)]).inc_by(n);
-    }
-    r.register(
-        "http3_refused",
-        "QUIC connections refused at their handshake: their client network at its bound, or levee's max_connections taken",
-        refused,
-    );
 }
