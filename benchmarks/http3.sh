@@ -31,11 +31,7 @@ need_tools caddy h2load openssl curl python3
 levee_binary
 open_report http3
 
-CERT="$WORK/cert.pem"
-KEY="$WORK/key.pem"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-    -subj /CN=bench.test -addext subjectAltName=DNS:bench.test,IP:127.0.0.1 \
-    -keyout "$KEY" -out "$CERT" 2>"$WORK/openssl.log" || { cat "$WORK/openssl.log" >&2; die "openssl req failed"; }
+self_signed_cert
 
 ROOT="$WORK/files"
 mkdir -p "$ROOT"

@@ -108,6 +108,16 @@ stop_pid() {
     wait "$pid" 2>/dev/null || true
 }
 
+# self_signed_cert: a self-signed P-256 certificate for bench.test and 127.0.0.1, two
+# days long, in $WORK (sets CERT and KEY).
+self_signed_cert() {
+    CERT="$WORK/cert.pem"
+    KEY="$WORK/key.pem"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj /CN=bench.test -addext subjectAltName=DNS:bench.test,IP:127.0.0.1 \
+        -keyout "$KEY" -out "$CERT" 2>"$WORK/openssl.log" || { cat "$WORK/openssl.log" >&2; die "openssl req failed"; }
+}
+
 # ---- levee ---------------------------------------------------------------------------
 
 # levee_binary: sets LEVEE to a private copy of the release binary, so that a rebuild by

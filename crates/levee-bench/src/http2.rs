@@ -75,13 +75,7 @@ async fn exchange(
     *req.headers_mut() = target.h2_headers.clone();
     let resp = sender.send_request(req).await.map_err(|_| Failure::Other)?;
     let status = resp.status().as_u16();
-    let server = if want_server {
-        resp.headers()
-            .get(http::header::SERVER)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-    } else {
-        None
-    };
+    let server = want_server.then(|| server_of(resp.headers())).flatten();
     let mut body = resp.into_body();
     let mut len = 0u64;
     while let Some(frame) = body.frame().await {
@@ -97,4 +91,11 @@ async fn exchange(
         server,
         keep_alive: true,
     })
+}
+
+/// The `Server` field of a response, for the report (HTTP/2 and HTTP/3).
+pub(crate) fn server_of(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get(http::header::SERVER)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes};
 
 use crate::http1::Resp;
+use crate::http2::server_of;
 use crate::stats::Failure;
 use crate::target::{Plan, Target};
 
@@ -184,13 +185,7 @@ async fn exchange(
     stream.finish().await.map_err(|_| Failure::Other)?;
     let resp = stream.recv_response().await.map_err(|_| Failure::Other)?;
     let status = resp.status().as_u16();
-    let server = if want_server {
-        resp.headers()
-            .get(http::header::SERVER)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-    } else {
-        None
-    };
+    let server = want_server.then(|| server_of(resp.headers())).flatten();
     let mut len = 0u64;
     while let Some(chunk) = stream.recv_data().await.map_err(|_| Failure::Other)? {
         len += chunk.remaining() as u64;

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes};
+use bytes::{BufMut, Bytes};
 use http::{HeaderMap, Method, Request, StatusCode};
 
 /// An answer read whole.
@@ -27,15 +27,18 @@ impl Answer {
 
 /// One HTTP/3 connection.
 pub struct H3 {
-    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
-    name: String,
-    port: u16,
+    handle: H3Handle,
     endpoint: quinn::Endpoint,
     _driver: tokio::task::JoinHandle<()>,
 }
 
 /// A QUIC client configuration trusting only `ca_der`, offering ALPN `h3`.
 pub fn client_config(ca_der: &[u8]) -> quinn::ClientConfig {
+    client_config_with(ca_der, false)
+}
+
+/// The same, offering to send early data (0-RTT) when it resumes a session.
+fn client_config_with(ca_der: &[u8], early_data: bool) -> quinn::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(rustls::pki_types::CertificateDer::from(ca_der.to_vec()))
@@ -48,6 +51,7 @@ pub fn client_config(ca_der: &[u8]) -> quinn::ClientConfig {
     .with_root_certificates(roots)
     .with_no_client_auth();
     tls.alpn_protocols = vec![b"h3".to_vec()];
+    tls.enable_early_data = early_data;
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     quinn::ClientConfig::new(Arc::new(crypto))
 }
@@ -93,9 +97,11 @@ impl H3 {
             let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
         });
         Ok(H3 {
-            send,
-            name: name.to_string(),
-            port: addr.port(),
+            handle: H3Handle {
+                send,
+                name: name.to_string(),
+                port: addr.port(),
+            },
             endpoint,
             _driver: driver,
         })
@@ -109,46 +115,12 @@ impl H3 {
         headers: &[(&str, &str)],
         body: Option<Bytes>,
     ) -> Result<Answer, String> {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(format!("https://{}:{}{path}", self.name, self.port));
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let req = req.body(()).map_err(|e| e.to_string())?;
-        let mut stream = self
-            .send
-            .send_request(req)
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Some(b) = body {
-            stream.send_data(b).await.map_err(|e| e.to_string())?;
-        }
-        stream.finish().await.map_err(|e| e.to_string())?;
-        let resp = stream.recv_response().await.map_err(|e| e.to_string())?;
-        let mut body = Vec::new();
-        while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
-            while chunk.has_remaining() {
-                let c = chunk.chunk();
-                body.extend_from_slice(c);
-                let n = c.len();
-                chunk.advance(n);
-            }
-        }
-        Ok(Answer {
-            status: resp.status(),
-            headers: resp.headers().clone(),
-            body: Bytes::from(body),
-        })
+        self.handle.request(method, path, headers, body).await
     }
 
     /// Another handle on the same connection, for requests at once on it.
     pub fn handle(&self) -> H3Handle {
-        H3Handle {
-            send: self.send.clone(),
-            name: self.name.clone(),
-            port: self.port,
-        }
+        self.handle.clone()
     }
 
     pub async fn get(&mut self, path: &str) -> Answer {
@@ -166,21 +138,7 @@ impl H3 {
 /// whether it accepts it: one connection makes a request (and so gets the server's
 /// session ticket), then a second tries to send early data on it.
 pub async fn zero_rtt(addr: SocketAddr, name: &str, ca_der: &[u8]) -> (bool, bool) {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from(ca_der.to_vec()))
-        .unwrap();
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
-    tls.enable_early_data = true;
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
-    let config = quinn::ClientConfig::new(Arc::new(crypto));
+    let config = client_config_with(ca_der, true);
     let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     endpoint.set_default_client_config(config.clone());
     // The first connection: a request, so that the ticket has come before it closes.
@@ -219,25 +177,37 @@ pub struct H3Handle {
 impl H3Handle {
     /// `GET path`, read whole; an error as text (a refused or reset stream).
     pub async fn get(&mut self, path: &str) -> Result<Answer, String> {
-        let req = Request::builder()
-            .uri(format!("https://{}:{}{path}", self.name, self.port))
-            .body(())
-            .map_err(|e| e.to_string())?;
+        self.request(Method::GET, path, &[], None).await
+    }
+
+    /// `method path` with `headers` and `body`, read whole.
+    pub async fn request(
+        &mut self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Bytes>,
+    ) -> Result<Answer, String> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("https://{}:{}{path}", self.name, self.port));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(()).map_err(|e| e.to_string())?;
         let mut stream = self
             .send
             .send_request(req)
             .await
             .map_err(|e| e.to_string())?;
+        if let Some(b) = body {
+            stream.send_data(b).await.map_err(|e| e.to_string())?;
+        }
         stream.finish().await.map_err(|e| e.to_string())?;
         let resp = stream.recv_response().await.map_err(|e| e.to_string())?;
         let mut body = Vec::new();
-        while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
-            while chunk.has_remaining() {
-                let c = chunk.chunk();
-                body.extend_from_slice(c);
-                let n = c.len();
-                chunk.advance(n);
-            }
+        while let Some(chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
+            body.put(chunk);
         }
         Ok(Answer {
             status: resp.status(),

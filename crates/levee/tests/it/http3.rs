@@ -7,9 +7,21 @@
 use bytes::Bytes;
 use http::Method;
 use levee_test::http3::H3;
-use levee_test::{levee, tools, Origin, Reply};
+use levee_test::{levee, tools, LeveeBuilder, Origin, Reply};
 
 use super::tls::{curl, Ca};
+
+/// A CA of the test's own and a certificate for a.test from it, written in `dir`, and
+/// `levee` given an HTTPS listener with it (and so HTTP/3 on the same port over UDP).
+fn https(levee: LeveeBuilder, dir: &std::path::Path) -> (LeveeBuilder, Ca) {
+    let ca = Ca::new("levee test CA");
+    let (cert, key) = ca.issue(dir, "a", &["a.test"]);
+    let levee = levee
+        .args(&["--listen-tls", "127.0.0.1:0"])
+        .args(&["--tls-cert", cert.to_str().unwrap()])
+        .args(&["--tls-key", key.to_str().unwrap()]);
+    (levee, ca)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http3_serves_the_same_cache_bodies_ranges_and_purge() {
@@ -234,15 +246,9 @@ window.addEventListener("load", () => {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_rtt_is_refused_by_default() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new("levee test CA");
-    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
     let origin = Origin::start(|_| Reply::text("a page").header("cache-control", "max-age=60"));
-    let levee = levee!()
-        .backend(&origin.url())
-        .args(&["--listen-tls", "127.0.0.1:0"])
-        .args(&["--tls-cert", cert.to_str().unwrap()])
-        .args(&["--tls-key", key.to_str().unwrap()])
-        .start();
+    let (levee, ca) = https(levee!().backend(&origin.url()), dir.path());
+    let levee = levee.start();
     let addr = levee.tls_addr().await;
     let (offered, accepted) = levee_test::http3::zero_rtt(addr, "a.test", &ca.der).await;
     assert!(
@@ -259,18 +265,13 @@ async fn zero_rtt_is_refused_by_default() {
 async fn the_backend_limit_refuses_over_http3_as_over_tcp() {
     use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new("levee test CA");
-    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
     let origin = Origin::start(|r| {
         Reply::text(format!("{} {}", r.method, r.uri))
             .header("cache-control", "no-store")
             .delay(Duration::from_millis(2000))
     });
-    let levee = levee!()
-        .backend(&origin.url())
-        .args(&["--listen-tls", "127.0.0.1:0"])
-        .args(&["--tls-cert", cert.to_str().unwrap()])
-        .args(&["--tls-key", key.to_str().unwrap()])
+    let (levee, ca) = https(levee!().backend(&origin.url()), dir.path());
+    let levee = levee
         .config(
             "[limits]\nbackend_max_concurrency = 1\nbackend_queue = 1\nbackend_queue_timeout = \"10s\"",
         )
@@ -401,14 +402,9 @@ async fn a_reload_swaps_the_certificate_under_load_and_keeps_quic_connections() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_quic_packets_and_oversized_headers_leave_levee_serving() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new("levee test CA");
-    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
     let origin = Origin::start(|_| Reply::text("fine").header("cache-control", "max-age=60"));
-    let levee = levee!()
-        .backend(&origin.url())
-        .args(&["--listen-tls", "127.0.0.1:0"])
-        .args(&["--tls-cert", cert.to_str().unwrap()])
-        .args(&["--tls-key", key.to_str().unwrap()])
+    let (levee, ca) = https(levee!().backend(&origin.url()), dir.path());
+    let levee = levee
         .config("[limits]\nmax_header_bytes = \"8KiB\"")
         .start();
     let addr = levee.tls_addr().await;
@@ -457,15 +453,9 @@ async fn hostile_quic_packets_and_oversized_headers_leave_levee_serving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn levee_bench_speaks_http3() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new("levee test CA");
-    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
     let origin = Origin::start(|_| Reply::text("a page").header("cache-control", "max-age=60"));
-    let levee = levee!()
-        .backend(&origin.url())
-        .args(&["--listen-tls", "127.0.0.1:0"])
-        .args(&["--tls-cert", cert.to_str().unwrap()])
-        .args(&["--tls-key", key.to_str().unwrap()])
-        .start();
+    let (levee, _) = https(levee!().backend(&origin.url()), dir.path());
+    let levee = levee.start();
     let url = format!("https://127.0.0.1:{}/page", levee.tls_addr().await.port());
     let bench = |args: Vec<String>| {
         tokio::task::spawn_blocking(move || {
@@ -517,19 +507,14 @@ async fn the_lane_refuses_a_networks_flood_over_http3() {
     use std::net::IpAddr;
     use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new("levee test CA");
-    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
     let origin = Origin::start(|r| {
         let slow = r.path.starts_with("/busy/");
         Reply::text(format!("done {}", r.path))
             .header("cache-control", "no-store")
             .delay(Duration::from_millis(if slow { 3000 } else { 0 }))
     });
-    let levee = levee!()
-        .backend(&origin.url())
-        .args(&["--listen-tls", "127.0.0.1:0"])
-        .args(&["--tls-cert", cert.to_str().unwrap()])
-        .args(&["--tls-key", key.to_str().unwrap()])
+    let (levee, ca) = https(levee!().backend(&origin.url()), dir.path());
+    let levee = levee
         .config(
             "[limits]\nbackend_max_concurrency = 4\nbackend_network_share = \"25%\"\n\
              backend_anonymous_wait = \"30s\"\nbackend_anonymous_adaptive = false",
@@ -598,18 +583,13 @@ async fn the_lane_refuses_a_networks_flood_over_http3() {
 async fn a_stream_flood_on_one_connection_is_bounded() {
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new("levee test CA");
-    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
     let origin = Origin::start(|r| {
         Reply::text(format!("done {}", r.path))
             .header("cache-control", "no-store")
             .delay(Duration::from_millis(200))
     });
-    let levee = levee!()
-        .backend(&origin.url())
-        .args(&["--listen-tls", "127.0.0.1:0"])
-        .args(&["--tls-cert", cert.to_str().unwrap()])
-        .args(&["--tls-key", key.to_str().unwrap()])
+    let (levee, ca) = https(levee!().backend(&origin.url()), dir.path());
+    let levee = levee
         .config("[limits]\nbackend_max_concurrency = 8\nbackend_anonymous_wait = \"30s\"\nbackend_queue_timeout = \"30s\"")
         .start();
     let addr = levee.tls_addr().await;
@@ -681,15 +661,9 @@ fn serve_check_shows_the_http3_udp_listener() {
 async fn quic_connections_per_network_are_bounded() {
     use std::net::IpAddr;
     let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new("levee test CA");
-    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
     let origin = Origin::start(|_| Reply::text("fine").header("cache-control", "max-age=60"));
-    let levee = levee!()
-        .backend(&origin.url())
-        .args(&["--listen-tls", "127.0.0.1:0"])
-        .args(&["--tls-cert", cert.to_str().unwrap()])
-        .args(&["--tls-key", key.to_str().unwrap()])
-        .start();
+    let (levee, ca) = https(levee!().backend(&origin.url()), dir.path());
+    let levee = levee.start();
     let addr = levee.tls_addr().await;
     let connect = |from: String| {
         let der = ca.der.clone();
@@ -737,15 +711,9 @@ async fn quic_connections_per_network_are_bounded() {
 async fn a_burst_of_handshakes_gets_retries_and_still_connects() {
     use std::net::IpAddr;
     let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new("levee test CA");
-    let (cert, key) = ca.issue(dir.path(), "a", &["a.test"]);
     let origin = Origin::start(|_| Reply::text("fine").header("cache-control", "max-age=60"));
-    let levee = levee!()
-        .backend(&origin.url())
-        .args(&["--listen-tls", "127.0.0.1:0"])
-        .args(&["--tls-cert", cert.to_str().unwrap()])
-        .args(&["--tls-key", key.to_str().unwrap()])
-        .start();
+    let (levee, ca) = https(levee!().backend(&origin.url()), dir.path());
+    let levee = levee.start();
     let addr = levee.tls_addr().await;
     let mut set = tokio::task::JoinSet::new();
     for i in 0..200u32 {

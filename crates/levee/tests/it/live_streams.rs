@@ -74,7 +74,6 @@ async fn event_streams_pass_as_they_come_and_hold_no_backend_slot() {
 /// longer than `backend_read_timeout` between two is not taken for a stuck php-fpm.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_php_event_stream_passes_as_it_comes_and_may_pause() {
-    use http_body_util::BodyExt;
     levee_test::require!(levee_test::tools::PHP_FPM);
     let root = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -94,25 +93,7 @@ async fn a_php_event_stream_passes_as_it_comes_and_may_pause() {
         .send_streaming(levee.addr())
         .await;
     assert_eq!(resp.status(), 200);
-    let mut body = resp.into_body();
-    let first = tokio::time::timeout(Duration::from_millis(1500), body.frame())
-        .await
-        .expect("the first event came before the script's pause ended")
-        .unwrap()
-        .unwrap()
-        .into_data()
-        .unwrap();
-    assert_eq!(&first[..], b"data: one\n\n");
-    let mut rest = Vec::new();
-    while let Some(frame) = tokio::time::timeout(WAIT, body.frame()).await.unwrap() {
-        rest.extend_from_slice(
-            &frame
-                .expect("not cut by the read timeout")
-                .into_data()
-                .unwrap_or_default(),
-        );
-    }
-    assert_eq!(String::from_utf8(rest).unwrap(), "data: two\n\n");
+    one_then_after_a_pause_two(resp.into_body()).await;
 }
 
 /// Server-sent events over HTTPS and HTTP/2: each event as it is sent, the pauses beyond
@@ -192,7 +173,6 @@ async fn event_streams_over_tls_and_http2() {
 /// longer than `backend_read_timeout` kept, never compressed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_process_event_stream_passes_as_it_comes_and_may_pause() {
-    use http_body_util::BodyExt;
     levee_test::require!(levee_test::tools::PYTHON3);
     const SCRIPT: &str = r#"
 import sys, time
@@ -229,10 +209,17 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
         .await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers().get("content-encoding"), None);
-    let mut body = resp.into_body();
+    one_then_after_a_pause_two(resp.into_body()).await;
+}
+
+/// Reads an event stream that sends `data: one`, pauses 2 s (past a 1 s
+/// `backend_read_timeout`), then sends `data: two` and ends: the first event must arrive
+/// before the pause ends, and the rest must not be cut by the read timeout.
+async fn one_then_after_a_pause_two(mut body: hyper::body::Incoming) {
+    use http_body_util::BodyExt;
     let first = tokio::time::timeout(Duration::from_millis(1500), body.frame())
         .await
-        .expect("the first event came before the process's pause ended")
+        .expect("the first event came before the pause ended")
         .unwrap()
         .unwrap()
         .into_data()

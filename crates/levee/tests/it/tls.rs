@@ -32,18 +32,8 @@ impl Ca {
 
     /// Writes a certificate for `names` and its key to `dir/stem.pem` and `.key`.
     pub(crate) fn issue(&self, dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf) {
-        let params =
-            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-                .unwrap();
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        let (c, k) = (
-            dir.join(format!("{stem}.pem")),
-            dir.join(format!("{stem}.key")),
-        );
-        std::fs::write(&c, cert.pem()).unwrap();
-        std::fs::write(&k, key.serialize_pem()).unwrap();
-        (c, k)
+        let (cert, key, _) = self.issue_with_spki(dir, stem, names);
+        (cert, key)
     }
 
     /// As `issue`, and the base64 SHA-256 of the certificate's public key (what
