@@ -16,6 +16,9 @@
 //! ecosystem (h3 is hyper's); written by hand here is only the glue: a request body as
 //! an `http_body::Body`, a response body written frame by frame, and the bounds.
 
+#[doc(hidden)]
+#[path = "fuzz.rs"]
+pub mod __fuzz;
 mod body;
 mod limits;
 mod serve;

@@ -61,18 +61,7 @@ pub fn bind(
     tls: &rustls::ServerConfig,
     limits: Limits,
 ) -> Result<Endpoint, Error> {
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(quic_tls(tls)))
-        .map_err(|_| Error::Tls)?;
-    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    let mut transport = quinn::TransportConfig::default();
-    transport
-        .max_concurrent_bidi_streams(limits.streams.into())
-        // HTTP/3's own: control, QPACK encoder and decoder; a few to spare.
-        .max_concurrent_uni_streams(8u32.into())
-        .max_idle_timeout(quinn::IdleTimeout::try_from(limits.idle_timeout).ok());
-    server.transport_config(Arc::new(transport));
-    // Address validation is asked for below, per incoming connection, under a flood.
-    server.migration(true);
+    let server = server_config(tls, &limits)?;
     let local = socket.local_addr().map_err(Error::Socket)?;
     let endpoint = quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
@@ -87,6 +76,69 @@ pub fn bind(
         limits,
         stats: Arc::default(),
     })
+}
+
+/// QUIC's server configuration: the certificates and ALPN of [`quic_tls`], and the
+/// transport's bounds from `limits`. The fuzz harness serves with this too.
+pub(crate) fn server_config(
+    tls: &rustls::ServerConfig,
+    limits: &Limits,
+) -> Result<quinn::ServerConfig, Error> {
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(quic_tls(tls)))
+        .map_err(|_| Error::Tls)?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .max_concurrent_bidi_streams(limits.streams.into())
+        // HTTP/3's own: control, QPACK encoder and decoder; a few to spare.
+        .max_concurrent_uni_streams(8u32.into())
+        .max_idle_timeout(quinn::IdleTimeout::try_from(limits.idle_timeout).ok());
+    server.transport_config(Arc::new(transport));
+    // Address validation is asked for per incoming connection, under a flood
+    // ([`Admission`]).
+    server.migration(true);
+    Ok(server)
+}
+
+/// Whether a new connection attempt may cost a handshake: the decision of the accept
+/// loop, apart from the socket so that the fuzz harness makes it the same way.
+pub(crate) struct Admission {
+    limits: Limits,
+    /// Handshakes under way (accepted, not yet established or failed).
+    pub(crate) handshakes: Arc<AtomicUsize>,
+    per_network: PerNetwork,
+}
+
+/// What to do with a connection attempt.
+pub(crate) enum Admit {
+    /// Ask the client to prove its address first.
+    Retry,
+    /// Its network holds its share of connections already.
+    NetworkFull,
+    /// Go on, holding this place in its network's count.
+    Accept(NetworkSlot),
+}
+
+impl Admission {
+    pub(crate) fn new(limits: Limits) -> Admission {
+        Admission {
+            limits,
+            handshakes: Arc::default(),
+            per_network: PerNetwork::default(),
+        }
+    }
+
+    pub(crate) fn admit(&self, remote: std::net::IpAddr, validated: bool) -> Admit {
+        // Under a flood of handshakes, an address must be shown to be the client's (a
+        // Retry token echoed) before it costs a handshake.
+        if !validated && self.handshakes.load(Ordering::Relaxed) >= self.limits.handshakes {
+            return Admit::Retry;
+        }
+        match self.per_network.take(remote, self.limits.per_network) {
+            Some(slot) => Admit::Accept(slot),
+            None => Admit::NetworkFull,
+        }
+    }
 }
 
 /// The HTTPS configuration as QUIC's: ALPN h3 only, and no early data (0-RTT): it can be
@@ -125,8 +177,7 @@ impl Endpoint {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: std::fmt::Display + Send,
     {
-        let handshakes = Arc::new(AtomicUsize::new(0));
-        let per_network = PerNetwork::default();
+        let admission = Admission::new(self.limits.clone());
         let mut stop_accept = stop.clone();
         loop {
             let incoming = tokio::select! {
@@ -137,24 +188,23 @@ impl Endpoint {
                 },
             };
             let remote = incoming.remote_address();
-            // Under a flood of handshakes, an address must be shown to be the client's
-            // (a Retry token echoed) before it costs a handshake.
-            if !incoming.remote_address_validated()
-                && handshakes.load(Ordering::Relaxed) >= self.limits.handshakes
-            {
-                match incoming.retry() {
-                    Ok(()) => {
-                        self.stats.retries.fetch_add(1, Ordering::Relaxed);
+            let slot = match admission.admit(remote.ip(), incoming.remote_address_validated()) {
+                Admit::Accept(slot) => slot,
+                Admit::Retry => {
+                    match incoming.retry() {
+                        Ok(()) => {
+                            self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => e.into_incoming().ignore(),
                     }
-                    Err(e) => e.into_incoming().ignore(),
+                    continue;
                 }
-                continue;
-            }
-            let Some(slot) = per_network.take(remote.ip(), self.limits.per_network) else {
-                tracing::debug!(%remote, "HTTP/3: too many connections from this network");
-                self.stats.refused_network.fetch_add(1, Ordering::Relaxed);
-                incoming.refuse();
-                continue;
+                Admit::NetworkFull => {
+                    tracing::debug!(%remote, "HTTP/3: too many connections from this network");
+                    self.stats.refused_network.fetch_add(1, Ordering::Relaxed);
+                    incoming.refuse();
+                    continue;
+                }
             };
             let Ok(permit) = conns.clone().try_acquire_owned() else {
                 self.stats.refused_full.fetch_add(1, Ordering::Relaxed);
@@ -171,7 +221,8 @@ impl Endpoint {
                 _slot: slot,
                 _permit: permit,
             };
-            let (service, stop, handshakes) = (service.clone(), stop.clone(), handshakes.clone());
+            let (service, stop, handshakes) =
+                (service.clone(), stop.clone(), admission.handshakes.clone());
             // Counted from here, not when the task first runs: a burst of Initials is
             // accepted faster than the tasks start.
             handshakes.fetch_add(1, Ordering::Relaxed);
