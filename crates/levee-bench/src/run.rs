@@ -291,6 +291,9 @@ fn run_step(
         Some(s) => s,
         None => ThreadStats::new()?,
     };
+    if let Some(interval) = interval {
+        stats.scheduled = scheduled(stop, concurrency, interval, stagger);
+    }
     if stats.server.as_deref() == Some("") {
         stats.server = None;
     }
@@ -302,6 +305,23 @@ fn run_step(
             .unwrap_or_else(|| start.elapsed()),
     };
     Ok((stats, elapsed, slot))
+}
+
+/// The open model's schedule: how many requests fall due before the end. Connection
+/// `i` sends at `stagger * i + k * interval`, as the worker counts them, so the sum is
+/// exact; with -n it is n.
+fn scheduled(stop: Stop, concurrency: usize, interval: Duration, stagger: Duration) -> u64 {
+    match stop {
+        Stop::Count(n) => n,
+        Stop::Duration(d) => {
+            let (d, iv) = (d.as_nanos(), interval.as_nanos().max(1));
+            (0..concurrency)
+                .map(|i| stagger.as_nanos() * i as u128)
+                .filter(|&first| first < d)
+                .map(|first| (d - first).div_ceil(iv) as u64)
+                .sum()
+        }
+    }
 }
 
 struct ThreadArgs {

@@ -48,6 +48,14 @@ pub(crate) struct ThreadStats {
     pub(crate) bytes: u64,
     /// Open model: requests sent late because their connection was busy.
     pub(crate) late_sends: u64,
+    /// Open model: requests the schedule holds (rate x duration), and those sent within
+    /// 2 ms of when they were due. The difference is what the generator did not keep:
+    /// connections busy, or a machine too busy to run it in time.
+    pub(crate) scheduled: u64,
+    pub(crate) on_time: u64,
+    /// Open model: sends late although their connection was free when they fell due:
+    /// the generator not run in time.
+    pub(crate) generator_late: u64,
     /// Responses and errors per timeline slot.
     pub(crate) tl_responses: Vec<u64>,
     pub(crate) tl_errors: Vec<u64>,
@@ -66,6 +74,9 @@ impl ThreadStats {
             status: StatusCounts::default(),
             bytes: 0,
             late_sends: 0,
+            scheduled: 0,
+            on_time: 0,
+            generator_late: 0,
             tl_responses: Vec::new(),
             tl_errors: Vec::new(),
             server: None,
@@ -144,6 +155,9 @@ impl ThreadStats {
         self.status.add(&other.status);
         self.bytes += other.bytes;
         self.late_sends += other.late_sends;
+        self.scheduled += other.scheduled;
+        self.on_time += other.on_time;
+        self.generator_late += other.generator_late;
         for (v, o) in [
             (&mut self.tl_responses, other.tl_responses),
             (&mut self.tl_errors, other.tl_errors),
@@ -208,6 +222,9 @@ impl ThreadStats {
             latency,
             latency_2xx,
             late_sends: self.late_sends,
+            scheduled: self.scheduled,
+            on_time: self.on_time,
+            generator_late: self.generator_late,
             percentiles,
             timeline: Timeline {
                 start_s: offset.as_secs_f64(),

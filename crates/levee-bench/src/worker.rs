@@ -191,12 +191,26 @@ pub(crate) async fn connection(ctx: Rc<ThreadCtx>, index: usize) {
         } else if ctx.interval.is_some() && waited_for_answer && now - intended > LATE {
             ctx.stats.borrow_mut().late_sends += 1;
         }
+        // Whatever the cause of a delay (the connection busy, or this thread not run in
+        // time), only a send close to when it was due keeps the schedule. A connection's
+        // first send is excused: thousands of tasks start at once.
+        let sent = Instant::now();
+        if ctx.interval.is_some() {
+            let lag = sent.saturating_duration_since(intended);
+            let mut stats = ctx.stats.borrow_mut();
+            if !waited_for_answer || lag <= LATE {
+                stats.on_time += 1;
+            } else if intended > now {
+                // The connection was free when the request fell due: the generator
+                // itself woke late.
+                stats.generator_late += 1;
+            }
+        }
         // Only lateness behind an answer counts: a connection task starting a little
         // after its first slot (thousands start at once) is no shortage of connections.
         waited_for_answer = true;
         let target = &plan.targets[picker.pick()];
         let want_server = ctx.stats.borrow().server.is_none();
-        let sent = Instant::now();
         let result = with_timeout(
             &mut watchdog,
             sent + timeout,

@@ -49,8 +49,13 @@ fn no_keepalive_opens_a_connection_per_request() {
     assert!(!r.config.keepalive);
 }
 
+/// The open model sends exactly what its schedule holds (rate x duration), and says
+/// whether it sent each request on time. The rate and latency it measured are judged
+/// only when it did: on a machine too busy to run the generator in time (another build
+/// beside the test), the report must say so instead of passing off its own delay as
+/// the server's.
 #[test]
-fn rate_is_held_within_five_percent() {
+fn an_open_loop_run_sends_its_schedule_and_says_whether_it_kept_it() {
     let s = server(false);
     let (_, r) = bench(&[
         &s.url("/"),
@@ -66,16 +71,32 @@ fn rate_is_held_within_five_percent() {
     ]);
     let step = &r.steps[0];
     assert_eq!(r.config.model, "open");
-    assert!(
-        (step.rps - 400.0).abs() <= 20.0,
-        "rps {} not within 5% of 400",
-        step.rps
-    );
-    let served = s.requests() as f64;
-    assert!((served - 1200.0).abs() <= 60.0, "server saw {served}");
+    // 8 connections, one request every 20 ms each, due before 3 s: 150 each.
+    assert_eq!(step.scheduled, 1200, "the schedule");
     assert_eq!(step.errors.total(), 0);
-    // an easy target answers fast even measured from the intended start
-    assert!(step.latency.p50_ms < 50.0, "p50 {}", step.latency.p50_ms);
+    // Each answered request reached the server once; those in flight at the end too.
+    let served = s.requests();
+    assert!(
+        served >= step.requests && served <= 1200,
+        "server saw {served}, answered {}",
+        step.requests
+    );
+    let text = levee_bench::report::text::render(&r);
+    if step.on_time * 100 >= step.scheduled * 99 {
+        assert!(text.contains("Schedule:               kept"), "{text}");
+        // At most one request per connection is still in flight at the end.
+        assert!(step.requests >= 1200 - 8, "answered {}", step.requests);
+        assert!((step.rps - 400.0).abs() <= 20.0, "rps {}", step.rps);
+        // an easy target answers fast even measured from the intended start
+        assert!(step.latency.p50_ms < 50.0, "p50 {}", step.latency.p50_ms);
+    } else {
+        eprintln!(
+            "this machine could not keep the schedule ({} of 1200 sent on time): rate and \
+             latency not judged",
+            step.on_time
+        );
+        assert!(text.contains("Schedule:               NOT kept"), "{text}");
+    }
 }
 
 #[test]
@@ -152,6 +173,12 @@ fn late_sends_are_counted_when_connections_run_short() {
     let step = &r.steps[0];
     // Every request stalls 300 ms where a connection should send every 20 ms.
     assert!(step.late_sends >= 4, "late sends {}", step.late_sends);
+    assert!(step.scheduled - step.on_time >= step.late_sends);
+    let text = levee_bench::report::text::render(&r);
+    assert!(
+        text.contains("NOT kept") && text.contains("raise -c"),
+        "{text}"
+    );
 
     let s = server(false);
     let (_, r) = bench(&[

@@ -97,6 +97,18 @@ pub struct StepReport {
     /// of them mean `-c` should be higher.
     #[serde(default)]
     pub late_sends: u64,
+    /// Open model: the requests its schedule holds (rate x duration, or -n), and those
+    /// sent within 2 ms of when they were due. When nearly all were, the rate measured is
+    /// the rate asked for; when not, the connections ran short (`late_sends`) or the
+    /// machine could not run the generator in time, and latencies include its delay.
+    #[serde(default)]
+    pub scheduled: u64,
+    #[serde(default)]
+    pub on_time: u64,
+    /// Open model: sends late although their connection was free: the generator itself
+    /// was not run in time (a machine too busy).
+    #[serde(default)]
+    pub generator_late: u64,
     /// Latency at fixed percentiles, for distribution charts and `ab`-style tables.
     pub percentiles: Vec<Percentile>,
     pub timeline: Timeline,

@@ -135,6 +135,11 @@ fn single(out: &mut String, r: &Report, s: &StepReport) {
             "Target rate:            {rate:.2} [#/sec] ({:.1}% achieved)",
             100.0 * s.rps / rate
         );
+        let _ = writeln!(
+            out,
+            "Schedule:               {}",
+            schedule_kept(s.scheduled, s.on_time, s.generator_late)
+        );
         if s.late_sends > 0 {
             let pct = 100.0 * s.late_sends as f64 / s.requests.max(1) as f64;
             let _ = writeln!(
@@ -278,5 +283,26 @@ fn sweep(out: &mut String, r: &Report) {
             peak.concurrency
         );
         percentages(out, peak);
+    }
+}
+
+/// Whether the open model's generator sent its requests when they were due: the rate
+/// and latencies it reports are the asked-for rate's only when it did (99%).
+pub(crate) fn schedule_kept(scheduled: u64, on_time: u64, generator_late: u64) -> String {
+    let missed = scheduled.saturating_sub(on_time);
+    let pct = 100.0 * on_time as f64 / scheduled.max(1) as f64;
+    if missed * 100 <= scheduled {
+        format!("kept ({on_time} of {scheduled} requests sent on time)")
+    } else if generator_late * 100 > scheduled {
+        format!(
+            "NOT kept: {on_time} of {scheduled} requests ({pct:.1}%) sent on time, {generator_late} \
+             late on a free connection: this machine could not run the generator in time (other \
+             load?); the rate and latencies include its delay"
+        )
+    } else {
+        format!(
+            "NOT kept: {on_time} of {scheduled} requests ({pct:.1}%) sent on time; the others \
+             waited for their connection's last answer (raise -c)"
+        )
     }
 }
