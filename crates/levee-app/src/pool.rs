@@ -16,6 +16,8 @@ use crate::watch_files::watch_files;
 
 pub struct Pool {
     slots: Vec<Arc<Slot>>,
+    /// Where the next look for the least busy process starts (round robin among equals).
+    next: std::sync::atomic::AtomicUsize,
     concurrency: usize,
     ready_timeout: Duration,
     /// Woken when a slot becomes ready or a lease ends.
@@ -106,6 +108,7 @@ impl Pool {
             .map_err(AppError::Thread)?;
         Ok(Pool {
             slots,
+            next: Default::default(),
             concurrency: config.concurrency.max(1),
             ready_timeout: config.ready_timeout,
             changed,
@@ -139,10 +142,16 @@ impl Pool {
         }
     }
 
-    /// The ready process with the fewest requests in flight and room for one more.
+    /// The ready process with the fewest requests in flight and room for one more; among
+    /// equals, the next after the last one picked. Sequential requests (all processes
+    /// idle) then go round every process rather than always to the first: each one's
+    /// opcache and JIT stay warm, and a process's own pauses (its garbage collector,
+    /// a slow request's aftermath) cost only its share.
     fn least_busy(&self) -> Option<(&Arc<Slot>, Arc<Instance>)> {
-        self.slots
-            .iter()
+        let n = self.slots.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n.max(1);
+        (0..n)
+            .map(|k| &self.slots[(start + k) % n])
             .filter_map(|s| s.current().map(|i| (s, i)))
             .filter(|(_, i)| i.in_flight.load(Ordering::Acquire) < self.concurrency)
             .min_by_key(|(_, i)| i.in_flight.load(Ordering::Acquire))

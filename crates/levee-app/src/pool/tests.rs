@@ -16,6 +16,7 @@ fn pool_of(inst: &Arc<Instance>) -> Pool {
     });
     Pool {
         slots: vec![slot],
+        next: Default::default(),
         concurrency: 1,
         ready_timeout: Duration::from_secs(1),
         changed: Arc::new(Notify::new()),
