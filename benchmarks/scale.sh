@@ -3,7 +3,9 @@
 # several nodes sharing one Redis.
 #
 # Sections (the first argument; default all):
-#   memory  Fresh servers, filled one at a time with OBJECTS (1,000,000) distinct
+#   memory  For each size in HEADER_BYTES (100 300 600: the origin's header fields, from
+#           a site's per-page ETag and Last-Modified to its shared security policies),
+#           fresh servers, filled one at a time with OBJECTS (1,000,000) distinct
 #           1 KiB objects (/o/1../o/N, wrk + fill.lua, CONNS connections): levee as it
 #           runs by default (stores text gzip-compressed), levee --no-compression (stores
 #           bodies as sent, as Varnish does) and Varnish -s malloc. The count is checked
@@ -23,7 +25,7 @@
 # Usage: benchmarks/scale.sh [memory|large|nodes|all]   (memory about 15 minutes,
 #        large 3, nodes 5). The table goes to stdout, benchmarks/out/ and the end of
 #        BENCHMARKS.md (RECORD=0: not there).
-# Env:   OBJECTS=1000000 ROUNDS=5 DURATION=10 CONNS=64 SETTLE=12 FILL_LIMIT=900
+# Env:   OBJECTS=1000000 HEADER_BYTES="100 300 600" ROUNDS=5 DURATION=10 CONNS=64 SETTLE=12 FILL_LIMIT=900
 #        URLS=100000 REQUESTS=300000 ZIPF_S=1.0 MEM_SERVERS="levee levee-raw varnish"
 #        LEVEE=/path/to/levee, BUILD=0, KEEP_WORK=1: as hits.sh. BASELINE=/path/to/older/levee:
 #        large also measures that binary, alternated with the others, as levee-base; memory
@@ -38,6 +40,9 @@ case $SECTION in
     *) echo "usage: $0 [memory|large|nodes|all]" >&2; exit 2 ;;
 esac
 OBJECTS=${OBJECTS:-1000000}
+# memory: one pass per size of the origin's header fields (levee origin --header-bytes;
+# 0: its minimal fields, about 136 bytes).
+HEADER_BYTES=${HEADER_BYTES:-100 300 600}
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-64}
@@ -116,13 +121,17 @@ fill_objects() {
 }
 
 memory_section() {
-    local s port admin pid origin o0 o1 res n h bad secs count r line a e
+    local hb=$1 s port admin pid origin o0 o1 res n h bad secs count r line a e hflags=() hwire
     local -A before after fillinfo counted rnd hot rndruns hotruns misses ports pids
     origin=$(free_port)
+    [ "$hb" -gt 0 ] && hflags=(--header-bytes "$hb")
     # shellcheck disable=SC2046
     start_origin origin-mem "$origin" --delay 0ms --no-session $(origin_workers 0) \
-        --cache-control "public, max-age=3600" --body-size 1024
+        --cache-control "public, max-age=3600" --body-size 1024 "${hflags[@]}"
     local origin_pid=$ORIGIN_PID
+    # The header section as the origin sends it (fields and their CRLFs, no status line).
+    hwire=$(curl -s -D - -o /dev/null "http://127.0.0.1:$origin/o/1" | tr -d '\r' | sed 1d | awk 'NF {t += length($0) + 2} END {print t}')
+    log "memory: origin header fields of $hwire bytes"
     for s in "${MEM_SERVERS[@]}"; do
         port=$(free_port)
         case $s in
@@ -191,7 +200,9 @@ memory_section() {
     done
     stop_pid "$origin_pid"
 
-    report "**Memory and hits with $OBJECTS objects of 1 KiB**" "" \
+    report "**Memory and hits with $OBJECTS objects of 1 KiB, $hwire bytes of header fields**" "" \
+        "- origin: \`levee origin --body-size 1024 ${hflags[*]}\`: $hwire bytes of header fields per response" \
+        "  (per object: ETag, Last-Modified, Content-Length; the same on every object: the rest)." \
         "- method: servers filled one at a time in front of \`levee origin --body-size 1024\` (bodies of" \
         "  1,023 to about 1,030 bytes, \`Cache-Control: public, max-age=3600\`); 3 s of hits on one URL," \
         "  RSS (VmRSS summed over the server's processes); /o/1../o/$OBJECTS once (wrk -t 1 -c $CONNS," \
@@ -420,7 +431,9 @@ EOF
     report ""
 }
 
-want memory && memory_section
+if want memory; then
+    for hb in $HEADER_BYTES; do memory_section "$hb"; done
+fi
 want large && large_section
 want nodes && nodes_section
 log "report written to $OUT_FILE"

@@ -4,7 +4,7 @@
 //! At a million cached objects the bookkeeping per object is what decides memory: a
 //! `HeaderName` is 32 bytes and a `HeaderValue` 40, so the 4 to 10 fields of a page kept
 //! as `http` types cost 300 to 700 bytes beside their values, in several allocations.
-//! Packed, a field costs its value's bytes and 6 bytes, with the name as a one-byte
+//! Packed, a field costs its value's bytes and 3 bytes, with the name as a one-byte
 //! index into the standard names (a name outside them, rare, is kept as a `HeaderName`
 //! beside the bytes, so that a hit never allocates one). A hit builds the `HeaderMap`
 //! hyper needs from the bytes: each value is a slice of the one shared buffer (a
@@ -105,10 +105,13 @@ static STANDARD: [HeaderName; 79] = [
 
 /// The name byte of a field whose name is the next of `StoredHeaders::custom`.
 const CUSTOM: u8 = u8::MAX;
+/// The name byte of a field interned for the process (interned.rs): its 2-byte index
+/// follows, and nothing else.
+const INTERNED: u8 = u8::MAX - 1;
 /// Flag byte: the value was marked sensitive.
 const SENSITIVE: u8 = 1;
-/// Name byte, flag byte, value length (u32, little-endian).
-const FIELD_HEAD: usize = 6;
+/// A length byte of this value: the length follows as a u32 (little-endian).
+const LONG: u8 = u8::MAX;
 
 fn standard_index(name: &HeaderName) -> Option<u8> {
     STANDARD
@@ -142,26 +145,57 @@ impl PartialEq for StoredHeaders {
 
 impl Eq for StoredHeaders {}
 
-/// Bytes needed to pack `headers`.
-fn packed_len(headers: &HeaderMap) -> usize {
-    headers.values().map(|v| v.len() + FIELD_HEAD).sum()
+/// How each field of a map is stored: interned (its index) or inline.
+fn plan(headers: &HeaderMap) -> Vec<Option<u16>> {
+    let mut interner = crate::interned::Interner::lock();
+    headers.iter().map(|(n, v)| interner.intern(n, v)).collect()
 }
 
-/// Appends `headers` to `out` as packed fields; returns the custom names.
-fn pack(headers: &HeaderMap, out: &mut Vec<u8>) -> ThinSlice<HeaderName> {
+/// Bytes a field takes inline: name byte, flag byte, length, value.
+fn inline_len(value: &HeaderValue) -> usize {
+    3 + value.len()
+        + if value.len() >= usize::from(LONG) {
+            4
+        } else {
+            0
+        }
+}
+
+/// Bytes needed to pack `headers` as `plan` says.
+fn packed_len(headers: &HeaderMap, plan: &[Option<u16>]) -> usize {
+    headers
+        .values()
+        .zip(plan)
+        .map(|(v, p)| if p.is_some() { 3 } else { inline_len(v) })
+        .sum()
+}
+
+/// Appends `headers` to `out` as packed fields, as `plan` says; returns the custom names.
+fn pack(headers: &HeaderMap, plan: &[Option<u16>], out: &mut Vec<u8>) -> ThinSlice<HeaderName> {
     let mut custom = Vec::new();
-    for (name, value) in headers {
-        let code = standard_index(name).unwrap_or_else(|| {
-            custom.push(name.clone());
-            CUSTOM
-        });
+    for ((name, value), interned) in headers.iter().zip(plan) {
+        if let Some(i) = interned {
+            out.push(INTERNED);
+            out.extend_from_slice(&i.to_le_bytes());
+            continue;
+        }
         let Ok(len) = u32::try_from(value.len()) else {
             // Beyond 4 GiB a value never got through hyper's header limits; dropped.
             continue;
         };
+        let code = standard_index(name).unwrap_or_else(|| {
+            custom.push(name.clone());
+            CUSTOM
+        });
         out.push(code);
         out.push(if value.is_sensitive() { SENSITIVE } else { 0 });
-        out.put_u32_le(len);
+        match u8::try_from(len) {
+            Ok(short) if short < LONG => out.push(short),
+            _ => {
+                out.push(LONG);
+                out.put_u32_le(len);
+            }
+        }
         out.extend_from_slice(value.as_bytes());
     }
     custom.into()
@@ -177,11 +211,13 @@ impl StoredHeaders {
     /// [`StoredHeaders::tail`]). A larger body is not copied: it is returned.
     pub fn pack(prefix: &[u8], headers: &HeaderMap, body: Bytes) -> (StoredHeaders, Option<Bytes>) {
         let inline = body.len() <= INLINE_BODY_MAX;
+        let plan = plan(headers);
+        // Exactly the capacity needed: the buffer is kept as allocated.
         let mut out = Vec::with_capacity(
-            prefix.len() + packed_len(headers) + if inline { body.len() } else { 0 },
+            prefix.len() + packed_len(headers, &plan) + if inline { body.len() } else { 0 },
         );
         out.extend_from_slice(prefix);
-        let custom = pack(headers, &mut out);
+        let custom = pack(headers, &plan, &mut out);
         // Offsets beyond u32 need headers beyond 4 GiB, which hyper never lets through.
         let start = u32::try_from(prefix.len()).unwrap_or(u32::MAX);
         let end = u32::try_from(out.len()).unwrap_or(u32::MAX);
@@ -251,16 +287,19 @@ impl StoredHeaders {
     /// The fields in their order: the name, and the value (a slice of the stored
     /// bytes, no copy).
     pub fn iter(&self) -> impl Iterator<Item = (&HeaderName, HeaderValue)> + '_ {
-        self.fields().filter_map(|f| {
-            let at = self.start as usize;
-            let value = HeaderValue::from_maybe_shared(
-                self.buf.slice(at + f.value.start..at + f.value.end),
-            );
-            // The bytes were a valid HeaderValue when stored; a field that no longer
-            // parses is left out rather than served.
-            let mut value = value.ok()?;
-            value.set_sensitive(f.sensitive);
-            Some((f.name, value))
+        self.fields().filter_map(|f| match f.value {
+            Value::Interned(v) => Some((f.name, v.clone())),
+            Value::Inline(range) => {
+                let at = self.start as usize;
+                let value = HeaderValue::from_maybe_shared(
+                    self.buf.slice(at + range.start..at + range.end),
+                );
+                // The bytes were a valid HeaderValue when stored; a field that no
+                // longer parses is left out rather than served.
+                let mut value = value.ok()?;
+                value.set_sensitive(f.sensitive);
+                Some((f.name, value))
+            }
         })
     }
 
@@ -272,7 +311,8 @@ impl StoredHeaders {
         self.start == self.end
     }
 
-    /// Bytes the packed fields take (their values, 6 bytes per field, the custom names).
+    /// Bytes the packed fields take (their values, 3 bytes per field, 3 per interned
+    /// field, the custom names).
     pub fn size(&self) -> usize {
         self.packed().len()
             + self
@@ -291,11 +331,17 @@ impl StoredHeaders {
     }
 }
 
-/// One packed field: its name, where its value's bytes are, whether it is sensitive.
+/// One packed field: its name, its value, whether it is sensitive.
 struct Field<'a> {
     name: &'a HeaderName,
-    value: std::ops::Range<usize>,
+    value: Value,
     sensitive: bool,
+}
+
+enum Value {
+    /// Where its bytes are in the packed fields.
+    Inline(std::ops::Range<usize>),
+    Interned(&'static HeaderValue),
 }
 
 struct Fields<'a> {
@@ -308,9 +354,25 @@ impl<'a> Iterator for Fields<'a> {
     type Item = Field<'a>;
 
     fn next(&mut self) -> Option<Field<'a>> {
-        let head = self.buf.get(self.at..self.at + FIELD_HEAD)?;
-        let len = u32::from_le_bytes([head[2], head[3], head[4], head[5]]) as usize;
-        let start = self.at + FIELD_HEAD;
+        let head = self.buf.get(self.at..self.at + 3)?;
+        if head[0] == INTERNED {
+            let (name, value) = crate::interned::get(u16::from_le_bytes([head[1], head[2]]))?;
+            self.at += 3;
+            return Some(Field {
+                name,
+                value: Value::Interned(value),
+                sensitive: false,
+            });
+        }
+        let (len, start) = if head[2] == LONG {
+            let l = self.buf.get(self.at + 3..self.at + 7)?;
+            (
+                u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize,
+                self.at + 7,
+            )
+        } else {
+            (usize::from(head[2]), self.at + 3)
+        };
         let end = start.checked_add(len).filter(|&e| e <= self.buf.len())?;
         let name = match head[0] {
             CUSTOM => self.custom.next()?,
@@ -319,7 +381,7 @@ impl<'a> Iterator for Fields<'a> {
         self.at = end;
         Some(Field {
             name,
-            value: start..end,
+            value: Value::Inline(start..end),
             sensitive: head[1] & SENSITIVE != 0,
         })
     }
@@ -398,6 +460,56 @@ mod tests {
         assert_eq!(far.map(|b| b.as_ptr()), Some(large.as_ptr()));
         assert!(c.tail().is_empty());
         assert_eq!(c.to_map(), h);
+    }
+
+    /// A site's constant fields are interned from the second response that carries
+    /// them: the third stores them in 3 bytes each, and every response reads back as it
+    /// came, in order, per-response fields and long values inline.
+    #[test]
+    fn fields_shared_by_responses_are_interned_and_read_back_the_same() {
+        let csp = "default-src 'self'; ".repeat(20);
+        let page = |etag: &str| {
+            let mut h = HeaderMap::new();
+            h.append("server", HeaderValue::from_static("nginx/1.22.1"));
+            h.append("etag", HeaderValue::from_str(etag).unwrap());
+            h.append(
+                "content-security-policy",
+                HeaderValue::from_str(&csp).unwrap(),
+            );
+            h.append("x-powered-by-test", HeaderValue::from_static("PHP/8.2.29"));
+            h
+        };
+        let first = StoredHeaders::new(&page("\"a\""));
+        let _second = StoredHeaders::new(&page("\"b\""));
+        let third = StoredHeaders::new(&page("\"c\""));
+        assert_eq!(first.to_map(), page("\"a\""));
+        assert_eq!(third.to_map(), page("\"c\""));
+        assert_eq!(third.get("x-powered-by-test").unwrap(), "PHP/8.2.29");
+        let names: Vec<_> = third.iter().map(|(n, _)| n.as_str().to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "server",
+                "etag",
+                "content-security-policy",
+                "x-powered-by-test"
+            ]
+        );
+        // Inline: the ETag (3 + 3 bytes); interned: the other three, 3 bytes each.
+        assert_eq!(third.size(), 6 + 3 * 3, "{third:?}");
+        assert!(first.size() > csp.len(), "the first is stored whole");
+    }
+
+    #[test]
+    fn a_value_of_255_bytes_or_more_keeps_its_length() {
+        for n in [254, 255, 256, 70_000] {
+            let mut h = HeaderMap::new();
+            let v = "v".repeat(n);
+            h.append("x-long", HeaderValue::from_str(&v).unwrap());
+            h.append("etag", HeaderValue::from_static("\"e\""));
+            let c = StoredHeaders::new(&h);
+            assert_eq!(c.to_map(), h, "{n}");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod date;
 pub mod entry;
 pub mod fill;
 pub mod headers;
+mod interned;
 pub mod key;
 pub mod lookup;
 pub mod policy;

@@ -60,6 +60,7 @@ async fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         cache_control: Some(args.cache_control.clone()),
         no_session: false,
         body_size: 4096,
+        header_bytes: 0,
         workers: args.workers,
     };
     let stats = Arc::new(OriginStats::default());

@@ -36,6 +36,12 @@ pub struct OriginArgs {
     /// Page size in bytes.
     #[arg(long, default_value_t = 1024)]
     pub body_size: usize,
+    /// Header fields of about this many bytes in all, as on the wire, as a site's pages
+    /// carry them: per page an ETag and a Last-Modified, then fields the same on every
+    /// page (Server, Accept-Ranges, security policies, a Link, X-Powered-By), the last
+    /// sized to fill. 0: only Content-Type, Cache-Control, Date and Content-Length.
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub header_bytes: usize,
     /// Pages rendered at once; more requests queue, like php-fpm's pm.max_children
     /// (whose default is 5). 0 means unlimited.
     #[arg(long, default_value_t = 5)]
@@ -195,6 +201,7 @@ async fn page(
         req.uri().path(),
     );
     html.push_str("</body></html>");
+    let body_len = html.len() as u64;
     let mut r = Response::new(Full::new(Bytes::from(html)));
     *r.status_mut() = StatusCode::OK;
     let h = r.headers_mut();
@@ -222,6 +229,11 @@ async fn page(
             h.insert(CACHE_CONTROL, v);
         }
     }
+    if args.header_bytes > 0 {
+        let path = req.uri().path().to_string();
+        site_headers(r.headers_mut(), &path, body_len, args.header_bytes);
+    }
+    let h = r.headers_mut();
     if session.is_none() && !args.no_session {
         let id = sessions.fetch_add(1, Ordering::Relaxed);
         if let Ok(v) = HeaderValue::from_str(&format!("PHPSESSID=demo{id:08x}; path=/")) {
@@ -229,6 +241,64 @@ async fn page(
         }
     }
     Ok(r)
+}
+
+/// Adds header fields to `h` until they come to about `target` bytes on the wire
+/// (`name: value` and CRLF each, the Date and Content-Length hyper adds included): per
+/// page first (ETag, Last-Modified, from the path as nginx derives them from the file),
+/// then what a site sends on every page, the last, a Content-Security-Policy, sized to
+/// fill.
+fn site_headers(h: &mut http::HeaderMap, path: &str, body_len: u64, target: usize) {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    path.hash(&mut hasher);
+    let id = hasher.finish();
+    let modified = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + id % 10_000_000);
+    let fields: [(&str, String); 10] = [
+        ("etag", format!("\"{:x}-{body_len:x}\"", id >> 32)),
+        ("last-modified", httpdate::fmt_http_date(modified)),
+        ("server", "nginx/1.22.1".into()),
+        ("accept-ranges", "bytes".into()),
+        ("x-content-type-options", "nosniff".into()),
+        ("referrer-policy", "strict-origin-when-cross-origin".into()),
+        (
+            "strict-transport-security",
+            "max-age=31536000; includeSubDomains".into(),
+        ),
+        ("x-powered-by", "PHP/8.2.29".into()),
+        (
+            "link",
+            "</wp-content/themes/site/style.css?ver=6.4>; rel=preload; as=style".into(),
+        ),
+        (
+            "permissions-policy",
+            "camera=(), microphone=(), geolocation=()".into(),
+        ),
+    ];
+    let wire = |n: &str, v: &str| n.len() + v.len() + 4;
+    // Date (29 bytes of value) and Content-Length, which hyper adds.
+    let mut total = wire("date", "Thu, 01 Jan 2026 00:00:00 GMT")
+        + wire("content-length", &body_len.to_string())
+        + h.iter()
+            .map(|(n, v)| n.as_str().len() + v.len() + 4)
+            .sum::<usize>();
+    for (name, value) in fields {
+        if total + wire(name, &value) > target {
+            break;
+        }
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            total += wire(name, &value);
+            h.insert(name, v);
+        }
+    }
+    let room = target.saturating_sub(total + wire("content-security-policy", ""));
+    if room > 0 {
+        let policy = "default-src 'self'; script-src 'self' 'unsafe-inline'; img-src 'self' data: https:; style-src 'self' 'unsafe-inline'; font-src 'self' data:; connect-src 'self'; frame-ancestors 'self'; ";
+        let value: String = policy.chars().cycle().take(room).collect();
+        if let Ok(v) = HeaderValue::from_str(value.trim_end()) {
+            h.insert("content-security-policy", v);
+        }
+    }
 }
 
 /// Words for page text: enough variety that the page compresses like real HTML (gzip
