@@ -5,13 +5,15 @@
 #    front of `levee origin` (Cache-Control: public, max-age=3600, no cookie), the object
 #    warmed and checked to be a HIT, then wrk -t 1 -c 64 -d 10s, ROUNDS times with the
 #    servers alternated (the first server rotates every round); medians are reported.
+#    nginx-static is nginx serving the same bytes as a file (sendfile, open_file_cache):
+#    no cache, no origin, the fastest way there is to serve them.
 # 2. Memory: fresh servers, 100,000 distinct 1 KiB objects stored in each (wrk + fill.lua,
 #    then a second pass that must be all hits), RSS (VmRSS, summed over each server's
 #    processes) after a warm-up and after the fill.
 #
 # Usage: benchmarks/hits.sh              (from anywhere; about 8 minutes)
 #        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
-# Env:   ROUNDS=5 DURATION=10 CONNS=64 OBJECTS=100000
+# Env:   ROUNDS=5 DURATION=10 CONNS=64 OBJECTS=100000 MEMORY=1 (0: hits only)
 #        LEVEE=/path/to/levee (default: cargo build --release, then target/release/levee)
 #        BUILD=0 (use target/release/levee as it is)  KEEP_WORK=1 (keep scratch files)
 #        BASELINE=/path/to/older/levee: also measure that binary's hits, alternated with the
@@ -23,7 +25,9 @@ ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-64}
 OBJECTS=${OBJECTS:-100000}
-SERVERS=(levee varnish nginx)
+# nginx-static: nginx serving the object as a file itself (no cache in between): what a
+# large hit should at least match.
+SERVERS=(levee varnish nginx nginx-static)
 # Memory is also measured with compression off: Varnish and nginx store what the origin
 # sent, levee by default stores text compressed.
 MEM_SERVERS=(levee levee-raw varnish nginx)
@@ -65,10 +69,17 @@ start_all() {
     PORT[nginx]=$(free_port)
     start_nginx "nginx-$label" "${PORT[nginx]}" "$ORIGIN_PORT"
     PID[nginx]=$NGINX_PID
+    # The object's very bytes, as a file.
+    mkdir -p "$WORK/static-$label"
+    curl -sf -o "$WORK/static-$label/hit-$label" "http://127.0.0.1:$ORIGIN_PORT/hit-$label" ||
+        die "cannot fetch /hit-$label from the origin"
+    PORT[nginx-static]=$(free_port)
+    start_nginx_static "nginx-static-$label" "${PORT[nginx-static]}" "$WORK/static-$label"
+    PID[nginx-static]=$NGINX_PID
 }
 stop_all() {
     local s
-    for s in "${MEM_SERVERS[@]}" origin; do stop_pid "${PID[$s]}"; done
+    for s in "${MEM_SERVERS[@]}" nginx-static origin; do stop_pid "${PID[$s]}"; done
     if [ -n "${PID[levee-base]:-}" ]; then stop_pid "${PID[levee-base]}"; unset 'PID[levee-base]'; fi
 }
 
@@ -89,9 +100,14 @@ hit_phase() {
     for s in "${SERVERS[@]}"; do
         url="http://127.0.0.1:${PORT[$s]}/hit-$label"
         curl -s -o /dev/null "$url"
-        h=$(cache_header "$s" "$url")
         bytes=$(curl -s -o /dev/null -w '%{size_download}' "$url")
-        [ "${h:0:3}" = HIT ] || die "$s does not answer $url from cache (cache header: '$h')"
+        if [ "$s" = nginx-static ]; then
+            h="file"
+            [ "$bytes" -ge "$size" ] || die "nginx-static sends $bytes bytes for $url"
+        else
+            h=$(cache_header "$s" "$url")
+            [ "${h:0:3}" = HIT ] || die "$s does not answer $url from cache (cache header: '$h')"
+        fi
         log "  $s: second request is a $h, $bytes bytes"
     done
     before=$(origin_requests "$ORIGIN_PORT")
@@ -138,9 +154,10 @@ fill() {
     sed 's/FILL responses=\([0-9]*\) hits=\([0-9]*\) bad=\([0-9]*\) secs=\([0-9.]*\)/\1 \2 \3 \4/' <<<"$out"
 }
 
+declare -A MEM_BEFORE MEM_AFTER MEM_FILL MEM_CHECK
+if [ "${MEMORY:-1}" = 1 ]; then
 log "memory: fresh servers, $OBJECTS distinct 1 KiB objects each"
 start_all mem 1024
-declare -A MEM_BEFORE MEM_AFTER MEM_FILL MEM_CHECK
 for s in "${MEM_SERVERS[@]}"; do
     port=${PORT[$s]}
     # Warm-up: one object, hit by 64 connections for 3 s (threads, buffers, pools).
@@ -172,6 +189,7 @@ done
 VARNISH_PROCS=$(( $(descendants "${PID[varnish]}" | wc -l) + 1 ))
 NGINX_PROCS=$(( $(descendants "${PID[nginx]}" | wc -l) + 1 ))
 stop_all
+fi
 
 # ---- report -------------------------------------------------------------------------------
 
@@ -195,11 +213,12 @@ for label in 1KiB 100KiB; do
 done
 report ""
 for label in 1KiB 100KiB; do
-    report "- $label: levee/Varnish req/s = $(ratio "${RES_RPS[$label,levee]}" "${RES_RPS[$label,varnish]}"), levee/nginx = $(ratio "${RES_RPS[$label,levee]}" "${RES_RPS[$label,nginx]}"); origin requests during the measured runs: ${RES_ORIGIN[$label]} (0 = every measured request was a hit)."
+    report "- $label: levee/Varnish req/s = $(ratio "${RES_RPS[$label,levee]}" "${RES_RPS[$label,varnish]}"), levee/nginx = $(ratio "${RES_RPS[$label,levee]}" "${RES_RPS[$label,nginx]}"), levee/nginx static file = $(ratio "${RES_RPS[$label,levee]}" "${RES_RPS[$label,nginx-static]}"); origin requests during the measured runs: ${RES_ORIGIN[$label]} (0 = every measured request was a hit)."
     if [ -n "${BASELINE:-}" ]; then
         report "- $label: levee/levee-base req/s = $(ratio "${RES_RPS[$label,levee]}" "${RES_RPS[$label,levee-base]}") (levee-base: $BASELINE)."
     fi
 done
+if [ "${MEMORY:-1}" = 1 ]; then
 report "" "## Memory to hold $OBJECTS cached 1 KiB objects" "" \
     "RSS = VmRSS from /proc/PID/status summed over the server's processes (Varnish: manager +" \
     "child, $VARNISH_PROCS processes; nginx: master + workers + cache manager/loader, $NGINX_PROCS processes)," \
@@ -215,5 +234,6 @@ done
 report "" "- levee/Varnish RSS with $OBJECTS objects = $(ratio "${MEM_AFTER[levee]}" "${MEM_AFTER[varnish]}"); with compression off $(ratio "${MEM_AFTER[levee-raw]}" "${MEM_AFTER[varnish]}")." \
     "- nginx keeps cached bodies in files on disk (the kernel's page cache holds them, outside" \
     "  nginx's RSS), and only keys in shared memory: its RSS is not comparable with levee's or Varnish's." ""
+fi
 log "report written to $OUT_FILE"
 record_report

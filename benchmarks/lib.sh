@@ -274,6 +274,36 @@ EOF
     wait_port "$port" "$NGINX_PID"
 }
 
+# start_nginx_static NAME PORT ROOT (sets NGINX_PID): nginx serving the files under ROOT
+# itself, as a site's static files are served: sendfile, open_file_cache, 2 workers,
+# access log off, keepalive_requests raised as in start_nginx.
+start_nginx_static() {
+    local name=$1 port=$2 root=$3 user_line="" dir="$WORK/$1"
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && user_line="user root;"
+    cat >"$dir/nginx.conf" <<EOF
+$user_line
+worker_processes 2;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    sendfile on;
+    keepalive_requests 1000000;
+    open_file_cache max=1000 inactive=60s;
+    $(nginx_temp_paths "$dir")
+    server {
+        listen 127.0.0.1:$port;
+        root $root;
+    }
+}
+EOF
+    start_bg "$name" "$(command -v nginx || echo /usr/sbin/nginx)" -e stderr -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;'
+    NGINX_PID=$BG_PID
+    wait_port "$port" "$NGINX_PID"
+}
+
 # start_nginx_php NAME PORT SOCKET ROOT : nginx in front of php-fpm as PHP applications'
 # documentation deploys them (try_files to index.php, PATH_INFO for /index.php/Page):
 # "direct" in apps.sh and seedapps.sh (sets DIRECT_PID).

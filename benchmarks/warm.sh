@@ -7,7 +7,8 @@
 #     same number of processes), where it boots once per process.
 # APP=symfony (default): the Symfony 5.4 test app from Debian's packages
 # (crates/levee/tests/php-apps/symfony, one front controller for both), its Twig page `/`
-# and its JSON endpoint `/json`. APP=synthetic: a generated framework-like tree (300
+# and its JSON endpoint `/json`. APP=laravel: the Laravel 8 test app beside it, the same
+# two routes (Blade, the web middleware group with file sessions). APP=synthetic: a generated framework-like tree (300
 # class files and a container "compiled" at boot, about 50 ms), one page.
 # Both answer uncacheable responses, so levee's cache plays no part.
 #
@@ -15,7 +16,7 @@
 # alternating; medians.
 # Usage: benchmarks/warm.sh             (about 3 minutes per URL)
 #        The table goes to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
-# Env:   APP=symfony|synthetic ROUNDS=3 DURATION=10 PHP_WORKERS=4 BOOT_WORK=140000, LEVEE, BUILD, KEEP_WORK
+# Env:   APP=symfony|laravel|synthetic ROUNDS=3 DURATION=10 PHP_WORKERS=4 BOOT_WORK=140000, LEVEE, BUILD, KEEP_WORK
 # Needs: php8.2-fpm, php8.2-cgi, php8.2-cli, curl, python3 (APP=symfony: php-symfony-framework-bundle,
 #        php-symfony-twig-bundle, php-twig). Targets 127.0.0.1 only.
 source "$(dirname "$0")/lib.sh"
@@ -33,7 +34,16 @@ open_report warm
 # ---- the app -------------------------------------------------------------------------
 
 APP="$WORK/app"
-if [ "$APP_KIND" = symfony ]; then
+if [ "$APP_KIND" = laravel ]; then
+    [ -f /usr/share/php/Illuminate/autoload.php ] ||
+        { echo "missing: Laravel; install with: apt-get install -y php-laravel-framework" >&2; exit 2; }
+    cp -r "$REPO_DIR/crates/levee/tests/php-apps/laravel" "$APP"
+    ROOT="$APP/public"
+    FRONT="$APP/public/index.php"
+    URLS="/ /json"
+    CHECK="Hello levee"
+    DESCRIBE='the Laravel 8.83 test app (crates/levee/tests/php-apps/laravel: HTTP kernel with the web group (cookies, file sessions, CSRF), Blade, debug off) from Debian'"'"'s packages, one front controller public/index.php for both; `/` renders a Blade page, `/json` a JSON response'
+elif [ "$APP_KIND" = symfony ]; then
     [ -f /usr/share/php/Symfony/Bundle/FrameworkBundle/autoload.php ] ||
         { echo "missing: Symfony; install with: apt-get install -y php-symfony-framework-bundle php-symfony-twig-bundle php-twig" >&2; exit 2; }
     cp -r "$REPO_DIR/crates/levee/tests/php-apps/symfony" "$APP"
@@ -145,8 +155,8 @@ print(round(float(row["rps"])), "%.1f" % float(row["p99_ms"]), row["errors"])'
 report "# Warm workers: php-fpm vs levee's app pool, uncached, APP=$APP_KIND ($(date '+%Y-%m-%d %H:%M'))" ""
 machine_info
 report "- app: $DESCRIBE" \
-    "- php-fpm: pm = static, $PHP_WORKERS workers, opcache on, through \`levee serve --backend fastcgi+unix:SOCK --root $([ "$APP_KIND" = symfony ] && echo APP/public || echo APP)\` (every request boots the app)" \
-    "- warm: \`levee serve --app \"php runtime/levee-worker.php {port} $([ "$APP_KIND" = symfony ] && echo public/index.php || echo warm.php)\" --app-processes $PHP_WORKERS\` (php-cgi, boots once per process)" \
+    "- php-fpm: pm = static, $PHP_WORKERS workers, opcache on, through \`levee serve --backend fastcgi+unix:SOCK --root $([ "$APP_KIND" = synthetic ] && echo APP || echo APP/public)\` (every request boots the app)" \
+    "- warm: \`levee serve --app \"php runtime/levee-worker.php {port} $([ "$APP_KIND" = synthetic ] && echo warm.php || echo public/index.php)\" --app-processes $PHP_WORKERS\` (php-cgi, boots once per process)" \
     "- load: \`levee bench URL -c C -d ${DURATION}s\`, $ROUNDS runs per setup alternating, medians; responses are uncacheable" \
     "" \
     "| URL | clients | php-fpm req/s | warm req/s | warm/php-fpm | php-fpm p99 ms | warm p99 ms | errors php-fpm/warm | runs php-fpm / warm |" \

@@ -311,6 +311,20 @@ impl StoredHeaders {
         self.start == self.end
     }
 
+    /// Bytes of the whole buffer: what [`StoredHeaders::pack`] put before, the packed
+    /// fields, and the body after.
+    pub fn buffer_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// What the custom names cost beside the buffer.
+    pub fn custom_size(&self) -> usize {
+        self.custom
+            .iter()
+            .map(|n| n.as_str().len() + std::mem::size_of::<HeaderName>())
+            .sum()
+    }
+
     /// Bytes the packed fields take (their values, 3 bytes per field, 3 per interned
     /// field, the custom names).
     pub fn size(&self) -> usize {
