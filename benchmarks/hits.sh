@@ -66,16 +66,16 @@ start_all() {
     xcache_vcl "$WORK/hits-$label.vcl" "$ORIGIN_PORT"
     start_varnish "varnish-$label" "${PORT[varnish]}" "$WORK/hits-$label.vcl" malloc,1G
     PID[varnish]=$VARNISH_PID
-    PORT[nginx]=$(free_port)
-    start_nginx "nginx-$label" "${PORT[nginx]}" "$ORIGIN_PORT"
-    PID[nginx]=$NGINX_PID
-    # The object's very bytes, as a file.
+    # The object's very bytes, as a file (started before nginx: NGINX_DIR is nginx's).
     mkdir -p "$WORK/static-$label"
     curl -sf -o "$WORK/static-$label/hit-$label" "http://127.0.0.1:$ORIGIN_PORT/hit-$label" ||
         die "cannot fetch /hit-$label from the origin"
     PORT[nginx-static]=$(free_port)
     start_nginx_static "nginx-static-$label" "${PORT[nginx-static]}" "$WORK/static-$label"
     PID[nginx-static]=$NGINX_PID
+    PORT[nginx]=$(free_port)
+    start_nginx "nginx-$label" "${PORT[nginx]}" "$ORIGIN_PORT"
+    PID[nginx]=$NGINX_PID
 }
 stop_all() {
     local s

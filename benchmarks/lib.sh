@@ -238,7 +238,39 @@ nginx_temp_paths() {
 # tcp_nopush (Debian's nginx.conf turns it on) is left off: on loopback it cut nginx's
 # 100 KiB hits from ~18,000 to ~1,800 req/s with a 48 ms p99 (TCP_CORK + delayed ACK).
 start_nginx() {
-    local name=$1 port=$2 backend=$3 user_line=""
+    local name=$1 port=$2 backend=$3 dir="$WORK/$1"
+    run_nginx "$name" "$port" "
+    proxy_cache_path $dir/cache levels=1:2 keys_zone=bench:64m max_size=1g inactive=1h use_temp_path=off;
+    upstream origin { server 127.0.0.1:$backend; keepalive 64; }
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_cache bench;
+            add_header X-Cache-Status \$upstream_cache_status always;
+        }
+    }"
+}
+
+# start_nginx_static NAME PORT ROOT (sets NGINX_PID, NGINX_DIR): nginx serving the files
+# under ROOT itself, as a site's static files are served: open_file_cache, and the rest
+# as start_nginx.
+start_nginx_static() {
+    run_nginx "$1" "$2" "
+    open_file_cache max=1000 inactive=60s;
+    server {
+        listen 127.0.0.1:$2;
+        root $3;
+    }"
+}
+
+# run_nginx NAME PORT HTTP_CONF (sets NGINX_PID, NGINX_DIR=$WORK/NAME): nginx with 2
+# workers, access log off, sendfile on, keepalive_requests raised, its temporary paths
+# in NGINX_DIR, and HTTP_CONF inside `http {}`; waits for PORT.
+run_nginx() {
+    local name=$1 port=$2 conf=$3 user_line=""
     NGINX_DIR="$WORK/$name"
     mkdir -p "$NGINX_DIR"
     [ "$(id -u)" = 0 ] && user_line="user root;"
@@ -253,53 +285,10 @@ http {
     sendfile on;
     keepalive_requests 1000000;
     $(nginx_temp_paths "$NGINX_DIR")
-    proxy_cache_path $NGINX_DIR/cache levels=1:2 keys_zone=bench:64m max_size=1g inactive=1h use_temp_path=off;
-    upstream origin { server 127.0.0.1:$backend; keepalive 64; }
-    server {
-        listen 127.0.0.1:$port;
-        location / {
-            proxy_pass http://origin;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_cache bench;
-            add_header X-Cache-Status \$upstream_cache_status always;
-        }
-    }
+$conf
 }
 EOF
-    local nginx_bin
-    nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
-    start_bg "$name" "$nginx_bin" -e stderr -p "$NGINX_DIR" -c "$NGINX_DIR/nginx.conf" -g 'daemon off;'
-    NGINX_PID=$BG_PID
-    wait_port "$port" "$NGINX_PID"
-}
-
-# start_nginx_static NAME PORT ROOT (sets NGINX_PID): nginx serving the files under ROOT
-# itself, as a site's static files are served: sendfile, open_file_cache, 2 workers,
-# access log off, keepalive_requests raised as in start_nginx.
-start_nginx_static() {
-    local name=$1 port=$2 root=$3 user_line="" dir="$WORK/$1"
-    mkdir -p "$dir"
-    [ "$(id -u)" = 0 ] && user_line="user root;"
-    cat >"$dir/nginx.conf" <<EOF
-$user_line
-worker_processes 2;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    sendfile on;
-    keepalive_requests 1000000;
-    open_file_cache max=1000 inactive=60s;
-    $(nginx_temp_paths "$dir")
-    server {
-        listen 127.0.0.1:$port;
-        root $root;
-    }
-}
-EOF
-    start_bg "$name" "$(command -v nginx || echo /usr/sbin/nginx)" -e stderr -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;'
+    start_bg "$name" "$(command -v nginx || echo /usr/sbin/nginx)" -e stderr -p "$NGINX_DIR" -c "$NGINX_DIR/nginx.conf" -g 'daemon off;'
     NGINX_PID=$BG_PID
     wait_port "$port" "$NGINX_PID"
 }
