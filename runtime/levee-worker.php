@@ -746,42 +746,92 @@ function levee_finish(LeveeRequest $req, int $baseLevel): void
     }
 }
 
-/** PHP's session as php-fpm leaves it after a request: written, closed and forgotten. */
+/**
+ * PHP's session as php-fpm leaves it after a request: written, closed and forgotten.
+ *
+ * An id PHP still holds (this request's user's) is cleared now: the next request, on
+ * this process, must never get it. An empty one (Symfony's session listener sets one
+ * when it resets; $force says the application may have) is only noted: it makes the
+ * next session_start() ignore the request's session cookie, which matters only to a
+ * request that brings one, and levee_clear_stale_session_id() clears it before such a
+ * request. A cookieless request (most anonymous traffic) starts its session afresh
+ * either way, and is spared the cost (a session started and destroyed: about 40 µs).
+ */
 function levee_reset_session(bool $force): void
 {
+    global $levee_session_stale;
     if (session_status() === PHP_SESSION_ACTIVE) {
         session_write_close();
     }
-    // session_id() says '' both when PHP holds no id and when it holds an empty one
-    // (Symfony's session listener sets one when it resets): the latter also makes the
-    // next session_start() ignore the cookie, so $force clears it whatever it says.
-    if (session_status() !== PHP_SESSION_DISABLED && ($force || session_id() !== '')) {
-        // PHP keeps the last session's id for the next session_start(), which then
-        // ignores the next request's cookie. Only session_destroy() clears it: destroy a
-        // throwaway session (never the user's), so that the next session_start() reads
-        // its id from the next request's cookie, as under php-fpm.
-        $cookie = $_COOKIE;
-        $_COOKIE = [];
-        set_error_handler(static fn (): bool => true);
-        try {
-            session_id('levee' . bin2hex(random_bytes(16)));
-            // No cookie, no cache headers: nothing of it reaches a response. (The ini
-            // values these options set are put back by levee_restore_ini.)
-            if (@session_start(['use_cookies' => 0, 'cache_limiter' => ''])) {
-                @session_destroy();
-            }
-        } catch (Throwable) {
-        } finally {
-            restore_error_handler();
-            $_COOKIE = $cookie;
-        }
+    // session_id() says '' both when PHP holds no id and when it holds an empty one.
+    if (session_status() !== PHP_SESSION_DISABLED) {
         if (session_id() !== '') {
-            levee_log('could not clear the PHP session id between requests; stopping this process so no session crosses users');
-            exit(1);
+            levee_forget_session_id();
+        } elseif ($force) {
+            $levee_session_stale = true;
         }
     }
     unset($GLOBALS['_SESSION']);
 }
+
+/**
+ * Before a request, once its globals are in place: clears an empty session id the last
+ * request left (levee_reset_session) if this request could name its session: it brings
+ * a cookie, or session ids may also come in the query or the form.
+ */
+function levee_clear_stale_session_id(): void
+{
+    global $levee_session_stale;
+    if (!$levee_session_stale) {
+        return;
+    }
+    if ($_COOKIE !== [] || !filter_var(ini_get('session.use_only_cookies'), FILTER_VALIDATE_BOOL)) {
+        levee_forget_session_id();
+        unset($GLOBALS['_SESSION']);
+        $levee_session_stale = false;
+    }
+}
+
+/**
+ * Makes PHP forget the session id it holds, so that the next session_start() reads its
+ * id from the request, as under php-fpm. Only session_destroy() clears it: destroy a
+ * throwaway session (never the user's).
+ */
+function levee_forget_session_id(): void
+{
+    $cookie = $_COOKIE;
+    $_COOKIE = [];
+    // The options below set these for the rest of the request: put back at once, since
+    // this may run before the request's own session_start().
+    $ini = [
+        'session.use_cookies' => ini_get('session.use_cookies'),
+        'session.cache_limiter' => ini_get('session.cache_limiter'),
+    ];
+    set_error_handler(static fn (): bool => true);
+    try {
+        session_id('levee' . bin2hex(random_bytes(16)));
+        // No cookie, no cache headers: nothing of it reaches a response.
+        if (@session_start(['use_cookies' => 0, 'cache_limiter' => ''])) {
+            @session_destroy();
+        }
+    } catch (Throwable) {
+    } finally {
+        foreach ($ini as $name => $value) {
+            if ($value !== false) {
+                @ini_set($name, $value);
+            }
+        }
+        restore_error_handler();
+        $_COOKIE = $cookie;
+    }
+    if (session_id() !== '') {
+        levee_log('could not clear the PHP session id between requests; stopping this process so no session crosses users');
+        exit(1);
+    }
+}
+
+/** Whether the last request may have left PHP an empty session id (see levee_reset_session). */
+$levee_session_stale = false;
 
 /** php.ini settings as the application left them at boot. */
 $levee_ini = [];
@@ -1034,6 +1084,7 @@ function levee_serve_one($conn, mixed $app, array $pristine, string $appFile, in
     $req->keepAlive = strcasecmp($r['headers']['connection'] ?? '', 'close') !== 0;
     $levee_current = $req;
     levee_globals($r, $req, $pristine, $appFile, $port);
+    levee_clear_stale_session_id();
     $forceSession = is_object($app) && $app instanceof \Symfony\Component\HttpKernel\HttpKernelInterface;
     try {
         levee_dispatch($app, $r);

@@ -174,6 +174,10 @@ impl Served {
     /// `levee serve --app "php runtime/levee-worker.php {port} <app>/public/index.php"`
     /// with two processes.
     fn kept_warm(app: &App, root: &Path) -> Served {
+        Served::kept_warm_with(app, root, "2")
+    }
+
+    fn kept_warm_with(app: &App, root: &Path, processes: &str) -> Served {
         let runtime = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../runtime/levee-worker.php")
             .canonicalize()
@@ -184,7 +188,7 @@ impl Served {
             root.join("public/index.php").display()
         );
         let levee = levee!()
-            .args(&["--app", &command, "--app-processes", "2"])
+            .args(&["--app", &command, "--app-processes", processes])
             .debug_headers()
             .config(NO_CACHE)
             .start();
@@ -750,6 +754,50 @@ async fn symfony_behind_php_fpm() {
 async fn symfony_kept_warm_answers_as_php_fpm() {
     if require_warm(&SYMFONY) {
         kept_warm_answers_as_php_fpm(&SYMFONY).await;
+    }
+}
+
+/// One warm process; a user's requests with strangers' cookieless ones between them.
+/// Symfony's session listener leaves PHP an empty session id after every request, which
+/// would make the next session_start() ignore the user's cookie; the runtime clears it
+/// only before a request that brings a cookie (cookieless ones start afresh anyway).
+/// The user keeps both sessions, Symfony's and PHP's own, every time; strangers get none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn symfony_warm_sessions_survive_cookieless_requests_between() {
+    if !require_warm(&SYMFONY) {
+        return;
+    }
+    let dir = temp_dir();
+    let root = copy_app(&SYMFONY, dir.path());
+    let s = Served::kept_warm_with(&SYMFONY, &root, "1");
+    let user = |what: &str, r: &Resp| -> Value {
+        assert_eq!(r.status, 200, "{}", s.says(what, r));
+        json_of(&s, what, r)["user"].clone()
+    };
+    let mut a = Client::default();
+    let r = a.get(&s, "/login?user=alice").await;
+    assert_eq!(user("/login", &r), json!("alice"));
+    let r = a.get(&s, "/native/login?user=alice").await;
+    assert_eq!(user("/native/login", &r), json!("alice"));
+    let sid = a.jar.get("PHPSESSID").cloned().expect("PHPSESSID");
+    for round in 0..3 {
+        for path in ["/whoami", "/native/whoami"] {
+            let r = Client::default().get(&s, path).await;
+            assert_eq!(user(&format!("{round} stranger {path}"), &r), Value::Null);
+        }
+        let r = a.get(&s, "/whoami").await;
+        assert_eq!(user(&format!("{round} /whoami"), &r), json!("alice"));
+        let r = Client::default().get(&s, "/native/whoami").await;
+        assert_eq!(user(&format!("{round} stranger again"), &r), Value::Null);
+        let r = a.get(&s, "/native/whoami").await;
+        let v = json_of(&s, "/native/whoami", &r);
+        assert_eq!(
+            v["user"],
+            json!("alice"),
+            "{}",
+            s.says(&format!("{round}"), &r)
+        );
+        assert_eq!(v["id"], json!(sid), "{}", s.says(&format!("{round}"), &r));
     }
 }
 
