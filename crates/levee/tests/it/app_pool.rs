@@ -455,6 +455,42 @@ async fn a_php_app_stays_warm_in_the_php_worker_runtime() {
     }
 }
 
+/// What a request changes with ini_set() (and set_include_path(), error_reporting())
+/// is set back before the next, as php-fpm does at the end of every request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_a_request_changes_are_set_back_before_the_next() {
+    levee_test::require!(levee_test::tools::PHP_CGI);
+    let dir = tempfile::tempdir().unwrap();
+    let app = r#"<?php
+return function (array $r) {
+    if ($r['path'] === '/change') {
+        ini_set('precision', '5');
+        ini_set('default_charset', 'ISO-8859-1');
+        set_include_path('/nowhere');
+        error_reporting(0);
+    }
+    return [200, ['Cache-Control' => 'no-store'], 'precision=' . ini_get('precision')
+        . ' charset=' . ini_get('default_charset') . ' include_path=' . get_include_path()
+        . ' error_reporting=' . error_reporting()];
+};
+"#;
+    let levee = start_php_app(dir.path(), app, "1");
+    let before = levee.get("/read").await;
+    assert_eq!(before.status, 200, "{}", before.summary());
+    let changed = levee.get("/change").await.text();
+    assert!(
+        changed.contains("precision=5") && changed.contains("include_path=/nowhere"),
+        "{changed}"
+    );
+    assert!(
+        changed.contains("error_reporting=0 ") || changed.ends_with("error_reporting=0"),
+        "{changed}"
+    );
+    for _ in 0..2 {
+        assert_eq!(levee.get("/read").await.text(), before.text(), "set back");
+    }
+}
+
 /// Sequential requests (every process idle each time) go round the processes, not
 /// all to the first: four in a row reach four processes of the warm PHP runtime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
