@@ -80,15 +80,6 @@ start_bg levee "$LEVEE" serve --listen "127.0.0.1:$PLAIN" --listen-tls "127.0.0.
 PID[levee]=$BG_PID
 wait_port "${PORT[levee]}" "${PID[levee]}"
 
-# cpu_ticks PID: user + system clock ticks of PID and its descendants, all threads.
-cpu_ticks() {
-    local p t=0
-    for p in "$1" $(descendants "$1"); do
-        [ -r "/proc/$p/stat" ] || continue
-        t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-    done
-    echo "$t"
-}
 HZ=$(getconf CLK_TCK)
 
 # h3_run URL CONNS: "rps p99_ms errors" from levee bench --h3.

@@ -24,6 +24,16 @@ descendants() {
     done
 }
 
+# cpu_ticks PID: user + system clock ticks of PID and its descendants, all threads.
+cpu_ticks() {
+    local p t=0
+    for p in "$1" $(descendants "$1"); do
+        [ -r "/proc/$p/stat" ] || continue
+        t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+    done
+    echo "$t"
+}
+
 cleanup() {
     local rc=$? pid all=() i
     trap - EXIT INT TERM

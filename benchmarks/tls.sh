@@ -146,16 +146,6 @@ h2load_parse() {
         END { printf "%d %d %d %s %s\n", ok, bad, non2, secs, rps }' "$1"
 }
 
-# cpu_ticks PID: user + system clock ticks of PID and its descendants, all threads.
-cpu_ticks() {
-    local p t=0
-    for p in "$1" $(descendants "$1"); do
-        [ -r "/proc/$p/stat" ] || continue
-        t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-    done
-    echo "$t"
-}
-
 # s_time_rate URL MODE: connections per second of `openssl s_time -MODE` for DURATION.
 s_time_rate() {
     local hostport path out

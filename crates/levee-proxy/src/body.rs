@@ -1,5 +1,6 @@
 //! The one response body type levee sends, so that no response is boxed.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -128,47 +129,9 @@ impl Body for ProxyBody {
     }
 }
 
-use std::future::Future;
-
-/// A request body as the client sends it: over HTTP/1.1 or HTTP/2 (hyper's), or over
-/// HTTP/3 (levee-h3's).
-pub enum ClientBody {
-    Hyper(hyper::body::Incoming),
-    H3(levee_h3::RecvBody),
-}
-
-impl Body for ClientBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.get_mut() {
-            ClientBody::Hyper(b) => Pin::new(b)
-                .poll_frame(cx)
-                .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
-            ClientBody::H3(b) => Pin::new(b)
-                .poll_frame(cx)
-                .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            ClientBody::Hyper(b) => b.is_end_stream(),
-            ClientBody::H3(b) => b.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            ClientBody::Hyper(b) => b.size_hint(),
-            ClientBody::H3(b) => b.size_hint(),
-        }
-    }
-}
+/// A request body as the client sends it: over HTTP/1.1 or HTTP/2 (hyper's, `Left`), or
+/// over HTTP/3 (levee-h3's, `Right`).
+pub type ClientBody = http_body_util::Either<hyper::body::Incoming, levee_h3::RecvBody>;
 
 /// A response as levee sends it.
 pub(crate) type Resp = http::Response<ProxyBody>;

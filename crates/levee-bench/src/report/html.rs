@@ -325,13 +325,7 @@ fn summary(out: &mut String, r: &Report, name: &str) {
         (None, Some(n)) => format!("{n} requests per step"),
         _ => String::new(),
     };
-    let proto = if c.http3 {
-        "HTTP/3 (QUIC)"
-    } else if c.http2 {
-        "HTTP/2 (h2c)"
-    } else {
-        "HTTP/1.1"
-    };
+    let proto = c.protocol();
     let ka = if c.keepalive {
         "keep-alive"
     } else {

@@ -67,6 +67,19 @@ pub struct RunConfig {
     pub warmup_s: f64,
 }
 
+impl RunConfig {
+    /// The protocol the run spoke, as the reports name it.
+    pub fn protocol(&self) -> &'static str {
+        if self.http3 {
+            "HTTP/3 (QUIC)"
+        } else if self.http2 {
+            "HTTP/2 (h2c)"
+        } else {
+            "HTTP/1.1"
+        }
+    }
+}
+
 /// Results of one concurrency level.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StepReport {

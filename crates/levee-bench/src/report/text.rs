@@ -71,13 +71,7 @@ fn header(out: &mut String, r: &Report) {
     if let Some(len) = first.and_then(|s| s.document_length) {
         let _ = writeln!(out, "Document Length:        {len} bytes");
     }
-    let proto = if c.http3 {
-        "HTTP/3 (QUIC)"
-    } else if c.http2 {
-        "HTTP/2 (h2c)"
-    } else {
-        "HTTP/1.1"
-    };
+    let proto = c.protocol();
     let ka = if c.keepalive {
         "keep-alive"
     } else {

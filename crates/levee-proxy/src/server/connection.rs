@@ -13,9 +13,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::body::ClientBody;
 use crate::request::{handle, Shared};
 use crate::server::client::ConnInfo;
+use http_body_util::Either;
 use levee_sendfile::{SendQueue, ZcStream};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -145,7 +145,7 @@ async fn serve_http<I>(
             let shared = svc_shared.clone();
             async move {
                 let mut guard = guard;
-                let resp = handle(shared, req.map(ClientBody::Hyper), conn).await;
+                let resp = handle(shared, req.map(Either::Left), conn).await;
                 guard.answered = true;
                 resp
             }
@@ -175,7 +175,7 @@ async fn serve_http<I>(
             if let Some(queue) = &sendfile {
                 req.extensions_mut().insert(queue.clone());
             }
-            handle(svc_shared.clone(), req.map(ClientBody::Hyper), conn)
+            handle(svc_shared.clone(), req.map(Either::Left), conn)
         });
         let mut b = hyper::server::conn::http1::Builder::new();
         b.timer(TokioTimer::new())

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use http::HeaderValue;
 use tokio::sync::{watch, Semaphore};
 
-use crate::body::ClientBody;
 use crate::error::BindError;
 use crate::request::{handle, Shared};
 use crate::server::client::ConnInfo;
+use http_body_util::Either;
 
 /// The UDP sockets on the ports of the HTTPS listeners as bound (`tls_addrs`), when
 /// HTTP/3 is on: those systemd's store kept for a restart, the others bound.
@@ -96,7 +96,7 @@ pub(super) fn serve(
                 tls: true,
             };
             async move {
-                match handle(shared, req.map(ClientBody::H3), conn).await {
+                match handle(shared, req.map(Either::Right), conn).await {
                     Ok(resp) => resp,
                     Err(never) => match never {},
                 }

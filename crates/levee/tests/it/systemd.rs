@@ -133,40 +133,9 @@ fn levee_cmd(origin: &Origin, listen: &str, notify: &Notify) -> Command {
 /// levee started the way systemd starts it under a `.socket` unit: `listener` as fd 3,
 /// `LISTEN_FDS=1` and `LISTEN_PID` its own pid (set by a shell that then execs levee,
 /// keeping its pid).
-#[allow(unsafe_code)]
 fn spawn_activated(cmd: Command, listener: &TcpListener, stderr: Stdio) -> Child {
     use std::os::fd::AsRawFd;
-    let fd = listener.as_raw_fd();
-    let program = cmd.get_program().to_owned();
-    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
-    let mut sh = Command::new("sh");
-    sh.arg("-c")
-        .arg(r#"export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" "$@""#)
-        .arg(program)
-        .args(args);
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => sh.env(k, v),
-            None => sh.env_remove(k),
-        };
-    }
-    sh.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
-    // SAFETY: between fork and exec only dup2 and fcntl, both async-signal-safe; fd 3
-    // then refers to the listener without close-on-exec.
-    unsafe {
-        sh.pre_exec(move || {
-            let r = if fd == 3 {
-                libc::fcntl(3, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(fd, 3)
-            };
-            if r < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    sh.spawn().unwrap()
+    spawn_fds(cmd, &[listener.as_raw_fd()], None, stderr)
 }
 
 fn kill(child: &Child, signal: &str) {
@@ -357,10 +326,23 @@ fn a_stored_socket_no_address_names_is_released() {
 
 /// levee started with several stored sockets, as systemd passes its fd store: `fds`
 /// from fd 3 on, `LISTEN_FDS` their count, `LISTEN_FDNAMES` their names.
-#[allow(unsafe_code)]
 fn spawn_with_fds(cmd: Command, fds: &[(std::os::fd::RawFd, String)]) -> Child {
     let raw: Vec<std::os::fd::RawFd> = fds.iter().map(|(fd, _)| *fd).collect();
     let names: Vec<&str> = fds.iter().map(|(_, n)| n.as_str()).collect();
+    spawn_fds(cmd, &raw, Some(&names), Stdio::null())
+}
+
+/// `cmd` through a shell that sets `LISTEN_PID` to its own pid and `LISTEN_FDS` to the
+/// count of `raw`, then execs it with `raw` as fds 3, 4... (and `LISTEN_FDNAMES`, if
+/// named).
+#[allow(unsafe_code)]
+fn spawn_fds(
+    cmd: Command,
+    raw: &[std::os::fd::RawFd],
+    names: Option<&[&str]>,
+    stderr: Stdio,
+) -> Child {
+    let raw = raw.to_vec();
     let program = cmd.get_program().to_owned();
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
     let mut sh = Command::new("sh");
@@ -377,10 +359,10 @@ fn spawn_with_fds(cmd: Command, fds: &[(std::os::fd::RawFd, String)]) -> Child {
             None => sh.env_remove(k),
         };
     }
-    sh.env("LISTEN_FDNAMES", names.join(":"));
-    sh.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    if let Some(names) = names {
+        sh.env("LISTEN_FDNAMES", names.join(":"));
+    }
+    sh.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
     // SAFETY: between fork and exec only dup2, async-signal-safe: each descriptor first
     // to a high number (so that none overwrites another still to move), then to 3, 4...
     // (dup2's copies have no close-on-exec).
