@@ -938,13 +938,8 @@ async fn missing_socket_is_a_clear_connect_error() {
          check listen = in its pool config"
     );
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let client = Client::new(
-        Address::Tcp(format!("127.0.0.1:{port}")),
+        Address::Tcp(levee_test::ports::refused_addr().to_string()),
         ClientConfig::default(),
     );
     let err = client

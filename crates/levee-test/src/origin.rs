@@ -349,10 +349,7 @@ impl Origin {
 
     /// A backend URL on which nothing listens (connections are refused).
     pub fn refusing_url() -> String {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = l.local_addr().expect("addr");
-        drop(l);
-        format!("http://{addr}")
+        format!("http://{}", crate::ports::refused_addr())
     }
 }
 

@@ -41,6 +41,25 @@ pub fn free_port() -> u16 {
     panic!("no free port between {LOWEST} and {top} on 127.0.0.1");
 }
 
+/// An address on 127.0.0.1 where connections are refused, for as long as the test process
+/// lives.
+///
+/// Binding port 0 and dropping the listener is not enough: tests running beside this one
+/// bind their own ephemeral ports, and CI once saw such a port taken by another test's
+/// server in the window (the connection was accepted and closed instead of refused). The
+/// port is kept bound here without listening, so the kernel answers SYNs with a reset and
+/// gives the port to no one else; the socket is left open on purpose until the process
+/// exits.
+pub fn refused_addr() -> std::net::SocketAddr {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
+    socket
+        .bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .expect("bind 127.0.0.1:0");
+    let addr = socket.local_addr().expect("the bound address");
+    std::mem::forget(socket);
+    addr
+}
+
 /// The first port of the kernel's ephemeral range (Linux: 32768 unless changed).
 fn ephemeral_start() -> u32 {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
@@ -58,5 +77,14 @@ mod tests {
         assert_ne!(a, b);
         assert!(u32::from(a) < super::ephemeral_start().max(11_000));
         assert!(u32::from(a) >= super::LOWEST);
+    }
+
+    #[test]
+    fn a_refused_address_refuses_and_stays_taken() {
+        let addr = super::refused_addr();
+        let err = std::net::TcpStream::connect(addr).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+        // Nobody else is given the port while it is held.
+        assert!(std::net::TcpListener::bind(addr).is_err());
     }
 }

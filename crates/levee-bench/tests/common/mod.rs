@@ -174,10 +174,7 @@ pub fn stalled_server() -> SocketAddr {
 
 /// A loopback port with nothing listening: connects are refused.
 pub fn closed_port() -> SocketAddr {
-    let l = StdListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    drop(l);
-    addr
+    levee_test::ports::refused_addr()
 }
 
 #[derive(Parser)]
