@@ -113,6 +113,27 @@ const SENSITIVE: u8 = 1;
 /// A length byte of this value: the length follows as a u32 (little-endian).
 const LONG: u8 = u8::MAX;
 
+/// A number as a header value (`Age`, `Content-Length` of a hit), in one allocation
+/// (`HeaderValue::from(u64)` takes two: a buffer, then its sharing) and none for a single
+/// digit. Written by hand: it is the hit path, and the digits need no formatter.
+pub fn decimal(n: u64) -> HeaderValue {
+    const DIGITS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+    if let Some(d) = usize::try_from(n).ok().and_then(|i| DIGITS.get(i)) {
+        return HeaderValue::from_static(d);
+    }
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    let mut rest = n;
+    while rest > 0 {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    // Digits are always a valid value; the fallback is never taken.
+    HeaderValue::from_maybe_shared(Bytes::copy_from_slice(&buf[at..]))
+        .unwrap_or_else(|_| HeaderValue::from(n))
+}
+
 fn standard_index(name: &HeaderName) -> Option<u8> {
     STANDARD
         .iter()
@@ -263,7 +284,9 @@ impl StoredHeaders {
 
     /// The fields as a `HeaderMap`, in their order (repeated fields stay repeated).
     pub fn to_map(&self) -> HeaderMap {
-        let mut map = HeaderMap::with_capacity(self.len());
+        // Room for what a hit adds (Age, X-Cache, Via, Content-Length, ...) without
+        // growing the map, which would take two more allocations and a rehash.
+        let mut map = HeaderMap::with_capacity(self.len() + 8);
         for (n, v) in self.iter() {
             map.append(n.clone(), v);
         }
@@ -531,5 +554,12 @@ mod tests {
         assert!(StoredHeaders::default().is_empty());
         assert_eq!(StoredHeaders::new(&HeaderMap::new()).len(), 0);
         assert!(StoredHeaders::default().to_map().is_empty());
+    }
+
+    #[test]
+    fn decimals_are_their_digits() {
+        for n in [0, 7, 9, 10, 99, 100, 12_345, 2_147_483_648, u64::MAX] {
+            assert_eq!(decimal(n), HeaderValue::from(n), "{n}");
+        }
     }
 }

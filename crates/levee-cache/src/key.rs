@@ -12,6 +12,7 @@
 //! What the key leaves out is dropped from the backend request of a fill (cookies,
 //! `Authorization` never reach a fill; see levee-proxy's `request/fill.rs`).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use bytes::Bytes;
@@ -76,7 +77,7 @@ impl CacheKey {
         let raw = request_host(uri, headers);
         // An invalid Host is refused before a key is made (levee-proxy's classify); should
         // one get here, it is kept as it came, lowercased: a key of its own.
-        let host = normalize_host(raw, scheme).unwrap_or_else(|| raw.to_ascii_lowercase());
+        let host = normalize_host(raw, scheme).unwrap_or_else(|| raw.to_ascii_lowercase().into());
         let pq = uri.path_and_query().map_or("/", |p| p.as_str());
         CacheKey::new(scheme, &host, pq)
     }
@@ -265,7 +266,10 @@ pub fn request_host<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> &'a str {
 /// a valid `uri-host [ ":" port ]` (RFC 9110 §7.2): no userinfo, no characters outside
 /// reg-name, a port of digits up to 65535, a bracketed IPv6 literal; such a request gets
 /// 400 (RFC 9112 §3.2). An empty value is valid (HTTP/1.0 without Host) and stays empty.
-pub fn normalize_host(raw: &str, scheme: Scheme) -> Option<String> {
+///
+/// Borrowed when `raw` is already normal, as nearly every request's `Host` is: the
+/// check runs on every request, twice, and need not allocate.
+pub fn normalize_host(raw: &str, scheme: Scheme) -> Option<Cow<'_, str>> {
     let (host, port) = if let Some(rest) = raw.strip_prefix('[') {
         let end = rest.find(']')?;
         let literal = &rest[..end];
@@ -335,12 +339,17 @@ pub fn normalize_host(raw: &str, scheme: Scheme) -> Option<String> {
     {
         return None;
     }
+    // `host` is a prefix of `raw` and `port` a suffix: together they are all of it
+    // only when no trailing dot or default port was dropped.
+    if host.len() + port.len() == raw.len() && !host.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Some(Cow::Borrowed(raw));
+    }
     let mut out = String::with_capacity(host.len() + port.len());
     for c in host.chars() {
         out.push(c.to_ascii_lowercase());
     }
     out.push_str(port);
-    Some(out)
+    Some(Cow::Owned(out))
 }
 
 /// The secondary key: the request-header values named by a response's `Vary`, in the

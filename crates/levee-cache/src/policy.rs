@@ -516,7 +516,7 @@ pub fn initial_age(
 /// `HeaderValue` of whole seconds, as `Age` wants it; at most 2^31 (RFC 9111 §5.1: an age
 /// that overflows is sent as 2147483648).
 pub fn age_header(age: Duration) -> HeaderValue {
-    HeaderValue::from(age.as_secs().min(DELTA_SECONDS_MAX))
+    crate::headers::decimal(age.as_secs().min(DELTA_SECONDS_MAX))
 }
 
 /// Gives a response without a valid `Date` the time it was received: RFC 9110 §6.6.1

@@ -99,7 +99,10 @@ impl Settings {
         );
         global(
             "tls.hsts",
-            self.tls.hsts.clone().unwrap_or_else(|| "off".into()),
+            self.tls.hsts.as_ref().map_or_else(
+                || "off".into(),
+                |v| String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            ),
         );
         let acme = self.tls.acme.as_ref();
         let unused = || "unused (no acme_email)".to_string();

@@ -130,8 +130,9 @@ pub struct TlsSettings {
     pub certs: Vec<(PathBuf, PathBuf)>,
     /// Cleartext GET and HEAD are redirected to https with 301, other methods with 308.
     pub redirect_http: bool,
-    /// The `Strict-Transport-Security` value sent on HTTPS responses.
-    pub hsts: Option<String>,
+    /// The `Strict-Transport-Security` value sent on HTTPS responses: a header value
+    /// made once here, not on every response.
+    pub hsts: Option<http::HeaderValue>,
     /// HTTP/3 over QUIC on the UDP port of each HTTPS listener (levee-h3).
     pub http3: bool,
     /// Certificates from an ACME CA for the sites' hosts that no file covers; `None`:
@@ -493,7 +494,14 @@ impl TlsSettings {
         }
         let hsts = match need(t.hsts, "tls.hsts")?.trim() {
             "off" | "" => None,
-            v if v.to_ascii_lowercase().starts_with("max-age=") => Some(v.to_string()),
+            v if v.to_ascii_lowercase().starts_with("max-age=") => {
+                Some(http::HeaderValue::from_str(v).map_err(|_| {
+                    ConfigError::invalid(
+                        "tls.hsts",
+                        format!("`{v}` has characters a header value cannot carry; write it like \"max-age=31536000; includeSubDomains\""),
+                    )
+                })?)
+            }
             v => {
                 return Err(ConfigError::invalid(
                     "tls.hsts",

@@ -489,6 +489,26 @@ fn acme_lets_an_https_listener_start_without_certificate_files() {
 }
 
 #[test]
+fn hsts_is_a_header_value_made_once_or_an_error_that_says_how() {
+    let hsts =
+        |v: &str| resolve(&format!("[tls]\nhsts = \"{v}\"\n"), with_backend()).map(|s| s.tls.hsts);
+    assert_eq!(
+        hsts("max-age=600; includeSubDomains").unwrap(),
+        Some(http::HeaderValue::from_static(
+            "max-age=600; includeSubDomains"
+        ))
+    );
+    assert_eq!(hsts("off").unwrap(), None);
+    for bad in ["max-age=600\\u0001", "600"] {
+        let err = hsts(bad).unwrap_err().to_string();
+        assert!(
+            err.contains("tls.hsts") && err.contains("max-age=31536000"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn acme_settings_are_checked() {
     let with = |tls: &str| {
         resolve(

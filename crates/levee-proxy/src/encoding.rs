@@ -20,6 +20,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
+use levee_cache::headers::decimal;
 use levee_cache::{DerivedBody, DerivedBudget, Entry, LeveeCoded};
 use levee_compress::{
     add_vary_accept_encoding, compress, compress_chunks, compressible, decompress,
@@ -254,7 +255,7 @@ impl Encoder {
         let mut h = entry.headers.to_map();
         if coding == Coding::Identity {
             h.remove(header::CONTENT_ENCODING);
-            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            h.insert(header::CONTENT_LENGTH, decimal(len as u64));
             match entry.levee_coded().map(|c| c.original_etag.clone()) {
                 // levee compressed it: uncompressed is exactly what the backend sent.
                 Some(Some(etag)) => {

@@ -82,6 +82,42 @@ fn one_host_one_spelling() {
 }
 
 #[test]
+fn a_host_already_normal_is_borrowed_and_others_are_rewritten() {
+    use std::borrow::Cow;
+    for normal in [
+        "example.com",
+        "example.com:8080",
+        "[::1]:8080",
+        "127.0.0.1:19012",
+        "",
+    ] {
+        let n = normalize_host(normal, Scheme::Http);
+        assert!(
+            matches!(n, Some(Cow::Borrowed(s)) if s == normal),
+            "{normal}: {n:?}"
+        );
+    }
+    for (raw, want) in [
+        ("Example.com", "example.com"),
+        ("example.com.", "example.com"),
+        ("example.com:80", "example.com"),
+        ("example.com:", "example.com"),
+        ("[::A]:8080", "[::a]:8080"),
+        ("a.b.:8080", "a.b:8080"),
+    ] {
+        let n = normalize_host(raw, Scheme::Http);
+        assert!(
+            matches!(&n, Some(Cow::Owned(s)) if s == want),
+            "{raw}: {n:?}"
+        );
+    }
+    assert_eq!(
+        normalize_host("example.com:443", Scheme::Https).as_deref(),
+        Some("example.com")
+    );
+}
+
+#[test]
 fn invalid_hosts_have_no_spelling() {
     for bad in [
         "user@example.com",

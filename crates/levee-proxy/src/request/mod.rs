@@ -72,6 +72,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use http::Request;
+use levee_sendfile::SendQueue;
 
 use crate::body::{body_len, ClientBody, Resp};
 use crate::outcome::{Answer, CacheResult};
@@ -84,6 +85,7 @@ pub(crate) async fn handle(
     shared: Arc<Shared>,
     req: Request<ClientBody>,
     conn: ConnInfo,
+    sendfile: Option<Arc<SendQueue>>,
 ) -> Result<Resp, Infallible> {
     let started = std::time::Instant::now();
     // What the access log needs of the request, before the phases consume it (cheap
@@ -101,13 +103,11 @@ pub(crate) async fn handle(
     let uri = req.uri().clone();
     let version = req.version();
     let head_only = req.method() == http::Method::HEAD;
-    let Answer { mut resp, outcome } = drive(&shared, req, conn).await;
+    let Answer { mut resp, outcome } = drive(&shared, req, conn, sendfile.as_ref()).await;
     if conn.tls {
         if let Some(hsts) = &shared.conf().settings.tls.hsts {
-            if let Ok(v) = http::HeaderValue::from_str(hsts) {
-                resp.headers_mut()
-                    .insert(http::header::STRICT_TRANSPORT_SECURITY, v);
-            }
+            resp.headers_mut()
+                .insert(http::header::STRICT_TRANSPORT_SECURITY, hsts.clone());
         }
         // HTTP/3 on this port's UDP twin, for the client's next requests.
         if version != http::Version::HTTP_3 {
@@ -183,7 +183,12 @@ pub(crate) async fn handle(
 
 /// Resolves the request's site, then carries out what each phase decides until one
 /// answers.
-async fn drive(shared: &Arc<Shared>, req: Request<ClientBody>, conn: ConnInfo) -> Answer {
+async fn drive(
+    shared: &Arc<Shared>,
+    req: Request<ClientBody>,
+    conn: ConnInfo,
+    sendfile: Option<&Arc<SendQueue>>,
+) -> Answer {
     let (parts, body) = req.into_parts();
     let Some(site) = shared.site_for(&parts) else {
         // Over TLS the connection was made for another name (RFC 9110 §15.5.20: the
@@ -194,7 +199,7 @@ async fn drive(shared: &Arc<Shared>, req: Request<ClientBody>, conn: ConnInfo) -
         };
         return respond::error(status, "no site of this server answers this host");
     };
-    let mut answer = run(shared, site, parts, body, conn).await;
+    let mut answer = run(shared, site, parts, body, conn, sendfile).await;
     answer.outcome.site = Some(site.index);
     answer
 }
@@ -206,6 +211,7 @@ async fn run(
     mut parts: http::request::Parts,
     body: ClientBody,
     conn: ConnInfo,
+    sendfile: Option<&Arc<SendQueue>>,
 ) -> Answer {
     // The route, once, on the path as the backend will read it: `/%61pi/`, `//api/`
     // and `/x/../api/` are `/api/` to php-fpm, to an nginx behind and to nginx's own
@@ -227,7 +233,7 @@ async fn run(
             files::first(routed, &parts)
         }
     };
-    let mut answer = phases(shared, routed, parts, body, conn, next).await;
+    let mut answer = phases(shared, routed, parts, body, conn, sendfile, next).await;
     // The route's headers go on whatever answers the request.
     if let Some(r) = rules {
         rules::add_headers(&r.rules, &mut answer);
@@ -273,6 +279,7 @@ async fn phases(
     parts: http::request::Parts,
     body: ClientBody,
     conn: ConnInfo,
+    sendfile: Option<&Arc<SendQueue>>,
     mut next: Next,
 ) -> Answer {
     loop {
@@ -280,7 +287,7 @@ async fn phases(
             Next::Files => Box::pin(files::serve(shared, site, &parts)).await,
             Next::Classify => classify::classify(site, &parts, conn),
             Next::Lookup(key) => lookup::lookup(shared, site, &parts, key),
-            Next::Serve(s) => return respond::entry(shared, &parts, s).await,
+            Next::Serve(s) => return respond::entry(shared, &parts, s, sendfile).await,
             Next::ServeAndRevalidate { key, serve } => {
                 fill::revalidate_in_background(shared, site, &key, &parts, &serve.entry, conn);
                 Next::Serve(serve)

@@ -94,7 +94,13 @@ fn strip_targeted(headers: &mut HeaderMap, cdn_too: bool) {
 
 /// A stored response in the coding the client accepts, or 304/412 when the client's
 /// preconditions say so.
-pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve) -> Answer {
+/// `sendfile`: the connection's queue when it can send large bodies with sendfile.
+pub(crate) async fn entry(
+    shared: &Shared,
+    parts: &request::Parts,
+    serve: Serve,
+    sendfile: Option<&Arc<zerocopy::SendQueue>>,
+) -> Answer {
     let Serve {
         entry,
         result,
@@ -144,7 +150,7 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
     let body = if parts.method == Method::HEAD {
         ProxyBody::Empty
     } else {
-        large_body(shared, parts, &entry.derived, coding, body)
+        large_body(shared, sendfile, &entry.derived, coding, body)
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = entry.status();
@@ -158,14 +164,14 @@ pub(crate) async fn entry(shared: &Shared, parts: &request::Parts, serve: Serve)
 /// the connection can (HTTP/1.1, see zerocopy.rs), else from memory.
 fn large_body(
     shared: &Shared,
-    parts: &request::Parts,
+    sendfile: Option<&Arc<zerocopy::SendQueue>>,
     derived: &levee_cache::Derived,
     coding: Coding,
     body: Bytes,
 ) -> ProxyBody {
     let len = body.len();
     if (zerocopy::MIN_LEN..=zerocopy::MAX_LEN).contains(&len) {
-        if let Some(queue) = parts.extensions.get::<Arc<zerocopy::SendQueue>>() {
+        if let Some(queue) = sendfile {
             if let Some(file) = shared.sendfile.get(derived.forms(), coding, &body) {
                 return ProxyBody::Zc(zerocopy::ZcBody::new(queue.clone(), file, len));
             }

@@ -145,7 +145,7 @@ async fn serve_http<I>(
             let shared = svc_shared.clone();
             async move {
                 let mut guard = guard;
-                let resp = handle(shared, req.map(Either::Left), conn).await;
+                let resp = handle(shared, req.map(Either::Left), conn, None).await;
                 guard.answered = true;
                 resp
             }
@@ -170,12 +170,12 @@ async fn serve_http<I>(
         }
     } else {
         let svc_first = first.clone();
-        let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+        let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             svc_first.seen();
-            if let Some(queue) = &sendfile {
-                req.extensions_mut().insert(queue.clone());
-            }
-            handle(svc_shared.clone(), req.map(Either::Left), conn)
+            // Handed down, not put in the request's extensions: that would take three
+            // allocations per request (the map, its table, the boxed value).
+            let queue = sendfile.clone();
+            handle(svc_shared.clone(), req.map(Either::Left), conn, queue)
         });
         let mut b = hyper::server::conn::http1::Builder::new();
         b.timer(TokioTimer::new())

@@ -96,7 +96,7 @@ pub(super) fn serve(
                 tls: true,
             };
             async move {
-                match handle(shared, req.map(Either::Right), conn).await {
+                match handle(shared, req.map(Either::Right), conn, None).await {
                     Ok(resp) => resp,
                     Err(never) => match never {},
                 }

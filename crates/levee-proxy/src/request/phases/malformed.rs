@@ -24,7 +24,7 @@ pub(crate) fn refuse(parts: &request::Parts, scheme: Scheme) -> Option<Answer> {
         let normal = host.to_str().ok().and_then(|h| normalize_host(h, scheme));
         match (normal, parts.uri.authority()) {
             (None, _) => "the Host field is not a valid host[:port]",
-            (Some(n), Some(a)) if normalize_host(a.as_str(), scheme).as_ref() != Some(&n) => {
+            (Some(n), Some(a)) if normalize_host(a.as_str(), scheme).as_deref() != Some(&*n) => {
                 "the Host field names another site than the request target"
             }
             _ => return None,
