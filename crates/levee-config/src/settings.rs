@@ -492,22 +492,16 @@ impl TlsSettings {
                 "redirecting to https needs an HTTPS listener: add --listen-tls ADDR (listen_tls)",
             ));
         }
+        // A value with characters no header may carry is refused like any other.
         let hsts = match need(t.hsts, "tls.hsts")?.trim() {
             "off" | "" => None,
-            v if v.to_ascii_lowercase().starts_with("max-age=") => {
-                Some(http::HeaderValue::from_str(v).map_err(|_| {
-                    ConfigError::invalid(
-                        "tls.hsts",
-                        format!("`{v}` has characters a header value cannot carry; write it like \"max-age=31536000; includeSubDomains\""),
-                    )
-                })?)
-            }
-            v => {
-                return Err(ConfigError::invalid(
+            v => match http::HeaderValue::from_str(v) {
+                Ok(h) if v.to_ascii_lowercase().starts_with("max-age=") => Some(h),
+                _ => return Err(ConfigError::invalid(
                     "tls.hsts",
                     format!("`{v}` is not a Strict-Transport-Security value; write it like \"max-age=31536000\" (add \"; includeSubDomains\" if every subdomain is HTTPS), or \"off\""),
-                ))
-            }
+                )),
+            },
         };
         let http3 = need(t.http3, "tls.http3")?;
         Ok(TlsSettings {
