@@ -9,7 +9,9 @@
 //!   sessions     the proven sessions (sessions.rs), one line each
 //!   00/ .. ff/   records, by the first two hex digits of their name (nginx's levels=2)
 //!     <32 hex>       one key's record (levee_cache::codec), named by codec::key_hex
-//!     <32 hex>.tmp   a record being written, renamed over <32 hex> once complete
+//!     <32 hex>.<run>.tmp   a record being written, renamed over <32 hex> once
+//!                    complete; <run> names the process that opened the directory, so
+//!                    that its opening scan deletes only what earlier ones left
 //! ```
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
@@ -77,9 +79,34 @@ pub fn charged(len: u64) -> u64 {
 #[derive(Debug)]
 pub struct Dir {
     pub root: PathBuf,
+    /// This opening's mark on its temp files (`.<run>.tmp`): the opening scan runs
+    /// while records are written, and must not delete a temp file about to be renamed.
+    run: String,
 }
 
 impl Dir {
+    pub fn new(root: PathBuf) -> Dir {
+        // Unique enough: one process holds the directory's lock at a time, and a
+        // leftover that happened to share the mark would only wait for the next opening.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Dir {
+            root,
+            run: format!(
+                "{:x}",
+                nanos ^ u64::from(std::process::id()).rotate_left(32)
+            ),
+        }
+    }
+
+    /// A temp file left by an earlier process (a crash mid-write): the opening scan
+    /// deletes it. This process's own are being written and are left alone.
+    pub fn is_leftover_temp(&self, name: &str) -> bool {
+        name.strip_suffix(".tmp")
+            .is_some_and(|rest| rest.rsplit_once('.').is_none_or(|(_, run)| run != self.run))
+    }
+
     pub fn bucket_path(&self, bucket: usize) -> PathBuf {
         self.root.join(format!("{bucket:02x}"))
     }
@@ -91,7 +118,9 @@ impl Dir {
 
     pub fn temp(&self, id: Id) -> PathBuf {
         let hex = id.hex();
-        self.root.join(&hex[..2]).join(format!("{hex}.tmp"))
+        self.root
+            .join(&hex[..2])
+            .join(format!("{hex}.{}.tmp", self.run))
     }
 
     /// Prepares `root` for use: created (0700) if missing, recognised as ours (or empty),
@@ -190,9 +219,7 @@ impl Dir {
                 }
             });
         }
-        let dir = Dir {
-            root: root_buf.clone(),
-        };
+        let dir = Dir::new(root_buf.clone());
         for b in 0..256 {
             let p = dir.bucket_path(b);
             match DirBuilder::new().mode(0o700).create(&p) {
@@ -324,7 +351,26 @@ mod tests {
         ] {
             assert_eq!(Id::parse(bad), None, "{bad}");
         }
-        let d = Dir { root: "/c".into() };
+        let d = Dir::new("/c".into());
+        let other = Dir::new("/c".into());
+        let ours = d.temp(id);
+        let ours = ours.file_name().unwrap().to_str().unwrap();
+        assert!(
+            ours.starts_with(&id.hex()) && ours.ends_with(".tmp"),
+            "{ours}"
+        );
+        assert!(!d.is_leftover_temp(ours));
+        assert!(
+            d.is_leftover_temp(&format!("{}.tmp", id.hex())),
+            "the old naming"
+        );
+        let theirs = other.temp(id);
+        let theirs = theirs.file_name().unwrap().to_str().unwrap();
+        assert!(d.is_leftover_temp(theirs) || d.run == other.run);
+        assert!(
+            !d.is_leftover_temp(&id.hex()),
+            "a record is not a temp file"
+        );
         assert_eq!(
             d.record(id),
             Path::new("/c/ab/ab0000000000000000000000000000cd")

@@ -123,9 +123,7 @@ impl Disk {
             bans.add(b);
         }
         let shared = Arc::new(Shared {
-            dir: Dir {
-                root: cfg.path.clone(),
-            },
+            dir: Dir::new(cfg.path.clone()),
             capacity: cfg.size,
             index: Mutex::new(Index::default()),
             bans,

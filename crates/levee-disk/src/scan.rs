@@ -240,7 +240,7 @@ impl<'a> Background<'a> {
 
 impl Shared {
     /// The first pass of the opening scan. None when levee is stopping meanwhile.
-    fn measure(&self) -> Option<Vec<Id>> {
+    pub(crate) fn measure(&self) -> Option<Vec<Id>> {
         let mut found = Vec::new();
         for b in 0..256 {
             // Levee stopping: the writes still queued are done first (after the whole
@@ -261,8 +261,11 @@ impl Shared {
                 let name = name.to_string_lossy();
                 let path = entry.path();
                 if name.ends_with(".tmp") {
-                    if let Err(e) = dir::remove(&path) {
-                        self.warn_remove(&path, &e);
+                    // Only an earlier process's: this one's are being renamed into place.
+                    if self.dir.is_leftover_temp(&name) {
+                        if let Err(e) = dir::remove(&path) {
+                            self.warn_remove(&path, &e);
+                        }
                     }
                     continue;
                 }

@@ -173,6 +173,36 @@ async fn a_record_being_written_when_a_purge_comes_is_not_renamed_into_place() {
     );
 }
 
+/// The opening scan runs while levee serves and writes records: it deletes the temp
+/// files a crashed process left, never one this process is about to rename (it did,
+/// and that write failed as "disk full? permissions?").
+#[tokio::test]
+async fn the_opening_scan_deletes_only_an_earlier_process_temp_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = open(&dir);
+    disk.scanned().await;
+    let s = disk.shared();
+    let id = crate::Id::of(&key("/being-written"));
+    let ours = s.dir.temp(id);
+    std::fs::write(&ours, b"half a record").unwrap();
+    let bucket = ours.parent().unwrap();
+    let leftovers = [
+        bucket.join(format!("{}.tmp", id.hex())),
+        bucket.join(format!("{}.0123abcd.tmp", id.hex())),
+    ];
+    for l in &leftovers {
+        std::fs::write(l, b"left by a crash").unwrap();
+    }
+    assert!(s.measure().is_some());
+    assert!(
+        ours.exists(),
+        "this process's temp file was deleted under it"
+    );
+    for l in &leftovers {
+        assert!(!l.exists(), "{} was kept", l.display());
+    }
+}
+
 #[tokio::test]
 async fn a_sweep_applies_a_prefix_purge_to_the_files_and_empties_the_log() {
     let dir = tempfile::tempdir().unwrap();
