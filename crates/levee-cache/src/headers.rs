@@ -115,22 +115,15 @@ const LONG: u8 = u8::MAX;
 
 /// A number as a header value (`Age`, `Content-Length` of a hit), in one allocation
 /// (`HeaderValue::from(u64)` takes two: a buffer, then its sharing) and none for a single
-/// digit. Written by hand: it is the hit path, and the digits need no formatter.
+/// digit.
 pub fn decimal(n: u64) -> HeaderValue {
     const DIGITS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
     if let Some(d) = usize::try_from(n).ok().and_then(|i| DIGITS.get(i)) {
         return HeaderValue::from_static(d);
     }
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    let mut rest = n;
-    while rest > 0 {
-        at -= 1;
-        buf[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-    }
+    let mut digits = itoa::Buffer::new();
     // Digits are always a valid value; the fallback is never taken.
-    HeaderValue::from_maybe_shared(Bytes::copy_from_slice(&buf[at..]))
+    HeaderValue::from_maybe_shared(Bytes::copy_from_slice(digits.format(n).as_bytes()))
         .unwrap_or_else(|_| HeaderValue::from(n))
 }
 
