@@ -28,6 +28,17 @@ impl fmt::Display for ClientNet {
     }
 }
 
+/// `addr/prefix`, as `Display` writes it (the fleet's reports carry networks so).
+impl std::str::FromStr for ClientNet {
+    type Err = ipnet::AddrParseError;
+
+    fn from_str(s: &str) -> Result<ClientNet, Self::Err> {
+        let net: IpNet = s.parse()?;
+        let prefix = net.prefix_len();
+        Ok(ClientNet::of(net.addr(), prefix, prefix))
+    }
+}
+
 impl ClientNet {
     /// The network of `addr` for these prefix lengths (an IPv4-mapped IPv6 address
     /// counts as IPv4).

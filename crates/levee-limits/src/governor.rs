@@ -10,10 +10,11 @@
 //! Robust to answers that are merely slow: a window is judged by its median, not its
 //! mean, and the early cut needs `EARLY_RUN` slow people's requests in a row. One
 //! deliberately slow page (a report, a search, a test's delayed answer) is not a
-//! saturated backend; every people's request slowing down is. And only a window's cut
-//! is evidence of saturation ([`Governor::cut`]: the lane then refuses, stale pages
-//! stand in): an early cut only holds the lane back for a moment, which costs waiting,
-//! never a refusal.
+//! saturated backend; every people's request slowing down is. A cut only holds the
+//! lane back while people have work, which costs the lane waiting, never a refusal:
+//! refusals and stale pages need the slots all in use (`State::saturated`), measured,
+//! not guessed from latency. Only sessions' times are samples: a revalidation takes
+//! its URL's time, and one slow URL is no slow backend.
 //!
 //! Below one slot the cap is a duty cycle: one crawler's page running beside people's
 //! still takes a core of a two-core machine (php-fpm and the database), so at a cap of
@@ -42,9 +43,6 @@ const CUT: f64 = 0.67;
 /// requests queued behind it inside the application for a second and a half.
 const EARLY: f64 = 2.0;
 const EARLY_RUN: u32 = 2;
-/// How long a window's cut stands as evidence that the backend is saturated: longer
-/// than the governor takes to climb back and probe again during a storm.
-const EVIDENCE_FOR: Duration = Duration::from_secs(30);
 const EARLY_CUT: f64 = 0.5;
 const EARLY_EVERY: Duration = Duration::from_millis(100);
 /// The least the lane's cap falls to: a tenth of one slot's time.
@@ -73,8 +71,6 @@ pub(super) struct Governor {
     rest_until: Option<Instant>,
     /// The last early cut.
     cut_at: Option<Instant>,
-    /// The last cut a whole window's latency made.
-    window_cut_at: Option<Instant>,
 }
 
 impl Governor {
@@ -92,7 +88,6 @@ impl Governor {
             lane_active: false,
             rest_until: None,
             cut_at: None,
-            window_cut_at: None,
         }
     }
 
@@ -158,7 +153,6 @@ impl Governor {
         let avg = median(&mut self.samples);
         if self.lane_active && avg > best * TOLERANCE {
             self.cap = (self.cap.min(most.max(1) as f64) * CUT).max(FLOOR);
-            self.window_cut_at = Some(now);
         } else if self.pressed {
             self.cap += if self.cap < 1.0 { STEP_BELOW_ONE } else { 1.0 };
             if self.cap >= 1.0 {
@@ -180,17 +174,6 @@ impl Governor {
 
 /// The lane's cap as the grant decisions read it, from the limit now.
 impl Governor {
-    /// Whether people's latency has cut the lane below its share, a whole window of it
-    /// within `EVIDENCE_FOR`: evidence that the backend behind levee is saturated even
-    /// with levee's slots to spare.
-    pub fn cut(&self, cfg: &LaneConfig, limit: usize, now: Instant) -> bool {
-        cfg.governed
-            && self.cap < cfg.cap(limit) as f64
-            && self
-                .window_cut_at
-                .is_some_and(|t| now.saturating_duration_since(t) < EVIDENCE_FOR)
-    }
-
     /// What the lane may hold while people have work: its share of the limit, as far as
     /// people's latency allows.
     pub fn lane_cap(&self, cfg: &LaneConfig, limit: usize) -> usize {
@@ -327,12 +310,6 @@ mod tests {
         now += ms(10);
         g.sample(ms(90), 8, now);
         assert_eq!(g.cap(8), 2, "within twice the reference: no early cut");
-        // Early cuts hold the lane back; they are no evidence of saturation.
-        assert!(!g.cut(&cfg(), 8, now));
-        // A whole window of it is.
-        window(&mut g, ms(150), &mut now);
-        assert!(g.cut(&cfg(), 8, now));
-        assert!(!g.cut(&cfg(), 8, now + EVIDENCE_FOR));
     }
 
     #[test]
@@ -352,17 +329,6 @@ mod tests {
             }
         }
         assert_eq!(g.cap(8), 8);
-        assert!(!g.cut(&cfg(), 8, now));
-    }
-
-    fn cfg() -> LaneConfig {
-        LaneConfig {
-            share: 1.0,
-            network_share: 1.0,
-            wait: Duration::from_secs(2),
-            people_linger: Duration::ZERO,
-            governed: true,
-        }
     }
 
     #[test]

@@ -127,6 +127,11 @@ pub(super) struct Lane {
     service: Option<f64>,
     /// Slots given back so far, up to `LEARNING`.
     samples: u32,
+    /// With a fleet (fleet.rs): lane slots in flight per network on the other nodes,
+    /// and the networks waiting there, as of the last renewal. A network's share is
+    /// the fleet's: what it holds elsewhere counts against it here.
+    elsewhere: HashMap<ClientNet, usize>,
+    waiting_elsewhere: HashSet<ClientNet>,
 }
 
 /// Slot times the lane learns its pace from before it predicts waits: one slow first
@@ -149,13 +154,49 @@ impl Lane {
         let eligible_waits = self
             .queued
             .iter()
-            .filter_map(|k| self.nets.get(k))
-            .any(|n| n.in_flight < net_cap);
-        !eligible_waits && (in_flight < net_cap || !self.others_wait(net))
+            .filter_map(|k| self.nets.get(k).map(|n| self.held(*k, n)))
+            .any(|held| held < net_cap);
+        !eligible_waits
+            && (in_flight + self.held_elsewhere(net) < net_cap || !self.others_wait(net))
     }
 
+    /// What `net` holds over the fleet: here and, as last reported, elsewhere.
+    fn held(&self, net: ClientNet, n: &Net) -> usize {
+        n.in_flight + self.held_elsewhere(net)
+    }
+
+    fn held_elsewhere(&self, net: ClientNet) -> usize {
+        self.elsewhere.get(&net).copied().unwrap_or(0)
+    }
+
+    /// Whether another network waits for the lane, here or on another node.
     fn others_wait(&self, net: ClientNet) -> bool {
         self.queued.len() > usize::from(self.queued.contains(&net))
+            || self.waiting_elsewhere.iter().any(|k| *k != net)
+    }
+
+    /// The other nodes' lane, as the last renewal saw it.
+    pub fn set_elsewhere(
+        &mut self,
+        in_flight: HashMap<ClientNet, usize>,
+        waiting: HashSet<ClientNet>,
+    ) {
+        self.elsewhere = in_flight;
+        self.waiting_elsewhere = waiting;
+    }
+
+    /// The `most` networks with the most in flight and waiting here: what a report to
+    /// the fleet names.
+    pub fn busiest(&self, most: usize) -> Vec<(ClientNet, usize, usize)> {
+        let mut v: Vec<(ClientNet, usize, usize)> = self
+            .nets
+            .iter()
+            .filter(|(_, n)| n.in_flight > 0 || !n.queue.is_empty())
+            .map(|(k, n)| (*k, n.in_flight, n.queue.len()))
+            .collect();
+        v.sort_unstable_by_key(|(_, f, w)| std::cmp::Reverse(f + w));
+        v.truncate(most);
+        v
     }
 
     /// Counts a slot given to `net`.
@@ -289,7 +330,7 @@ impl Lane {
                 self.queued
                     .iter()
                     .filter_map(|k| self.nets.get(k).map(|n| (k, n)))
-                    .filter(|(_, n)| (n.in_flight < net_cap) == below)
+                    .filter(|(k, n)| (self.held(**k, n) < net_cap) == below)
                     .map(|(k, n)| (n.usage(now), *k))
                     .min_by(|a, b| a.0.total_cmp(&b.0))
                     .map(|(_, k)| k)

@@ -28,27 +28,31 @@
 
 mod class;
 pub mod client_net;
+pub mod fleet;
 mod governor;
 mod gradient;
 mod lane;
 mod people;
 mod refusal;
+mod sharing;
 pub mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 use crate::client_net::ClientNet;
 pub use class::{Class, ClassStats, SessionOf};
+use fleet::FleetState;
 use governor::Governor;
 use gradient::Gradient;
 pub use lane::LaneConfig;
 use lane::{Arrival, Grant, Lane, LaneWaiter};
 use people::{People, SessionWaiter};
 pub use refusal::{Refusal, Refused};
+pub use sharing::{Applied, FleetStats};
 
 /// How the limit is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +66,8 @@ pub enum Mode {
     },
 }
 
+/// Cheap to clone: the clones share one limiter (the fleet's renewal task holds one).
+#[derive(Clone)]
 pub struct Limiter {
     inner: Arc<Inner>,
 }
@@ -78,6 +84,9 @@ struct Inner {
     reserved: usize,
     lane: LaneConfig,
     adaptive: Option<Mutex<Gradient>>,
+    /// Woken when the fleet's shares should be renewed now rather than at the next
+    /// tick: a person waits here, or a slot freed while some node wants more.
+    fleet_wake: Arc<Notify>,
 }
 
 /// A priority semaphore with classes: tokio's is fair but has one queue. Hand-written
@@ -87,7 +96,11 @@ struct Inner {
 /// which cost more than php-fpm's own work for a small page. Its lock is held for a few
 /// instructions per backend request, never on the hit path.
 struct State {
+    /// What this node may have at the backend at once: the capacity, or with a fleet
+    /// this node's share of it.
     limit: usize,
+    /// The backend's capacity as this node knows it (fixed, or adapted).
+    capacity: usize,
     in_use: usize,
     /// People's waiters per worker thread and the session class's shares.
     people: People,
@@ -98,6 +111,8 @@ struct State {
     people_seen: Option<Instant>,
     /// The lane's cap while people have work, learnt from their latency.
     governor: Governor,
+    /// Sharing the backend with other nodes (fleet.rs), once joined.
+    fleet: Option<FleetState>,
 }
 
 impl State {
@@ -110,15 +125,22 @@ impl State {
             || self.people_seen.is_some_and(|t| t.elapsed() < linger)
     }
 
-    /// Whether the backend is truly saturated: every slot in use, people's work
-    /// waiting, or people's latency having cut the lane while it has work waiting
-    /// (governor.rs: an HTTP backend's own capacity may be far below levee's limit).
-    /// Only then does the lane refuse, or a stale page stand in for a revalidation; an
-    /// answer that is merely slow, with slots to spare, is no alarm.
-    fn saturated(&self, lane: &LaneConfig) -> bool {
-        self.in_use >= self.limit
-            || self.people.queued() > 0
-            || (self.lane.waiting > 0 && self.governor.cut(lane, self.limit, Instant::now()))
+    /// Whether the backend is truly saturated: every slot this node may use is in use
+    /// and, with a fleet, every slot of the fleet's as far as the last renewal told.
+    /// Measured, never guessed from latency: only then does the lane refuse at once, or
+    /// a stale page stand in for a revalidation. An answer that is merely slow, with
+    /// slots to spare, is no alarm; a node whose share is full while the fleet has
+    /// room waits for its next renewal instead.
+    fn saturated(&self) -> bool {
+        self.in_use >= self.limit && self.fleet.as_ref().is_none_or(|f| f.full(self.in_use))
+    }
+
+    /// What a network's share is a share of: the fleet's capacity, or this node's limit.
+    fn share_base(&self) -> usize {
+        match &self.fleet {
+            Some(f) if !f.alone => f.capacity,
+            _ => self.limit,
+        }
     }
 
     /// Gives free slots to waiters, `here` being the thread that freed them: people's
@@ -152,7 +174,7 @@ impl State {
     /// give.
     fn grant_lane(&mut self, here: usize, lane: &LaneConfig) -> bool {
         let now = Instant::now();
-        let net_cap = lane.net_cap(self.limit);
+        let net_cap = lane.net_cap(self.share_base());
         let busy = self.people_busy(lane.people_linger);
         if !self
             .governor
@@ -204,12 +226,14 @@ impl Limiter {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     limit,
+                    capacity: limit,
                     in_use: 0,
                     people: People::default(),
                     arrivals: 0,
                     lane: Lane::default(),
                     people_seen: None,
                     governor: Governor::new(),
+                    fleet: None,
                 }),
                 limit: AtomicUsize::new(limit),
                 in_use: AtomicUsize::new(0),
@@ -220,6 +244,7 @@ impl Limiter {
                 reserved: reserved_slots(limit, session_share),
                 lane,
                 adaptive,
+                fleet_wake: Arc::new(Notify::new()),
             }),
         }
     }
@@ -311,7 +336,7 @@ impl Limiter {
     /// at once instead of waiting for its revalidation. Takes the lock: asked only for a
     /// stored page that needs revalidating, never on a hit.
     pub fn saturated(&self) -> bool {
-        self.inner.lock().saturated(&self.inner.lane)
+        self.inner.lock().saturated()
     }
 
     /// The lane's settings.
@@ -399,7 +424,7 @@ impl Inner {
             return true;
         }
         st.lane.remove_closed(net);
-        if st.in_use >= st.limit || st.saturated(&self.lane) {
+        if st.in_use >= st.limit || st.saturated() {
             return false;
         }
         st.in_use += 1;
@@ -441,6 +466,10 @@ impl Inner {
             drop(st);
             return Err(self.refuse(Refusal::QueueFull));
         }
+        // A person waits: the fleet hears it now, and makes room.
+        if st.fleet.is_some() {
+            self.fleet_wake.notify_one();
+        }
         let (tx, rx) = oneshot::channel();
         st.arrivals += 1;
         let arrival = st.arrivals;
@@ -458,7 +487,7 @@ impl Inner {
         let mut st = self.lock();
         st.people.local(thread);
         let limit = st.limit;
-        let net_cap = self.lane.net_cap(limit);
+        let net_cap = self.lane.net_cap(st.share_base());
         let people_busy = st.people_busy(self.lane.people_linger);
         let now = Instant::now();
         let may_take = st
@@ -474,9 +503,12 @@ impl Inner {
         if !may_take {
             st.governor.pressed();
         }
+        if st.fleet.is_some() {
+            self.fleet_wake.notify_one();
+        }
         // Refused for its network's share or the queue's bound only when the backend is
         // truly saturated; with room to spare it waits (up to `max_waiting`).
-        let strict = st.saturated(&self.lane);
+        let strict = st.saturated();
         let (tx, rx) = oneshot::channel();
         let slots = st.governor.lane_slots(&self.lane, limit, people_busy);
         let waiter = LaneWaiter { thread, tx };
@@ -523,20 +555,30 @@ impl Inner {
             if st.lane.in_use > 0 {
                 st.governor.lane_active();
             }
-            // A slot given back unused (held zero) says nothing of people's latency.
-            if !held.is_zero() {
+            // People's latency is a session's: a revalidation's time is its URL's (one
+            // slow page is no slow backend). A slot given back unused (held zero) says
+            // nothing.
+            if matches!(class, Class::Session(_)) && !held.is_zero() {
                 let most = self.lane.cap(st.limit);
                 st.governor.sample(held, most, now);
             }
         }
+        if st.fleet.as_ref().is_some_and(|f| f.contended) {
+            self.fleet_wake.notify_one();
+        }
         st.grant(thread, self.reserved, &self.lane);
     }
 
-    /// Moves the limit to `new`; slots out beyond it are not given again.
+    /// Moves the capacity to `new` (the adaptive limit); alone it is the limit, in a
+    /// fleet the next renewal shares it. Slots out beyond it are not given again.
     fn resize(&self, new: usize, here: usize) {
         let mut st = self.lock();
-        st.limit = new;
-        self.limit.store(new, Ordering::Relaxed);
+        st.capacity = new;
+        match &st.fleet {
+            None => st.limit = new,
+            Some(_) => self.fleet_wake.notify_one(),
+        }
+        self.limit.store(st.limit, Ordering::Relaxed);
         st.grant(here, self.reserved, &self.lane);
     }
 }

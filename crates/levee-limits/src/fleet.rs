@@ -1,0 +1,298 @@
+//! One judgment of the backend for a fleet: several levee nodes in front of one
+//! backend hold shares of its capacity, so that N nodes never give it N times its
+//! limit, a person waiting on one node takes room from anonymous work on the others,
+//! and a client network's share is counted over every node.
+//!
+//! Pure: what a node reports ([`Report`], one line of text), how the fleet's capacity
+//! is divided ([`allocate`]), and what a node keeps of the last view ([`FleetState`]).
+//! The shares are leases kept in the shared Redis (levee-redis's fleet.rs holds them
+//! and the atomic rule that a node's grant only comes from capacity no other node
+//! holds; levee-tiers renews them about every second, and at once when a person
+//! waits or a slot frees while someone wants it).
+
+use std::time::{Duration, Instant};
+
+use crate::client_net::ClientNet;
+
+/// Networks a report names at most (the busiest): a crawler storm comes from a few,
+/// and a report must stay one short line.
+pub const REPORT_NETS: usize = 16;
+
+/// How long a node's lease lasts without renewal: it renews every second, so a node
+/// that stopped (killed, partitioned) frees its share within this.
+pub const LEASE: Duration = Duration::from_secs(3);
+
+/// How often a lease is renewed when nothing calls for it sooner.
+pub const RENEW_EVERY: Duration = Duration::from_secs(1);
+
+/// What one node tells the fleet about its work for one backend.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Requests this node has at the backend now.
+    pub in_use: usize,
+    /// The backend's capacity as this node knows it (fixed, or its adaptive estimate).
+    pub capacity: usize,
+    /// People's work (sessions, revalidations) in flight or waiting, at least one while
+    /// people were seen within the linger.
+    pub people: usize,
+    /// People's work waiting for a slot.
+    pub people_waiting: usize,
+    /// Anonymous work in flight or waiting.
+    pub anonymous: usize,
+    /// The busiest client networks of the lane: in flight, waiting.
+    pub nets: Vec<(ClientNet, usize, usize)>,
+}
+
+impl Report {
+    /// What this node would use now.
+    pub fn demand(&self) -> usize {
+        self.people + self.anonymous
+    }
+
+    /// `in_use capacity people people_waiting anonymous [net=in_flight:waiting,...]`:
+    /// the first field is where the lease script reads what the node holds.
+    pub fn to_line(&self) -> String {
+        let nets: Vec<String> = self
+            .nets
+            .iter()
+            .map(|(n, f, w)| format!("{n}={f}:{w}"))
+            .collect();
+        format!(
+            "{} {} {} {} {} {}",
+            self.in_use,
+            self.capacity,
+            self.people,
+            self.people_waiting,
+            self.anonymous,
+            nets.join(",")
+        )
+    }
+
+    /// Parses [`Report::to_line`]; None for anything else (Redis is shared with anyone
+    /// who can reach it: a bad line is ignored, never trusted).
+    pub fn from_line(line: &str) -> Option<Report> {
+        let mut f = line.split(' ');
+        let mut num = || -> Option<usize> {
+            let n: usize = f.next()?.parse().ok()?;
+            // No backend has a million slots; a larger number is not a report.
+            (n <= 1_000_000).then_some(n)
+        };
+        let (in_use, capacity, people, people_waiting, anonymous) =
+            (num()?, num()?, num()?, num()?, num()?);
+        let mut nets = Vec::new();
+        if let Some(list) = f.next() {
+            for item in list.split(',').filter(|s| !s.is_empty()).take(REPORT_NETS) {
+                let (net, counts) = item.split_once('=')?;
+                let (fl, w) = counts.split_once(':')?;
+                nets.push((net.parse().ok()?, fl.parse().ok()?, w.parse().ok()?));
+            }
+        }
+        Some(Report {
+            in_use,
+            capacity,
+            people,
+            people_waiting,
+            anonymous,
+            nets,
+        })
+    }
+}
+
+/// Another node as the last renewal saw it: what it was granted and what it reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub node: String,
+    pub grant: usize,
+    pub report: Report,
+}
+
+impl Peer {
+    /// What it holds of the capacity: its grant, or more while work it started before
+    /// a smaller grant is still in flight.
+    pub fn held(&self) -> usize {
+        self.grant.max(self.report.in_use)
+    }
+}
+
+/// Each node's target share of `capacity`, in the order given. People's work first,
+/// shared out evenly by need; then anonymous work, within `lane_share` of the capacity
+/// while any node has people's work (the lane's share, fleet-wide); what no one needs
+/// goes to the nodes with people (room for their next request), else to every node
+/// alike, so that a request arriving anywhere finds a slot without waiting for a
+/// renewal. The sum is never above `capacity`.
+pub fn allocate(capacity: usize, lane_share: f64, nodes: &[&Report]) -> Vec<usize> {
+    let people: Vec<usize> = nodes.iter().map(|r| r.people).collect();
+    let mut out = water_fill(&people, capacity);
+    let mut left = capacity - out.iter().sum::<usize>();
+    let any_people = people.iter().any(|&p| p > 0);
+    let anon_room = match any_people {
+        true => left.min(share_of(capacity, lane_share)),
+        false => left,
+    };
+    let anonymous: Vec<usize> = nodes.iter().map(|r| r.anonymous).collect();
+    for (o, a) in out.iter_mut().zip(water_fill(&anonymous, anon_room)) {
+        *o += a;
+        left -= a;
+    }
+    // The rest: to the nodes where people are, else to all.
+    let spare_to: Vec<usize> = match any_people {
+        true => (0..nodes.len()).filter(|&i| people[i] > 0).collect(),
+        false => (0..nodes.len()).collect(),
+    };
+    if !spare_to.is_empty() {
+        let each = left / spare_to.len();
+        let extra = left % spare_to.len();
+        for (k, &i) in spare_to.iter().enumerate() {
+            out[i] += each + usize::from(k < extra);
+        }
+    }
+    out
+}
+
+/// `total` shared by need: each gets what it needs up to an even share, the rest of the
+/// share goes on to those who need more; left-over single slots to the first.
+fn water_fill(need: &[usize], total: usize) -> Vec<usize> {
+    let mut out = vec![0; need.len()];
+    let mut left = total;
+    loop {
+        let hungry: Vec<usize> = (0..need.len()).filter(|&i| out[i] < need[i]).collect();
+        if hungry.is_empty() || left == 0 {
+            return out;
+        }
+        let each = (left / hungry.len()).max(1);
+        for i in hungry {
+            let give = each.min(need[i] - out[i]).min(left);
+            out[i] += give;
+            left -= give;
+        }
+    }
+}
+
+/// At least one slot, at most `limit`.
+pub(crate) fn share_of(limit: usize, share: f64) -> usize {
+    ((limit as f64 * share).ceil() as usize).clamp(1, limit.max(1))
+}
+
+/// What a node keeps of the fleet between renewals.
+#[derive(Debug)]
+pub(crate) struct FleetState {
+    /// This node's share of the capacity: its limit.
+    pub grant: usize,
+    /// Until when the grant stands without a renewal.
+    pub lease_until: Instant,
+    /// Nodes alive at the last renewal, this one included.
+    pub nodes: usize,
+    /// The fleet's capacity: the least any live node knows.
+    pub capacity: usize,
+    /// What the other nodes hold at the backend, as they last reported.
+    pub in_use_elsewhere: usize,
+    /// People's work waiting on other nodes.
+    pub people_waiting_elsewhere: usize,
+    /// Some node (this one included) wanted more than it was granted.
+    pub contended: bool,
+    /// What this node held at its last renewal.
+    pub held: usize,
+    /// Redis could not be reached and the lease ran out: the node runs on
+    /// capacity ÷ nodes alone.
+    pub alone: bool,
+    /// The other nodes, as last seen: what this node's next request is computed from.
+    pub peers: Vec<Peer>,
+}
+
+impl FleetState {
+    /// Before the first renewal: alone, with the whole capacity (a node that starts with
+    /// Redis unreachable knows no other node).
+    pub fn new(capacity: usize) -> FleetState {
+        FleetState {
+            grant: capacity,
+            lease_until: Instant::now(),
+            nodes: 1,
+            capacity,
+            in_use_elsewhere: 0,
+            people_waiting_elsewhere: 0,
+            contended: false,
+            held: 0,
+            alone: false,
+            peers: Vec::new(),
+        }
+    }
+
+    /// The fleet's slots are all in use, as far as this node knows.
+    pub fn full(&self, in_use_here: usize) -> bool {
+        self.alone || in_use_here + self.in_use_elsewhere >= self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(people: usize, anonymous: usize) -> Report {
+        Report {
+            capacity: 4,
+            people,
+            anonymous,
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn a_report_is_one_line_read_back_and_junk_is_refused() {
+        let r = Report {
+            in_use: 3,
+            capacity: 4,
+            people: 1,
+            people_waiting: 1,
+            anonymous: 40,
+            nets: vec![(ClientNet::of("127.2.0.9".parse().unwrap(), 24, 56), 2, 38)],
+        };
+        let line = r.to_line();
+        assert_eq!(line, "3 4 1 1 40 127.2.0.0/24=2:38");
+        assert_eq!(Report::from_line(&line), Some(r));
+        assert_eq!(
+            Report::from_line("1 2 3 4 5 ").map(|r| r.anonymous),
+            Some(5)
+        );
+        for junk in [
+            "",
+            "1 2 3",
+            "a b c d e",
+            "1 2 3 4 99999999999",
+            "1 2 3 4 5 x=1",
+        ] {
+            assert_eq!(Report::from_line(junk), None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn capacity_is_never_given_twice() {
+        for cap in 0..12 {
+            for a in 0..10 {
+                for p in 0..3 {
+                    let (x, y, z) = (report(p, a), report(0, 64), report(1, 0));
+                    let shares = allocate(cap, 0.5, &[&x, &y, &z]);
+                    assert!(shares.iter().sum::<usize>() <= cap, "{cap} {a} {p}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_person_anywhere_gets_a_slot_and_crawlers_keep_to_the_lane_share() {
+        // Node A: a crawler's 64; node B: one editor.
+        let (a, b) = (report(0, 64), report(1, 0));
+        assert_eq!(allocate(4, 0.5, &[&a, &b]), vec![2, 2]);
+        // No person anywhere: the crawler may use every slot (work-conserving).
+        let idle = report(0, 0);
+        assert_eq!(allocate(4, 0.5, &[&a, &idle]), vec![4, 0]);
+        // Nobody needs anything: every node gets room to start at once.
+        assert_eq!(allocate(4, 0.5, &[&idle, &idle, &idle]), vec![2, 1, 1]);
+    }
+
+    #[test]
+    fn demand_is_shared_evenly_and_what_one_leaves_goes_to_the_others() {
+        let (a, b, c) = (report(0, 64), report(0, 64), report(0, 1));
+        assert_eq!(allocate(8, 0.5, &[&a, &b, &c]), vec![4, 3, 1]);
+        assert_eq!(water_fill(&[1, 10, 10], 9), vec![1, 4, 4]);
+    }
+}

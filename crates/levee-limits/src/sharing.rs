@@ -1,0 +1,188 @@
+//! A limiter in a fleet (fleet.rs): what it reports, the share it asks for, the grant
+//! it is given, and what it does when the fleet cannot be reached.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+use crate::fleet::{allocate, FleetState, Peer, Report, LEASE, REPORT_NETS};
+use crate::{worker, Limiter};
+
+/// The fleet as one node sees it, for `/metrics`, `serve --check` and the dashboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetStats {
+    /// Nodes alive at the last renewal, this one included.
+    pub nodes: usize,
+    /// This node's share of the capacity (its limit now).
+    pub share: usize,
+    /// The fleet's capacity.
+    pub capacity: usize,
+    /// Requests at the backend from every node.
+    pub in_flight: usize,
+    /// People's requests waiting on every node.
+    pub people_waiting: usize,
+    /// Redis unreachable past the lease: this node runs on capacity ÷ nodes.
+    pub alone: bool,
+}
+
+/// What a renewal changed that the caller acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Applied {
+    /// Tell the other nodes to renew now: this node freed room someone wants, or a
+    /// person waits here for room someone else holds.
+    pub nudge: bool,
+    /// The node was running alone and shares again.
+    pub rejoined: bool,
+}
+
+impl Limiter {
+    /// From now on the limit is this node's share of the backend, set by each renewal
+    /// (`apply_fleet`); until the first, the whole capacity.
+    pub fn join_fleet(&self) {
+        let mut st = self.inner.lock();
+        if st.fleet.is_none() {
+            st.fleet = Some(FleetState::new(st.capacity));
+        }
+    }
+
+    /// Notified when the shares should be renewed now rather than at the next tick.
+    pub fn fleet_wake(&self) -> Arc<Notify> {
+        self.inner.fleet_wake.clone()
+    }
+
+    /// What node `me` reports, and the share it asks for: its part of the capacity by
+    /// [`allocate`] over every node's last report (the fleet decides the same
+    /// everywhere; Redis only ever grants what no other node holds).
+    pub fn fleet_report(&self, me: &str) -> (Report, usize) {
+        let st = self.inner.lock();
+        let queued = st.people.queued();
+        let people_in_flight = st.in_use.saturating_sub(st.lane.in_use);
+        let lingering = usize::from(st.people_busy(self.inner.lane.people_linger));
+        let report = Report {
+            in_use: st.in_use,
+            capacity: st.capacity,
+            people: (people_in_flight + queued).max(lingering),
+            people_waiting: queued,
+            anonymous: st.lane.in_use + st.lane.waiting,
+            nets: st.lane.busiest(REPORT_NETS),
+        };
+        let want = match &st.fleet {
+            Some(f) => share_for(me, &report, &f.peers, self.inner.lane.share),
+            None => st.capacity,
+        };
+        (report, want)
+    }
+
+    /// A renewal's answer: this node's grant and the other nodes alive.
+    pub fn apply_fleet(&self, grant: usize, peers: Vec<Peer>) -> Applied {
+        let inner = &self.inner;
+        let mut st = inner.lock();
+        let in_use = st.in_use;
+        let own_capacity = st.capacity;
+        let people_waiting = st.people.queued();
+        let own_demand = in_use.saturating_sub(st.lane.in_use)
+            + people_waiting
+            + st.lane.in_use
+            + st.lane.waiting;
+        let Some(f) = st.fleet.as_mut() else {
+            return Applied::default();
+        };
+        let mut nets: HashMap<_, usize> = HashMap::new();
+        let mut waiting = HashSet::new();
+        for p in &peers {
+            for &(net, in_flight, w) in &p.report.nets {
+                *nets.entry(net).or_default() += in_flight;
+                if w > 0 {
+                    waiting.insert(net);
+                }
+            }
+        }
+        f.capacity = fleet_capacity(own_capacity, &peers);
+        f.grant = grant;
+        f.lease_until = Instant::now() + LEASE;
+        f.nodes = peers.len() + 1;
+        f.in_use_elsewhere = peers.iter().map(Peer::held).sum();
+        f.people_waiting_elsewhere = peers.iter().map(|p| p.report.people_waiting).sum();
+        f.contended = own_demand > grant || peers.iter().any(|p| p.report.demand() > p.grant);
+        let held = grant.max(in_use);
+        let freed = held < f.held;
+        f.held = held;
+        let rejoined = std::mem::take(&mut f.alone);
+        let nudge = (freed && f.contended) || (people_waiting > 0 && in_use >= grant);
+        f.peers = peers;
+        st.limit = grant;
+        st.lane.set_elsewhere(nets, waiting);
+        inner.limit.store(grant, Ordering::Relaxed);
+        st.grant(worker::id(), inner.reserved, &inner.lane);
+        Applied { nudge, rejoined }
+    }
+
+    /// A renewal failed (Redis down or slow). The grant stands until its lease ends;
+    /// then the node takes the capacity ÷ the nodes it last knew, never the whole of a
+    /// fleet's. True when it has just fallen back (the caller says so once).
+    pub fn fleet_unreachable(&self) -> bool {
+        let inner = &self.inner;
+        let mut st = inner.lock();
+        let capacity = st.capacity;
+        let Some(f) = st.fleet.as_mut() else {
+            return false;
+        };
+        if f.alone || Instant::now() < f.lease_until {
+            return false;
+        }
+        f.alone = true;
+        f.contended = false;
+        let limit = (capacity / f.nodes.max(1)).max(1);
+        st.limit = limit;
+        st.lane.set_elsewhere(HashMap::new(), HashSet::new());
+        inner.limit.store(limit, Ordering::Relaxed);
+        st.grant(worker::id(), inner.reserved, &inner.lane);
+        true
+    }
+
+    /// The fleet as this node sees it; None when it shares with no fleet.
+    pub fn fleet_stats(&self) -> Option<FleetStats> {
+        let st = self.inner.lock();
+        let f = st.fleet.as_ref()?;
+        Some(FleetStats {
+            nodes: f.nodes,
+            share: st.limit,
+            capacity: f.capacity,
+            in_flight: st.in_use + if f.alone { 0 } else { f.in_use_elsewhere },
+            people_waiting: st.people.queued() + f.people_waiting_elsewhere,
+            alone: f.alone,
+        })
+    }
+}
+
+/// The least capacity any live node knows: a node that measured a smaller backend
+/// (adaptive) is believed.
+fn fleet_capacity(own: usize, peers: &[Peer]) -> usize {
+    peers
+        .iter()
+        .map(|p| p.report.capacity)
+        .filter(|&c| c > 0)
+        .fold(own, usize::min)
+}
+
+/// Node `me`'s part of the fleet's capacity, every node in the order of its name (so
+/// that every node computes the same division).
+fn share_for(me: &str, mine: &Report, peers: &[Peer], lane_share: f64) -> usize {
+    let capacity = fleet_capacity(mine.capacity, peers);
+    let mut nodes: Vec<(&str, &Report)> = peers
+        .iter()
+        .map(|p| (p.node.as_str(), &p.report))
+        .chain(std::iter::once((me, mine)))
+        .collect();
+    nodes.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let reports: Vec<&Report> = nodes.iter().map(|(_, r)| *r).collect();
+    let shares = allocate(capacity, lane_share, &reports);
+    nodes
+        .iter()
+        .position(|(n, _)| *n == me)
+        .and_then(|i| shares.get(i).copied())
+        .unwrap_or(0)
+}
