@@ -151,7 +151,7 @@ pub fn allocate(capacity: usize, lane_share: f64, nodes: &[&Report]) -> Vec<usiz
 
 /// `total` shared by need: each gets what it needs up to an even share, the rest of the
 /// share goes on to those who need more; left-over single slots to the first.
-fn water_fill(need: &[usize], total: usize) -> Vec<usize> {
+pub(crate) fn water_fill(need: &[usize], total: usize) -> Vec<usize> {
     let mut out = vec![0; need.len()];
     let mut left = total;
     loop {
@@ -200,12 +200,13 @@ pub(crate) struct FleetState {
 }
 
 impl FleetState {
-    /// Before the first renewal: alone, with the whole capacity (a node that starts with
-    /// Redis unreachable knows no other node).
+    /// Before the first renewal: one slot, for a lease's time. A new node starts small
+    /// and grows by demand; one whose Redis stays unreachable takes the whole capacity
+    /// when that lease ends (it knows no other node).
     pub fn new(capacity: usize) -> FleetState {
         FleetState {
-            grant: capacity,
-            lease_until: Instant::now(),
+            grant: capacity.min(1),
+            lease_until: Instant::now() + LEASE,
             nodes: 1,
             capacity,
             in_use_elsewhere: 0,

@@ -132,6 +132,10 @@ pub(super) struct Lane {
     /// the fleet's: what it holds elsewhere counts against it here.
     elsewhere: HashMap<ClientNet, usize>,
     waiting_elsewhere: HashSet<ClientNet>,
+    /// This node's part of each reported network's fleet-wide share: dividing the share
+    /// by where the network asks keeps the nodes from all giving it their whole view of
+    /// what is left at once (they would, from views a renewal old).
+    parts: HashMap<ClientNet, usize>,
 }
 
 /// Slot times the lane learns its pace from before it predicts waits: one slow first
@@ -154,19 +158,24 @@ impl Lane {
         let eligible_waits = self
             .queued
             .iter()
-            .filter_map(|k| self.nets.get(k).map(|n| self.held(*k, n)))
-            .any(|held| held < net_cap);
-        !eligible_waits
-            && (in_flight + self.held_elsewhere(net) < net_cap || !self.others_wait(net))
+            .filter_map(|k| self.nets.get(k).map(|n| self.below_cap(*k, n, net_cap)))
+            .any(|below| below);
+        !eligible_waits && (in_flight < self.cap_for(net, net_cap) || !self.others_wait(net))
     }
 
-    /// What `net` holds over the fleet: here and, as last reported, elsewhere.
-    fn held(&self, net: ClientNet, n: &Net) -> usize {
-        n.in_flight + self.held_elsewhere(net)
+    /// Whether `net` holds less here than its cap here.
+    fn below_cap(&self, net: ClientNet, n: &Net, net_cap: usize) -> bool {
+        n.in_flight < self.cap_for(net, net_cap)
     }
 
-    fn held_elsewhere(&self, net: ClientNet) -> usize {
-        self.elsewhere.get(&net).copied().unwrap_or(0)
+    /// `net`'s cap on this node: alone, its share; in a fleet, this node's part of its
+    /// fleet-wide share (divided by where it asks, fleet.rs), or what the other nodes
+    /// leave of it for a network they did not report.
+    fn cap_for(&self, net: ClientNet, net_cap: usize) -> usize {
+        match self.parts.get(&net) {
+            Some(part) => *part,
+            None => net_cap.saturating_sub(self.elsewhere.get(&net).copied().unwrap_or(0)),
+        }
     }
 
     /// Whether another network waits for the lane, here or on another node.
@@ -180,9 +189,11 @@ impl Lane {
         &mut self,
         in_flight: HashMap<ClientNet, usize>,
         waiting: HashSet<ClientNet>,
+        parts: HashMap<ClientNet, usize>,
     ) {
         self.elsewhere = in_flight;
         self.waiting_elsewhere = waiting;
+        self.parts = parts;
     }
 
     /// The `most` networks with the most in flight and waiting here: what a report to
@@ -330,7 +341,7 @@ impl Lane {
                 self.queued
                     .iter()
                     .filter_map(|k| self.nets.get(k).map(|n| (k, n)))
-                    .filter(|(k, n)| (self.held(**k, n) < net_cap) == below)
+                    .filter(|(k, n)| self.below_cap(**k, n, net_cap) == below)
                     .map(|(k, n)| (n.usage(now), *k))
                     .min_by(|a, b| a.0.total_cmp(&b.0))
                     .map(|(_, k)| k)

@@ -52,7 +52,7 @@ pub use lane::LaneConfig;
 use lane::{Arrival, Grant, Lane, LaneWaiter};
 use people::{People, SessionWaiter};
 pub use refusal::{Refusal, Refused};
-pub use sharing::{Applied, FleetStats};
+pub use sharing::{Applied, Ask, FleetStats};
 
 /// How the limit is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,6 +314,12 @@ impl Limiter {
         self.inner.limit.load(Ordering::Relaxed)
     }
 
+    /// The backend's capacity as this node knows it: the limit, unless the node shares
+    /// it with a fleet (then its limit is its share).
+    pub fn capacity(&self) -> usize {
+        self.inner.lock().capacity
+    }
+
     /// Slots that go to sessions first.
     pub fn reserved(&self) -> usize {
         self.inner.reserved
@@ -510,7 +516,10 @@ impl Inner {
         // truly saturated; with room to spare it waits (up to `max_waiting`).
         let strict = st.saturated();
         let (tx, rx) = oneshot::channel();
-        let slots = st.governor.lane_slots(&self.lane, limit, people_busy);
+        // In a fleet, its waiters are served from the fleet's slots as they free.
+        let slots = st
+            .governor
+            .lane_slots(&self.lane, st.share_base(), people_busy);
         let waiter = LaneWaiter { thread, tx };
         let arrival = st.lane.arrive(
             net,

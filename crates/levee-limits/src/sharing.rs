@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use tokio::sync::Notify;
 
-use crate::fleet::{allocate, FleetState, Peer, Report, LEASE, REPORT_NETS};
+use crate::client_net::ClientNet;
+use crate::fleet::{allocate, share_of, water_fill, FleetState, Peer, Report, LEASE, REPORT_NETS};
 use crate::{worker, Limiter};
 
 /// The fleet as one node sees it, for `/metrics`, `serve --check` and the dashboard.
@@ -28,6 +29,16 @@ pub struct FleetStats {
     pub alone: bool,
 }
 
+/// What a node asks of the fleet at a renewal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    pub report: Report,
+    /// The share it asks for.
+    pub want: usize,
+    /// The capacity it believes the fleet's: Redis grants within it.
+    pub capacity: usize,
+}
+
 /// What a renewal changed that the caller acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Applied {
@@ -40,11 +51,15 @@ pub struct Applied {
 
 impl Limiter {
     /// From now on the limit is this node's share of the backend, set by each renewal
-    /// (`apply_fleet`); until the first, the whole capacity.
+    /// (`apply_fleet`); until the first, one slot (fleet.rs's `FleetState::new`).
     pub fn join_fleet(&self) {
-        let mut st = self.inner.lock();
+        let inner = &self.inner;
+        let mut st = inner.lock();
         if st.fleet.is_none() {
-            st.fleet = Some(FleetState::new(st.capacity));
+            let f = FleetState::new(st.capacity);
+            st.limit = f.grant;
+            inner.limit.store(f.grant, Ordering::Relaxed);
+            st.fleet = Some(f);
         }
     }
 
@@ -56,7 +71,7 @@ impl Limiter {
     /// What node `me` reports, and the share it asks for: its part of the capacity by
     /// [`allocate`] over every node's last report (the fleet decides the same
     /// everywhere; Redis only ever grants what no other node holds).
-    pub fn fleet_report(&self, me: &str) -> (Report, usize) {
+    pub fn fleet_ask(&self, me: &str) -> Ask {
         let st = self.inner.lock();
         let queued = st.people.queued();
         let people_in_flight = st.in_use.saturating_sub(st.lane.in_use);
@@ -69,15 +84,22 @@ impl Limiter {
             anonymous: st.lane.in_use + st.lane.waiting,
             nets: st.lane.busiest(REPORT_NETS),
         };
-        let want = match &st.fleet {
-            Some(f) => share_for(me, &report, &f.peers, self.inner.lane.share),
-            None => st.capacity,
+        let (want, capacity) = match &st.fleet {
+            Some(f) => (
+                share_for(me, &report, &f.peers, self.inner.lane.share),
+                fleet_capacity(st.capacity, &f.peers),
+            ),
+            None => (st.capacity, st.capacity),
         };
-        (report, want)
+        Ask {
+            report,
+            want,
+            capacity,
+        }
     }
 
-    /// A renewal's answer: this node's grant and the other nodes alive.
-    pub fn apply_fleet(&self, grant: usize, peers: Vec<Peer>) -> Applied {
+    /// A renewal's answer for node `me`: its grant and the other nodes alive.
+    pub fn apply_fleet(&self, me: &str, grant: usize, peers: Vec<Peer>) -> Applied {
         let inner = &self.inner;
         let mut st = inner.lock();
         let in_use = st.in_use;
@@ -87,6 +109,7 @@ impl Limiter {
             + people_waiting
             + st.lane.in_use
             + st.lane.waiting;
+        let st_nets = st.lane.busiest(REPORT_NETS);
         let Some(f) = st.fleet.as_mut() else {
             return Applied::default();
         };
@@ -101,6 +124,12 @@ impl Limiter {
             }
         }
         f.capacity = fleet_capacity(own_capacity, &peers);
+        let parts = net_parts(
+            me,
+            &st_nets,
+            &peers,
+            share_of(f.capacity, inner.lane.network_share),
+        );
         f.grant = grant;
         f.lease_until = Instant::now() + LEASE;
         f.nodes = peers.len() + 1;
@@ -114,7 +143,7 @@ impl Limiter {
         let nudge = (freed && f.contended) || (people_waiting > 0 && in_use >= grant);
         f.peers = peers;
         st.limit = grant;
-        st.lane.set_elsewhere(nets, waiting);
+        st.lane.set_elsewhere(nets, waiting, parts);
         inner.limit.store(grant, Ordering::Relaxed);
         st.grant(worker::id(), inner.reserved, &inner.lane);
         Applied { nudge, rejoined }
@@ -137,7 +166,8 @@ impl Limiter {
         f.contended = false;
         let limit = (capacity / f.nodes.max(1)).max(1);
         st.limit = limit;
-        st.lane.set_elsewhere(HashMap::new(), HashSet::new());
+        st.lane
+            .set_elsewhere(HashMap::new(), HashSet::new(), HashMap::new());
         inner.limit.store(limit, Ordering::Relaxed);
         st.grant(worker::id(), inner.reserved, &inner.lane);
         true
@@ -156,6 +186,47 @@ impl Limiter {
             alone: f.alone,
         })
     }
+}
+
+/// Node `me`'s part of each network's fleet-wide share `net_cap`, for every network
+/// some node reported: the share divided by what the network asks on each node (in
+/// flight and waiting), every node in the order of its name.
+fn net_parts(
+    me: &str,
+    mine: &[(ClientNet, usize, usize)],
+    peers: &[Peer],
+    net_cap: usize,
+) -> HashMap<ClientNet, usize> {
+    let mut nodes: Vec<(&str, &[(ClientNet, usize, usize)])> = peers
+        .iter()
+        .map(|p| (p.node.as_str(), p.report.nets.as_slice()))
+        .chain(std::iter::once((me, mine)))
+        .collect();
+    nodes.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let Some(at) = nodes.iter().position(|(n, _)| *n == me) else {
+        return HashMap::new();
+    };
+    let known: HashSet<ClientNet> = nodes
+        .iter()
+        .flat_map(|(_, nets)| nets.iter().map(|(n, _, _)| *n))
+        .collect();
+    known
+        .into_iter()
+        .map(|net| {
+            let asks: Vec<usize> = nodes
+                .iter()
+                .map(|(_, nets)| {
+                    nets.iter()
+                        .find(|(n, _, _)| *n == net)
+                        .map_or(0, |(_, f, w)| f + w)
+                })
+                .collect();
+            (
+                net,
+                water_fill(&asks, net_cap).get(at).copied().unwrap_or(0),
+            )
+        })
+        .collect()
 }
 
 /// The least capacity any live node knows: a node that measured a smaller backend

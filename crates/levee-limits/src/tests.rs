@@ -65,6 +65,60 @@ fn a_few_slow_answers_do_not_bring_the_limit_down() {
     assert!(g.limit >= before, "{before} -> {}", g.limit);
 }
 
+/// A backend of `workers` that each take `service`: what `in_flight` requests at once
+/// take (queued inside beyond its workers).
+fn backend(workers: usize, service: Duration, in_flight: usize) -> Duration {
+    service.mul_f64((in_flight as f64 / workers as f64).max(1.0))
+}
+
+/// Windows of a storm that always wants more than the limit given out.
+fn storm(g: &mut Gradient, windows: usize, workers: usize, service: Duration, now: &mut Instant) {
+    for _ in 0..windows {
+        let used = g.current();
+        let rtt = backend(workers, service, used);
+        for _ in 0..MIN_SAMPLES {
+            g.sample(rtt, used, *now);
+        }
+        *now += WINDOW;
+        g.sample(rtt, used, *now);
+    }
+}
+
+#[test]
+fn the_limit_finds_the_knee_of_a_backend_kept_busy() {
+    // php-fpm's 4 children behind nginx: levee cannot read their number.
+    for initial in [2, 16, 64] {
+        let mut g = Gradient::new(initial, 2, 256);
+        let mut now = Instant::now();
+        storm(&mut g, 600, 4, ms(50), &mut now);
+        let settled: Vec<usize> = (0..100)
+            .map(|_| {
+                storm(&mut g, 1, 4, ms(50), &mut now);
+                g.limit.round() as usize
+            })
+            .collect();
+        let most = settled.iter().max().copied().unwrap_or(0);
+        let least = settled.iter().min().copied().unwrap_or(0);
+        assert!(
+            (4..=7).contains(&least) && most <= 7,
+            "from {initial}: the limit moved within {least}..={most}, for 4 workers"
+        );
+    }
+}
+
+#[test]
+fn a_backend_slow_for_good_gets_its_limit_back() {
+    let mut g = Gradient::new(16, 2, 256);
+    let mut now = Instant::now();
+    storm(&mut g, 300, 4, ms(20), &mut now);
+    // Every page takes four times as long from now on (a bigger database): the backend
+    // still runs 4 at once.
+    storm(&mut g, 20, 4, ms(80), &mut now);
+    assert!(g.limit <= 6.0, "slower: {}", g.limit);
+    storm(&mut g, 400, 4, ms(80), &mut now);
+    assert!(g.limit >= 4.0, "taken as it is: {}", g.limit);
+}
+
 #[test]
 fn an_idle_limit_does_not_grow() {
     let mut g = Gradient::new(20, 2, 100);

@@ -488,12 +488,16 @@ pub fn serve_workers(
                 } else {
                     ""
                 },
-                limiter.limit(),
+                limiter.capacity(),
                 upstream.limit_source(),
                 limiter.reserved(),
-                limiter.lane().cap(limiter.limit()),
-                limiter.lane().net_cap(limiter.limit()),
-            )
+                limiter.lane().cap(limiter.capacity()),
+                limiter.lane().net_cap(limiter.capacity()),
+            ) + if shared.tiers.as_ref().is_some_and(|t| t.redis.is_some()) {
+                ", shared with every levee on the same Redis (each node holds a share)"
+            } else {
+                ""
+            }
         })
         .collect::<Vec<_>>()
         .join("; ");

@@ -18,6 +18,7 @@ use levee_limits::client_net::ClientNet;
 use levee_limits::Limiter;
 
 mod families;
+mod fleet;
 mod quic;
 mod websockets;
 use families::{register_classes, register_sites, register_tiers};
@@ -601,6 +602,7 @@ pub(crate) fn encode(s: &Stats, scrape: Scrape<'_>) -> String {
     }
     register_sites(&mut r, &sites);
     register_classes(&mut r, &backends);
+    fleet::register_fleet(&mut r, &backends);
     if let Some(t) = tiers {
         register_tiers(&mut r, t);
     }

@@ -325,6 +325,11 @@ impl Upstream {
         !matches!(self.transport, Transport::Http { .. })
     }
 
+    /// The backend as the logs name it (its address or servers).
+    pub fn backend_name(&self) -> &str {
+        &self.backend_name
+    }
+
     /// Where the backend limit comes from, for the startup line.
     pub fn limit_source(&self) -> &str {
         &self.limit_source

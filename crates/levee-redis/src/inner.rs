@@ -39,6 +39,8 @@ pub(crate) struct Inner {
     pub(crate) flush: Notify,
     /// Proven sessions shared with the other nodes, when the caller asked.
     pub(crate) proofs: Option<ProofSync>,
+    /// The fleet's renewals waiting for a nudge, by scope (fleet.rs).
+    pub(crate) fleet: crate::fleet::Listeners,
 }
 
 /// How long a proof is kept, and how many; set by the caller (`Redis::connect_sharing`).

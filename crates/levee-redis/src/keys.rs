@@ -70,6 +70,16 @@ impl Keys {
     pub(crate) fn channel(&self) -> String {
         format!("{}purge", self.prefix)
     }
+
+    /// The leases of the fleet's nodes on one backend (fleet.rs).
+    pub(crate) fn fleet(&self, scope: &str) -> String {
+        format!("{}fleet:{scope}", self.prefix)
+    }
+
+    /// The pub/sub channel where nodes ask each other to renew their leases now.
+    pub(crate) fn fleet_channel(&self) -> String {
+        format!("{}fleet", self.prefix)
+    }
 }
 
 /// The head of a chunked record: which generation of chunks, how many, how many bytes

@@ -28,11 +28,14 @@
 //! | `P purge` | the pub/sub channel bans are published on |
 //! | `P sessions` | proven sessions' hashes: a sorted set by time, trimmed (sessions.rs) |
 //! | `P proofs` | the pub/sub channel proofs are published on |
+//! | `P fleet:S` | the fleet's leases on the backend of scope `S`: a hash, a field per node (fleet.rs) |
+//! | `P fleet` | the pub/sub channel where nodes ask each other to renew their leases now |
 //!
 //! (`{H}`: the hash is the key's Redis Cluster hash tag, so a record's head and chunks
 //! would share a slot; the prefix should hold no braces.)
 
 mod config;
+mod fleet;
 mod inner;
 mod keys;
 mod link;
@@ -44,6 +47,7 @@ mod sync;
 mod tier;
 
 pub use config::{RedisConfig, RedisError};
+pub use fleet::Lease;
 pub use inner::ProofLimits;
 pub use keys::shown as url_for_logs;
 pub use lock::{Lock, LockGuard};

@@ -15,7 +15,7 @@ use redis::aio::{MultiplexedConnection, PubSubStream};
 use tokio::sync::watch;
 
 use crate::inner::Inner;
-use crate::{sessions, sync};
+use crate::{fleet, sessions, sync};
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -122,6 +122,10 @@ async fn connect(inner: &Inner) -> Result<(MultiplexedConnection, PubSubStream),
                 .await
                 .map_err(|e| e.to_string())?;
         }
+        pubsub
+            .subscribe(inner.keys.fleet_channel())
+            .await
+            .map_err(|e| e.to_string())?;
         if !sync::flush(inner, &mut conn).await {
             return Err("cannot write the bans made meanwhile".to_string());
         }
@@ -151,12 +155,16 @@ async fn watch_over(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut missed = 0;
     let proofs = inner.keys.proofs();
+    let fleet = inner.keys.fleet_channel();
     loop {
         tokio::select! {
             _ = stop.changed() => return Ended::Stop,
             msg = messages.next() => match msg {
                 Some(msg) if msg.get_channel_name() == proofs => {
                     sessions::received(inner, msg.get_payload_bytes())
+                }
+                Some(msg) if msg.get_channel_name() == fleet => {
+                    fleet::received(inner, msg.get_payload_bytes())
                 }
                 Some(msg) => sync::received(inner, msg.get_payload_bytes()),
                 None => return Ended::Lost("the connection was closed".to_string()),

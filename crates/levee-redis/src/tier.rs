@@ -15,7 +15,7 @@ use crate::config::{RedisConfig, RedisError};
 use crate::inner::{BanSync, Inner, ProofLimits, ProofSync};
 use crate::lock::Lock;
 use crate::stats::{Counters, RedisStats};
-use crate::{keys, link, lock, record, sessions, sync};
+use crate::{fleet, keys, link, lock, record, sessions, sync};
 
 /// Called with every proven-session change another node makes.
 pub type OnProof = Arc<dyn Fn(ProofChange) + Send + Sync>;
@@ -92,6 +92,7 @@ impl Redis {
                 limits,
                 pending: Mutex::new(Default::default()),
             }),
+            fleet: Default::default(),
             cfg,
         });
         runtime.spawn(link::supervise(inner.clone(), stop_rx));
@@ -145,6 +146,35 @@ impl Redis {
     /// `connect_sharing`.
     pub fn prove(&self, change: ProofChange) {
         sessions::queue(&self.0.inner, change);
+    }
+
+    /// Renews this node's lease on the backend of `scope` (fleet.rs): asks for `want`
+    /// slots of `capacity`, reports `line`, for `ttl`. None when Redis is down, slow
+    /// or answers something else: the caller keeps its grant until the lease ends.
+    pub async fn fleet_renew(
+        &self,
+        scope: &str,
+        want: usize,
+        capacity: usize,
+        line: &str,
+        ttl: Duration,
+    ) -> Option<fleet::Lease> {
+        fleet::renew(&self.0.inner, scope, want, capacity, line, ttl).await
+    }
+
+    /// Asks every other node serving `scope` to renew its lease now.
+    pub async fn fleet_nudge(&self, scope: &str) {
+        fleet::nudge(&self.0.inner, scope).await;
+    }
+
+    /// Notified when another node asks for a renewal of `scope`'s lease.
+    pub fn fleet_listen(&self, scope: &str) -> Arc<Notify> {
+        self.0.inner.fleet.get(&fleet::scope_part(scope))
+    }
+
+    /// This process's name among the nodes (random, new at each start).
+    pub fn node(&self) -> &str {
+        &self.0.inner.node
     }
 
     /// Whether Redis is connected.

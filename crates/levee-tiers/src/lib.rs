@@ -18,6 +18,8 @@
 //! Redis down or slow costs a request at most one bounded wait, and nothing once it is
 //! known down: the node then serves from its local tiers alone.
 
+mod fleet;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,7 +53,7 @@ pub struct Tiers {
     /// The proven sessions' file beside the disk tier's records.
     sessions: Option<Arc<levee_disk::SessionFile>>,
     /// Keeps the thread whose runtime drives Redis's connections alive.
-    _runtime: Option<TierRuntime>,
+    runtime: Option<TierRuntime>,
 }
 
 /// The disk tier's proven sessions: read into `proven`, then kept up to date.
@@ -158,7 +160,7 @@ impl Tiers {
             redis,
             redis_wait,
             sessions,
-            _runtime: runtime,
+            runtime: runtime,
         };
         tiers.keep_sessions(proven);
         Ok(Some(tiers))
@@ -179,6 +181,15 @@ impl Tiers {
                 r.prove(change);
             }
         }));
+    }
+
+    /// From now on `limiter` shares its backend with every node on the same Redis
+    /// (fleet.rs): its limit is this node's share of the fleet's. `scope` names the
+    /// backend alike on every node. Nothing without Redis.
+    pub fn share_admission(&self, scope: String, limiter: levee_limits::Limiter) {
+        if let (Some(redis), Some(rt)) = (&self.redis, &self.runtime) {
+            rt.handle.spawn(fleet::renew(redis.clone(), scope, limiter));
+        }
     }
 
     /// How much longer than usual a request may wait for a fill's head: the fill may

@@ -109,6 +109,16 @@ impl Shared {
         let c = &settings.cache;
         let store = Store::new(c.size);
         let tiers = levee_tiers::Tiers::open(c, &store, &settings.limits, &proven)?;
+        if let Some(t) = &tiers {
+            // Every node on the same Redis shares each backend's capacity (levee-limits'
+            // fleet.rs), named alike on every node: the site, the path, the backend.
+            for site in &sites {
+                for (path, upstream) in site.backends() {
+                    let scope = format!("{}|{path}|{}", site.name, upstream.backend_name());
+                    t.share_admission(scope, upstream.limiter.clone());
+                }
+            }
+        }
         Ok(Shared {
             tls,
             acme,

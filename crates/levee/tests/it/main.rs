@@ -7,6 +7,7 @@
 
 mod access_log;
 mod acme;
+mod admission;
 mod alone;
 mod anonymous;
 mod anonymous_sessions;
@@ -24,6 +25,7 @@ mod demo;
 mod devices;
 mod doctor;
 mod edits;
+mod fleet;
 mod frameworks;
 mod hostile;
 mod http2;

@@ -1,0 +1,100 @@
+//! The fleet's one judgment of a backend: each backend limiter's lease renewed through
+//! the shared Redis (levee-limits' fleet.rs decides, levee-redis's fleet.rs keeps the
+//! leases). A task per backend on the tiers' runtime renews about every second, at once
+//! when the limiter asks (a person waits, a slot freed while someone wants one) or
+//! another node nudges, never more often than every `PACE`.
+
+use std::time::{Duration, Instant};
+
+use levee_limits::fleet::{Peer, Report, LEASE, RENEW_EVERY};
+use levee_limits::Limiter;
+use levee_redis::Redis;
+
+/// The least time between two renewals: a storm's every arrival wakes the task, and a
+/// renewal is a Redis round trip; a person's wait grows by at most this.
+const PACE: Duration = Duration::from_millis(10);
+
+pub(crate) async fn renew(redis: Redis, scope: String, limiter: Limiter) {
+    let wake = limiter.fleet_wake();
+    let nudged = redis.fleet_listen(&scope);
+    limiter.join_fleet();
+    let mut last: Option<Instant> = None;
+    loop {
+        if last.is_some() {
+            tokio::select! {
+                _ = tokio::time::sleep(RENEW_EVERY) => {}
+                _ = wake.notified() => {}
+                _ = nudged.notified() => {}
+            }
+        }
+        if let Some(since) = last.map(|t| t.elapsed()) {
+            if since < PACE {
+                tokio::time::sleep(PACE - since).await;
+            }
+        }
+        last = Some(Instant::now());
+        // What a node asks for is reckoned from the last view of the others; when the
+        // view this renewal brings changes it (a person now waits elsewhere, a node
+        // left), it asks again at once rather than a second later.
+        let mut asked = None;
+        for _ in 0..2 {
+            let ask = limiter.fleet_ask(redis.node());
+            if asked.is_some_and(|(want, grant)| ask.want == want || ask.want == grant) {
+                break;
+            }
+            let grant = renew_once(&redis, &scope, &limiter, &ask).await;
+            match grant {
+                Some(grant) => asked = Some((ask.want, grant)),
+                None => break,
+            }
+        }
+    }
+}
+
+/// One renewal: the lease asked for, its answer applied. The grant, or None when Redis
+/// did not answer.
+async fn renew_once(
+    redis: &Redis,
+    scope: &str,
+    limiter: &Limiter,
+    ask: &levee_limits::Ask,
+) -> Option<usize> {
+    let line = ask.report.to_line();
+    let lease = redis
+        .fleet_renew(scope, ask.want, ask.capacity, &line, LEASE)
+        .await;
+    let Some(lease) = lease else {
+        if limiter.fleet_unreachable() {
+            let s = limiter.fleet_stats();
+            tracing::warn!(
+                backend = %scope,
+                limit = limiter.limit(),
+                nodes = s.map_or(1, |s| s.nodes),
+                "the fleet's Redis is unreachable past this node's lease: it takes the backend's capacity / the {} node(s) it last knew ({} slots) until Redis is back",
+                s.map_or(1, |s| s.nodes),
+                limiter.limit()
+            );
+        }
+        return None;
+    };
+    let grant = lease.grant;
+    let peers = lease
+        .others
+        .into_iter()
+        .filter_map(|(node, grant, line)| {
+            Some(Peer {
+                node,
+                grant,
+                report: Report::from_line(&line)?,
+            })
+        })
+        .collect();
+    let applied = limiter.apply_fleet(redis.node(), lease.grant, peers);
+    if applied.rejoined {
+        tracing::warn!(backend = %scope, "the fleet's Redis is reachable again: this node shares the backend with the fleet");
+    }
+    if applied.nudge {
+        redis.fleet_nudge(scope).await;
+    }
+    Some(grant)
+}

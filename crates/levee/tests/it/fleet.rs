@@ -1,0 +1,397 @@
+//! One judgment of the backend for a fleet (issue 51): levee nodes sharing one Redis
+//! share each backend's capacity through leases (levee-limits' fleet.rs), so that N
+//! nodes never give the backend N times its limit, a person on one node takes room
+//! from anonymous work on another, a client network's share is the fleet's, a killed
+//! node's share comes back, and a node that loses Redis runs on its part alone. Real
+//! `redis-server`, real levee processes, an origin that counts what it has in flight.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use levee_test::{levee, Levee, Origin, Recorded, Reply, Req};
+use tokio::task::JoinSet;
+
+/// `n` levee nodes in front of `origin`, sharing `redis`, with `limits` (TOML lines of
+/// `[limits]`), each seeing the others.
+async fn fleet(n: usize, origin: &Origin, redis: &levee_test::Redis, limits: &str) -> Vec<Levee> {
+    let nodes: Vec<Levee> = (0..n)
+        .map(|_| {
+            levee!()
+                .backend(&origin.url())
+                .args(&["--cache-redis", &redis.url()])
+                .config(&format!("[limits]\n{limits}"))
+                .start()
+        })
+        .collect();
+    for node in &nodes {
+        node.wait_metric("levee_redis_up", |v| v == 1.0).await;
+        node.wait_metric_within("levee_fleet_nodes", Duration::from_secs(10), |v| {
+            v == n as f64
+        })
+        .await;
+    }
+    nodes
+}
+
+/// 127.N.0.H: network N (a /24 each), host H.
+fn ip(n: u8, h: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, n, 0, h))
+}
+
+/// Uncacheable work of `ms`, counted by the origin; its path says who asked.
+fn origin_of_work(arrivals: Arc<Mutex<Vec<(String, Instant)>>>) -> Origin {
+    Origin::start(move |r: &Recorded| {
+        arrivals
+            .lock()
+            .unwrap()
+            .push((r.path.clone(), Instant::now()));
+        let ms = r
+            .uri
+            .split("ms=")
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut reply = Reply::text("work done\n")
+            .header("cache-control", "no-store")
+            .delay(Duration::from_millis(ms));
+        if r.path == "/login" {
+            reply = Reply::status(302)
+                .header("location", "/")
+                .header(
+                    "set-cookie",
+                    "PHPSESSID=person-ed-5f0d8c2e9a7b41e3; path=/; HttpOnly",
+                )
+                .header("cache-control", "no-store");
+        }
+        reply
+    })
+}
+
+/// A client asking `path` from `from` at `addr` again and again until `stop` (at most
+/// 200 times), 20 ms apart after a refusal: the statuses it got.
+fn keep_asking(
+    set: &mut JoinSet<Vec<u16>>,
+    addr: SocketAddr,
+    from: IpAddr,
+    path: String,
+    stop: Arc<AtomicBool>,
+) {
+    set.spawn(async move {
+        let mut statuses = Vec::new();
+        while !stop.load(Ordering::SeqCst) && statuses.len() < 200 {
+            let r = Req::get(&path).send_from(addr, from).await;
+            if r.status != 200 {
+                // A refused client comes back a moment later, not in a busy loop.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            statuses.push(r.status.as_u16());
+        }
+        statuses
+    });
+}
+
+async fn statuses(set: &mut JoinSet<Vec<u16>>) -> Vec<u16> {
+    let mut all = Vec::new();
+    while let Some(done) = set.join_next().await {
+        all.extend(done.unwrap());
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_on_one_redis_never_give_the_backend_more_than_its_limit() {
+    let redis = levee_test::Redis::start();
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let origin = origin_of_work(arrivals.clone());
+    let nodes = fleet(3, &origin, &redis, "backend_max_concurrency = 4").await;
+    let mut set = JoinSet::new();
+    // 64 clients from 64 networks, split over the nodes, each asking 3 times.
+    for i in 0..64u8 {
+        let addr = nodes[usize::from(i) % 3].addr();
+        set.spawn(async move {
+            let mut got = Vec::new();
+            for k in 0..3 {
+                let r = Req::get(&format!("/work/{i}/{k}?ms=200"))
+                    .send_from(addr, ip(10 + i, 1))
+                    .await;
+                got.push(r.status.as_u16());
+            }
+            got
+        });
+    }
+    let got = statuses(&mut set).await;
+    let ok = got.iter().filter(|s| **s == 200).count();
+    assert!(
+        got.iter().all(|s| [200, 429, 503].contains(s)),
+        "statuses: {got:?}"
+    );
+    assert!(
+        origin.max_in_flight() <= 4,
+        "the backend saw {} at once from a fleet whose limit is 4",
+        origin.max_in_flight()
+    );
+    assert_eq!(
+        origin.max_in_flight(),
+        4,
+        "the fleet used its capacity (work-conserving)"
+    );
+    // Every request answered 200 reached the backend; no refused one did.
+    assert_eq!(origin.requests(), ok, "statuses: {got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_on_one_node_takes_room_from_anonymous_work_on_another() {
+    let redis = levee_test::Redis::start();
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let origin = origin_of_work(arrivals.clone());
+    let nodes = fleet(
+        2,
+        &origin,
+        &redis,
+        "backend_max_concurrency = 2\nbackend_anonymous_wait = \"10s\"",
+    )
+    .await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    // Idle, the capacity is shared out: each node can start a request at once.
+    for n in [a, b] {
+        n.wait_metric_within("levee_fleet_share", Duration::from_secs(10), |v| v == 1.0)
+            .await;
+    }
+    // The editor logs in through B: B sees the backend give out the session.
+    let login = Req::post("/login", "user=ed")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send_from(b.addr(), ip(8, 1))
+        .await;
+    assert_eq!(login.status, 302, "{}", login.summary());
+    let cookie = "PHPSESSID=person-ed-5f0d8c2e9a7b41e3";
+    // A crawler on A fills the backend with 1 s pages.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut set = JoinSet::new();
+    for i in 0..6u8 {
+        let path = format!("/crawl/{i}?ms=1000");
+        keep_asking(&mut set, a.addr(), ip(2, i + 1), path, stop.clone());
+    }
+    assert!(
+        levee_test::eventually(Duration::from_secs(10), || origin.in_flight() == 2).await,
+        "the crawler did not fill the backend"
+    );
+    // Past the editor's linger on B: A holds the whole backend.
+    a.wait_metric_within("levee_fleet_share", Duration::from_secs(10), |v| v == 2.0)
+        .await;
+    origin.reset();
+    let started = Instant::now();
+    let r = Req::get("/edit?ms=50")
+        .header("cookie", cookie)
+        .send_from(b.addr(), ip(8, 1))
+        .await;
+    let waited = started.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    let crawled = statuses(&mut set).await;
+    assert_eq!(r.status, 200, "{}", r.summary());
+    // One crawler page's time (1 s) at most, with room for a loaded machine.
+    assert!(
+        waited < Duration::from_millis(1700),
+        "the editor waited {waited:?} behind anonymous work on another node"
+    );
+    assert!(
+        origin.max_in_flight() <= 2,
+        "the backend saw {} at once; the fleet's limit is 2",
+        origin.max_in_flight()
+    );
+    // The crawler is served, or refused at once (never sent) while it is over its share.
+    assert!(
+        crawled.contains(&200) && crawled.iter().all(|s| [200, 429, 503].contains(s)),
+        "crawler: {crawled:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crawler_network_split_over_three_nodes_holds_its_share_of_the_fleet() {
+    let redis = levee_test::Redis::start();
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let origin = origin_of_work(arrivals.clone());
+    // 8 slots, a network's share 25%: 2 slots, fleet-wide.
+    let nodes = fleet(
+        3,
+        &origin,
+        &redis,
+        "backend_max_concurrency = 8\nbackend_network_share = \"25%\"\nbackend_anonymous_wait = \"30s\"",
+    )
+    .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut set = JoinSet::new();
+    // The crawler (network 2): four connections to each node. Three other networks,
+    // six connections each, each to one node, as a load balancer keeps a client on
+    // one. Each node alone sees two networks and would give the crawler half of its
+    // slots: half the fleet's, twice its share.
+    for (k, node) in nodes.iter().enumerate() {
+        for c in 0..4u8 {
+            let path = format!("/net2/{k}-{c}?ms=500");
+            keep_asking(&mut set, node.addr(), ip(2, c + 1), path, stop.clone());
+        }
+        let n = 3 + k as u8;
+        for c in 0..6u8 {
+            let path = format!("/net{n}/{c}?ms=500");
+            keep_asking(&mut set, node.addr(), ip(n, c + 1), path, stop.clone());
+        }
+    }
+    // 120 pages: 7.5 s of the backend's 8 slots.
+    let seen = || arrivals.lock().unwrap().len();
+    assert!(levee_test::eventually(Duration::from_secs(30), || seen() >= 120).await);
+    stop.store(true, Ordering::SeqCst);
+    let got = statuses(&mut set).await;
+    assert!(
+        got.iter().all(|s| [200, 429].contains(s)),
+        "statuses: {got:?}"
+    );
+    assert!(origin.max_in_flight() <= 8, "{}", origin.max_in_flight());
+    // Past the first second (before the first renewals, each node knows only its own):
+    // the crawler's part of the pages the backend ran.
+    let arrived = arrivals.lock().unwrap().clone();
+    let t0 = arrived[0].1 + Duration::from_secs(1);
+    let later: Vec<&String> = arrived
+        .iter()
+        .filter(|(_, t)| *t >= t0)
+        .map(|(p, _)| p)
+        .collect();
+    let crawler = later.iter().filter(|p| p.starts_with("/net2/")).count();
+    let part = crawler as f64 / later.len().max(1) as f64;
+    assert!(
+        part <= 0.3,
+        "the crawler's network ran {crawler} of {} pages ({:.0}%); its share is 25% of the fleet",
+        later.len(),
+        part * 100.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_while_holding_slots_frees_them_within_5_s() {
+    let redis = levee_test::Redis::start();
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let origin = origin_of_work(arrivals.clone());
+    let mut nodes = fleet(
+        2,
+        &origin,
+        &redis,
+        "backend_max_concurrency = 4\nbackend_anonymous_wait = \"30s\"",
+    )
+    .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut set = JoinSet::new();
+    let a_addr = nodes[0].addr();
+    for i in 0..8u8 {
+        keep_asking(
+            &mut set,
+            a_addr,
+            ip(2, i + 1),
+            format!("/a/{i}?ms=1000"),
+            stop.clone(),
+        );
+    }
+    nodes[0]
+        .wait_metric_within("levee_fleet_share", Duration::from_secs(10), |v| v == 4.0)
+        .await;
+    nodes[1]
+        .wait_metric_within("levee_fleet_share", Duration::from_secs(10), |v| v == 0.0)
+        .await;
+    nodes[0].kill();
+    stop.store(true, Ordering::SeqCst);
+    let killed = Instant::now();
+    let b = &nodes[1];
+    let mut asks = JoinSet::new();
+    for i in 0..4u8 {
+        let addr = b.addr();
+        asks.spawn(async move {
+            Req::get(&format!("/b/{i}?ms=100"))
+                .send_from(addr, ip(3 + i, 1))
+                .await
+                .status
+                .as_u16()
+        });
+    }
+    b.wait_metric_within("levee_fleet_share", Duration::from_secs(5), |v| v == 4.0)
+        .await;
+    let mut got = Vec::new();
+    while let Some(s) = asks.join_next().await {
+        got.push(s.unwrap());
+    }
+    assert!(got.iter().all(|s| *s == 200), "{got:?}");
+    assert!(
+        killed.elapsed() < Duration::from_secs(6),
+        "B's requests took {:?} after the kill",
+        killed.elapsed()
+    );
+    // The killed node's clients saw their connections end (their tasks fail, which is
+    // what a client of a crashed node sees); nothing to check of them.
+    set.abort_all();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_stopped_each_node_runs_on_its_part_and_shares_again_after() {
+    let redis = levee_test::Redis::start();
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let origin = origin_of_work(arrivals.clone());
+    let nodes = fleet(
+        3,
+        &origin,
+        &redis,
+        // Shares between networks off: a refusal here could only be the outage's.
+        "backend_max_concurrency = 6\nbackend_network_share = \"100%\"\nbackend_anonymous_share = \"100%\"\nbackend_anonymous_wait = \"30s\"",
+    )
+    .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut set = JoinSet::new();
+    for (k, node) in nodes.iter().enumerate() {
+        for c in 0..4u8 {
+            let from = ip(20 + k as u8, c + 1);
+            keep_asking(
+                &mut set,
+                node.addr(),
+                from,
+                format!("/n{k}/{c}?ms=300"),
+                stop.clone(),
+            );
+        }
+    }
+    assert!(
+        levee_test::eventually(Duration::from_secs(10), || origin.in_flight() == 6).await,
+        "the fleet did not fill the backend"
+    );
+    redis.pause();
+    let paused = Instant::now();
+    for node in &nodes {
+        node.wait_metric_within("levee_fleet_alone", Duration::from_secs(8), |v| v == 1.0)
+            .await;
+        assert_eq!(
+            node.metric("levee_backend_limit").await,
+            2.0,
+            "capacity / 3"
+        );
+    }
+    origin.reset();
+    // Redis stays stopped 10 s in all.
+    levee_test::eventually(Duration::from_secs(12), || {
+        paused.elapsed() >= Duration::from_secs(10)
+    })
+    .await;
+    assert!(
+        origin.max_in_flight() <= 6,
+        "without Redis the nodes gave the backend {} at once (its limit is 6)",
+        origin.max_in_flight()
+    );
+    redis.resume();
+    for node in &nodes {
+        node.wait_metric_within("levee_fleet_alone", Duration::from_secs(10), |v| v == 0.0)
+            .await;
+        node.wait_metric_within("levee_fleet_nodes", Duration::from_secs(10), |v| v == 3.0)
+            .await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let got = statuses(&mut set).await;
+    assert!(
+        got.iter().all(|s| *s == 200),
+        "a client saw an error while Redis was stopped: {got:?}"
+    );
+}
