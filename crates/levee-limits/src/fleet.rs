@@ -184,7 +184,10 @@ pub(crate) struct FleetState {
     pub nodes: usize,
     /// The fleet's capacity: the least any live node knows.
     pub capacity: usize,
-    /// What the other nodes hold at the backend, as they last reported.
+    /// What the other nodes hold of the capacity (their grants, or more while work
+    /// started before a smaller grant runs), as they last reported.
+    pub held_elsewhere: usize,
+    /// What the other nodes had at the backend, as they last reported.
     pub in_use_elsewhere: usize,
     /// People's work waiting on other nodes.
     pub people_waiting_elsewhere: usize,
@@ -209,6 +212,7 @@ impl FleetState {
             lease_until: Instant::now() + LEASE,
             nodes: 1,
             capacity,
+            held_elsewhere: 0,
             in_use_elsewhere: 0,
             people_waiting_elsewhere: 0,
             contended: false,
@@ -220,7 +224,7 @@ impl FleetState {
 
     /// The fleet's slots are all in use, as far as this node knows.
     pub fn full(&self, in_use_here: usize) -> bool {
-        self.alone || in_use_here + self.in_use_elsewhere >= self.capacity
+        self.alone || in_use_here + self.held_elsewhere >= self.capacity
     }
 }
 

@@ -133,7 +133,8 @@ impl Limiter {
         f.grant = grant;
         f.lease_until = Instant::now() + LEASE;
         f.nodes = peers.len() + 1;
-        f.in_use_elsewhere = peers.iter().map(Peer::held).sum();
+        f.held_elsewhere = peers.iter().map(Peer::held).sum();
+        f.in_use_elsewhere = peers.iter().map(|p| p.report.in_use).sum();
         f.people_waiting_elsewhere = peers.iter().map(|p| p.report.people_waiting).sum();
         f.contended = own_demand > grant || peers.iter().any(|p| p.report.demand() > p.grant);
         let held = grant.max(in_use);

@@ -174,3 +174,83 @@ mod tests {
         assert_eq!(scope_part("a b{c}"), "a_b_c_");
     }
 }
+
+/// One backend's fleet as Redis holds it: its scope and each live node's lease
+/// (`node`, `grant`, `report line`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetView {
+    pub scope: String,
+    pub nodes: Vec<(String, usize, String)>,
+}
+
+/// What the fleets sharing the Redis at `url` (keys under `prefix`) hold now, for
+/// `levee serve --check`: each backend's live leases. Err says why Redis could not be
+/// read.
+pub async fn read_fleets(
+    url: &str,
+    prefix: &str,
+    limit: Duration,
+) -> Result<Vec<FleetView>, String> {
+    let steps = async {
+        let client = crate::keys::client(url).map_err(|e| e.to_string())?;
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| e.to_string())?;
+        let now_ms: u64 = {
+            let (secs, micros): (u64, u64) = redis::cmd("TIME")
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            secs * 1000 + micros / 1000
+        };
+        // SCAN, never KEYS: the cache's Redis may hold millions of keys.
+        let pattern = format!("{prefix}fleet:*");
+        let mut keys: Vec<String> = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            keys.extend(batch);
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let mut out = Vec::new();
+        for key in keys {
+            let all: Vec<(String, String)> = redis::cmd("HGETALL")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            let nodes = all
+                .into_iter()
+                .filter_map(|(node, v)| {
+                    let mut f = v.splitn(3, ' ');
+                    let expires: u64 = f.next()?.parse().ok()?;
+                    let grant = f.next()?.parse().ok()?;
+                    (expires >= now_ms).then(|| (node, grant, f.next().unwrap_or("").to_string()))
+                })
+                .collect();
+            let scope = key.strip_prefix(&format!("{prefix}fleet:")).unwrap_or(&key);
+            out.push(FleetView {
+                scope: scope.to_string(),
+                nodes,
+            });
+        }
+        Ok(out)
+    };
+    tokio::time::timeout(limit, steps)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
+}

@@ -176,6 +176,13 @@ pub(crate) fn client(url: &str) -> Result<redis::Client, RedisError> {
     if redis::parse_redis_url(url).is_none() {
         return Err(bad("unknown scheme or not a URL".to_string()));
     }
+    if url.starts_with("rediss:") || url.starts_with("valkeys:") {
+        // redis-rs builds its TLS configuration on rustls's process-wide provider;
+        // levee's other TLS code names ring explicitly and installs none.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    }
     redis::Client::open(url).map_err(|e| bad(e.to_string()))
 }
 

@@ -47,7 +47,7 @@ mod sync;
 mod tier;
 
 pub use config::{RedisConfig, RedisError};
-pub use fleet::Lease;
+pub use fleet::{read_fleets, FleetView, Lease};
 pub use inner::ProofLimits;
 pub use keys::shown as url_for_logs;
 pub use lock::{Lock, LockGuard};

@@ -64,13 +64,6 @@ impl Redis {
             several => return Err(RedisError::Cluster(several.len())),
         };
         let client = keys::client(&url)?;
-        if url.starts_with("rediss:") || url.starts_with("valkeys:") {
-            // redis-rs builds its TLS configuration on rustls's process-wide provider;
-            // levee's other TLS code names ring explicitly and installs none.
-            if rustls::crypto::CryptoProvider::get_default().is_none() {
-                let _ = rustls::crypto::ring::default_provider().install_default();
-            }
-        }
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RedisError::NoRuntime)?;
         let (stop_tx, stop_rx) = watch::channel(());
         let inner = Arc::new(Inner {

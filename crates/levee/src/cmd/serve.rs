@@ -205,6 +205,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             levee_tls::CertStore::load(&pairs, levee_tls::Settings::default())?;
         }
         print_settings(&settings);
+        print_fleets(&settings);
         return Ok(ExitCode::SUCCESS);
     }
     let backend = settings
@@ -288,4 +289,76 @@ fn print_settings(s: &Settings) {
         let _ = writeln!(out, "{indent}{:<34} {}", d.option, d.value);
     }
     let _ = std::io::stdout().write_all(out.as_bytes());
+}
+
+/// With the Redis tier: whether Redis answers, and each backend's fleet as its leases
+/// there say (levee-limits' fleet.rs). Never fails the check: Redis down is no error
+/// in the configuration, and levee serves without it.
+fn print_fleets(s: &Settings) {
+    let Some(url) = s.cache.redis.first() else {
+        return;
+    };
+    let shown = levee_redis::url_for_logs(url);
+    let read = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(levee_redis::read_fleets(
+                url,
+                "levee:",
+                std::time::Duration::from_secs(3),
+            ))
+        });
+    let fleets = match read {
+        Ok(f) => f,
+        Err(e) => {
+            println!("\nfleet: Redis at {shown} is unreachable ({e}); each node then runs on its part of the backend alone");
+            return;
+        }
+    };
+    println!("\nfleet: Redis at {shown} is reachable");
+    if fleets.iter().all(|f| f.nodes.is_empty()) {
+        println!("  no levee node holds a lease on a backend now");
+    }
+    for f in fleets.iter().filter(|f| !f.nodes.is_empty()) {
+        let reports: Vec<_> = f
+            .nodes
+            .iter()
+            .map(|(node, grant, line)| (node, grant, levee_limits::fleet::Report::from_line(line)))
+            .collect();
+        let capacity = reports
+            .iter()
+            .filter_map(|(_, _, r)| r.as_ref().map(|r| r.capacity))
+            .min()
+            .unwrap_or(0);
+        let in_flight: usize = reports
+            .iter()
+            .filter_map(|(_, _, r)| r.as_ref().map(|r| r.in_use))
+            .sum();
+        let waiting: usize = reports
+            .iter()
+            .filter_map(|(_, _, r)| r.as_ref().map(|r| r.people_waiting))
+            .sum();
+        // The scope is `site|path|backend` (levee-proxy's shared.rs names it so).
+        let mut parts = f.scope.splitn(3, '|');
+        let (site, path, backend) = (
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+        );
+        println!(
+            "  site {site}, {path} -> {backend}: {} node(s) alive, capacity {capacity}, {in_flight} in flight, {waiting} people's request(s) waiting",
+            f.nodes.len()
+        );
+        for (node, grant, r) in reports {
+            match r {
+                Some(r) => println!(
+                    "    node {node}: share {grant}, {} in flight, {} people's waiting, {} anonymous in flight or waiting",
+                    r.in_use, r.people_waiting, r.anonymous
+                ),
+                None => println!("    node {node}: share {grant} (a report levee cannot read)"),
+            }
+        }
+    }
 }
