@@ -395,3 +395,36 @@ async fn with_redis_stopped_each_node_runs_on_its_part_and_shares_again_after() 
         "a client saw an error while Redis was stopped: {got:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_and_metrics_show_the_fleet() {
+    let bin = levee_test::require!(levee_test::tools::CHROMIUM);
+    let redis = levee_test::Redis::start();
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let origin = origin_of_work(arrivals.clone());
+    let nodes = fleet(2, &origin, &redis, "backend_max_concurrency = 4").await;
+    let a = &nodes[0];
+    assert_eq!(a.metric("levee_fleet_capacity").await, 4.0);
+    assert_eq!(a.metric("levee_fleet_alone").await, 0.0);
+    let admin = a.admin_addr().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://{admin}/");
+    let (dom, stderr) = tokio::task::spawn_blocking({
+        let profile = dir.path().join("profile");
+        move || {
+            levee_test::tools::run_chromium(
+                &bin,
+                &profile,
+                &["--dump-dom", "--virtual-time-budget=4000"],
+                &url,
+            )
+        }
+    })
+    .await
+    .unwrap();
+    assert!(dom.contains("data-fleet=\"2\""), "stderr:\n{stderr}\n{dom}");
+    assert!(dom.contains("fleet: 2 nodes, this one's share"), "{dom}");
+    for bad in ["Uncaught", "SyntaxError", "TypeError", "ReferenceError"] {
+        assert!(!stderr.contains(bad), "console error {bad}:\n{stderr}");
+    }
+}
