@@ -38,24 +38,36 @@
 # connections from 64 addresses of one /24 ("one-net").
 # The backend's busy share: php-fpm's status page for the wiki's pool, sampled 5 times a
 # second in both phases through a port of the site's nginx no front is given.
-# Every run starts clean: a new wiki (database, php-fpm), a new nginx and a new front; the
-# fronts alternate, the first one rotating with each run. After each levee storm its
-# /metrics and /top.json go next to the report in benchmarks/out/.
+# The backend's concurrency: requests in the site's nginx at once (stub_status `Writing`,
+# on the same port), sampled as often; with php-fpm's most active processes, per phase.
+# A fleet (issue 51): NODES="1 2 4" runs levee as each N of `levee serve` processes, each
+# its own port and admin port, all with `--cache-redis` to one redis-server started for
+# the run (loopback, `--save '' --appendonly no`); reader i, editor i and crawler
+# connection i talk to node i mod N (storm.rs). N=1 runs without Redis, as before, unless
+# REDIS=1. The levee_fleet_* values of every node at the end go into the report.
+# Every run starts clean: a new wiki (database, php-fpm), a new nginx and a new front (and
+# Redis); the fronts alternate, the first one rotating with each run. After each levee
+# storm its /metrics and /top.json go next to the report in benchmarks/out/ (one of each
+# per node, `-nodeK`, for N > 1).
 #
 # Usage: benchmarks/storm.sh                  (about 45 minutes: 8 runs x 3 fronts)
 #        QUICK=1 benchmarks/storm.sh          (10 s + 15 s phases; about 20 minutes)
 #        VARIANTS="one" FRONTS="levee" KINDS="plain replay" benchmarks/storm.sh
+#        NODES="1 2 4" FRONTS="levee" KINDS="plain" VARIANTS="many" ROUNDS=3 benchmarks/storm.sh
 #        Tables go to stdout, benchmarks/out/ and the end of BENCHMARKS.md (RECORD=0: not there).
 # Env:   FAIR_SECS STORM_SECS KINDS VARIANTS FRONTS="nginx varnish levee" ROUNDS=1 READERS EDITORS
 #        PAGES THINK_MS=200 EDIT_EVERY=5 VISIBLE_SECS TIMEOUT_SECS=30 (per request),
 #        REFUSED_PAUSE_MS=20 (a crawler's pause after a refusal; 0: none),
 #        SLOW_MS=0 (print each editor's request slower than this, and when it started),
 #        LEVEE, BUILD, KEEP_WORK,
+#        NODES="1" (levee: the fleet sizes to run, each a run of its own), REDIS=0 (1: Redis
+#        at N=1 too),
 #        WEBSOCKETS=0 (levee: that many idle WebSockets held open through levee, to a
 #        route's echo server, for the whole run; the report says how many were still
 #        answering at its end).
 # Needs: php8.2-fpm php8.2-cli php8.2-mysql mariadb-server mediawiki nginx-light varnish
-#        curl python3. Targets and binds 127.0.0.0/8 only.
+#        curl python3 (and redis-server for NODES > 1 or REDIS=1). Targets and binds
+#        127.0.0.0/8 only.
 source "$(dirname "$0")/lib.sh"
 
 QUICK=${QUICK:-0}
@@ -84,8 +96,29 @@ VISIBLE_SECS=${VISIBLE_SECS:-10}
 REFUSED_PAUSE_MS=${REFUSED_PAUSE_MS:-20}
 SLOW_MS=${SLOW_MS:-0}
 WEBSOCKETS=${WEBSOCKETS:-0}
+NODES=${NODES:-1}
+REDIS=${REDIS:-0}
+for n in $NODES; do
+    [[ $n =~ ^[1-9][0-9]*$ ]] && [ "$n" -le 16 ] || { echo "NODES: $n is not a node count (1 to 16)" >&2; exit 2; }
+done
+
+# The fronts' runs: levee once per fleet size, tagged `levee` (one node, no Redis: as
+# before the fleet) or `levee-nN` (N nodes on one Redis; REDIS=1 makes it levee-n1 at N=1).
+RUN_FRONTS=()
+for f in "${FRONTS[@]}"; do
+    if [ "$f" = levee ]; then
+        for n in $NODES; do
+            if [ "$n" = 1 ] && [ "$REDIS" != 1 ]; then RUN_FRONTS+=(levee); else RUN_FRONTS+=("levee-n$n"); fi
+        done
+    else
+        RUN_FRONTS+=("$f")
+    fi
+done
+NEED_REDIS=0
+for f in "${RUN_FRONTS[@]}"; do case $f in levee-n*) NEED_REDIS=1 ;; esac; done
 
 need_tools nginx varnishd curl python3 php mariadbd
+[ "$NEED_REDIS" = 0 ] || need_tools redis-server
 [ -e /usr/share/mediawiki/index.php ] || {
     echo "missing: /usr/share/mediawiki; install with: apt-get install -y mediawiki php8.2-fpm php8.2-mysql mariadb-server" >&2
     exit 2
@@ -193,7 +226,7 @@ PY
 # manual (Manual:Short URL/Nginx) configures it, with the wiki at the root: its PHP entry
 # points to php-fpm (PATH_INFO for /index.php/Title), static resources with a week's
 # expiry; and on STATUS_PORT, which no front is given, php-fpm's status page for the
-# load's sampler (sets SITE_PID).
+# load's sampler, and nginx's own stub_status (the requests in it) (sets SITE_PID).
 start_site() {
     local dir="$WORK/$1" user_line=""
     mkdir -p "$dir"
@@ -234,6 +267,7 @@ http {
             fastcgi_param SCRIPT_FILENAME /fpm-status;
             fastcgi_pass unix:$STATUS_SOCK;
         }
+        location = /nginx-status { stub_status; }
         location / { return 404; }
     }
 }
@@ -244,35 +278,87 @@ EOF
     wait_port "$3" "$SITE_PID"
 }
 
-# start_front FRONT TAG SITE_PORT: sets FRONT_PORT, FRONT_PID (empty for nginx alone),
-# ADMIN_PORT (levee).
+# start_redis TAG: a redis-server of the run's own on a free loopback port, no persistence
+# (sets REDIS_PID, REDIS_PORT).
+start_redis() {
+    REDIS_PORT=$(free_port)
+    mkdir -p "$WORK/redis-$1"
+    start_bg "redis-$1" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' \
+        --appendonly no --dir "$WORK/redis-$1" --protected-mode yes
+    REDIS_PID=$BG_PID
+    wait_port "$REDIS_PORT" "$REDIS_PID"
+}
+
+# start_front FRONT TAG SITE_PORT: sets FRONT_PORT, FRONT_PIDS (empty for nginx alone),
+# TARGETS (the load's --target: every node, comma-separated) and, for levee, ADMIN_PORTS
+# (one per node), NODES_N and REDIS_PID (empty without Redis). FRONT: nginx, varnish,
+# levee or levee-nN (N nodes on one Redis).
 start_front() {
-    FRONT_PID=""
+    FRONT_PIDS=()
+    ADMIN_PORTS=()
+    REDIS_PID=""
+    NODES_N=1
     case $1 in
     nginx) FRONT_PORT=$3 ;;
     varnish)
         FRONT_PORT=$(free_port)
         printf 'vcl 4.1;\nbackend default { .host = "127.0.0.1"; .port = "%s"; }\n' "$3" >"$WORK/default.vcl"
         start_varnish "varnish-$2" "$FRONT_PORT" "$WORK/default.vcl" malloc,256m
-        FRONT_PID=$VARNISH_PID
+        FRONT_PIDS=("$VARNISH_PID")
         ;;
-    levee)
-        FRONT_PORT=$(free_port)
-        ADMIN_PORT=$(free_port)
+    levee | levee-n*)
+        local k port admin redis=() ports=() common
+        if [ "$1" != levee ]; then
+            NODES_N=${1#levee-n}
+            start_redis "$2"
+            redis=(--cache-redis "redis://127.0.0.1:$REDIS_PORT/0")
+        fi
         if [ "$WEBSOCKETS" -gt 0 ]; then
             # The same site, with a route to the WebSocket server the idle ones hold.
             printf '[[site]]\ndefault = true\nbackend = "http://127.0.0.1:%s"\npreset = ["mediawiki"]\n[[site.route]]\npath = "/ws/"\nbackend = "http://127.0.0.1:%s"\n' \
                 "$3" "$WS_PORT" >"$WORK/levee-ws-$2.toml"
-            start_bg "levee-$2" "$LEVEE" serve --listen "127.0.0.1:$FRONT_PORT" \
-                --config "$WORK/levee-ws-$2.toml" --admin-listen "127.0.0.1:$ADMIN_PORT"
-            LEVEE_PID=$BG_PID
-            wait_port "$FRONT_PORT" "$LEVEE_PID"
-        else
-            start_levee "levee-$2" "$FRONT_PORT" "$3" --preset mediawiki --admin-listen "127.0.0.1:$ADMIN_PORT"
         fi
-        FRONT_PID=$LEVEE_PID
+        for ((k = 0; k < NODES_N; k++)); do
+            port=$(free_port)
+            admin=$(free_port)
+            if [ "$WEBSOCKETS" -gt 0 ]; then
+                common=(--config "$WORK/levee-ws-$2.toml")
+            else
+                common=(--backend "http://127.0.0.1:$3" --preset mediawiki)
+            fi
+            start_bg "levee-$2-node$k" "$LEVEE" serve --listen "127.0.0.1:$port" "${common[@]}" \
+                --admin-listen "127.0.0.1:$admin" "${redis[@]}"
+            FRONT_PIDS+=("$BG_PID")
+            ports+=("$port")
+            ADMIN_PORTS+=("$admin")
+        done
+        for ((k = 0; k < NODES_N; k++)); do wait_port "${ports[k]}" "${FRONT_PIDS[k]}"; done
+        FRONT_PORT=${ports[0]}
+        ADMIN_PORT=${ADMIN_PORTS[0]}
+        TARGETS=$(printf 'http://127.0.0.1:%s,' "${ports[@]}")
+        TARGETS=${TARGETS%,}
+        [ -z "$REDIS_PID" ] || wait_fleet "$2"
+        return 0
         ;;
     esac
+    TARGETS="http://127.0.0.1:$FRONT_PORT"
+}
+
+# wait_fleet TAG: up to 20 s for every node to see Redis and the whole fleet
+# (levee_redis_up 1, levee_fleet_nodes NODES_N), as the fleet's integration tests do;
+# logged (and the run goes on) when it does not.
+wait_fleet() {
+    local k i ok
+    for ((i = 0; i < 200; i++)); do
+        ok=1
+        for ((k = 0; k < NODES_N; k++)); do
+            [ "$(levee_metric "${ADMIN_PORTS[k]}" levee_redis_up)" = 1 ] &&
+                [ "$(levee_metric "${ADMIN_PORTS[k]}" levee_fleet_nodes)" = "$NODES_N" ] || { ok=0; break; }
+        done
+        [ "$ok" = 1 ] && { log "$1: $NODES_N levee nodes see each other through Redis"; return 0; }
+        sleep 0.1
+    done
+    log "$1: warning: after 20 s not every node counts $NODES_N nodes (levee_fleet_nodes:$(for p in "${ADMIN_PORTS[@]}"; do printf ' %s' "$(levee_metric "$p" levee_fleet_nodes)"; done))"
 }
 
 # measure KIND VARIANT FRONT ROUND: one clean run; the load's JSON goes to
@@ -290,18 +376,19 @@ measure() {
     curl -sf "http://127.0.0.1:$status_port/fpm-status?json" >/dev/null ||
         die "$tag: php-fpm's status page does not answer through nginx (127.0.0.1:$status_port)"
     start_front "$2" "$tag" "$site_port"
-    log "$tag: ${FAIR_SECS} s fair weather, then ${STORM_SECS} s of storm ($kind crawlers, $(variant_flags "$1"))"
+    log "$tag: ${FAIR_SECS} s fair weather, then ${STORM_SECS} s of storm ($kind crawlers, $(variant_flags "$1")$([ "$NODES_N" = 1 ] || echo ", $NODES_N nodes"))"
     limit=$((FAIR_SECS + STORM_SECS + 2 * TIMEOUT_SECS + VISIBLE_SECS + 120))
     # shellcheck disable=SC2046
-    start_bg "storm-$tag" timeout -k 10 "$limit" "$WORK/storm" run --target "http://127.0.0.1:$FRONT_PORT" \
+    start_bg "storm-$tag" timeout -k 10 "$limit" "$WORK/storm" run --target "$TARGETS" \
         --fair-secs "$FAIR_SECS" --storm-secs "$STORM_SECS" --readers "$READERS" --editors "$EDITORS" \
         --pages "$PAGES" --think-ms "$THINK_MS" --edit-every-secs "$EDIT_EVERY" \
         --visible-within-secs "$VISIBLE_SECS" --timeout-secs "$TIMEOUT_SECS" \
         --refused-pause-ms "$REFUSED_PAUSE_MS" --slow-ms "$SLOW_MS" $(variant_flags "$1") \
-        --crawler-kind "$kind" --fpm-status "http://127.0.0.1:$status_port/fpm-status"
+        --crawler-kind "$kind" --fpm-status "http://127.0.0.1:$status_port/fpm-status" \
+        --nginx-status "http://127.0.0.1:$status_port/nginx-status"
     LOAD_PID=$BG_PID
     local idle_pid=""
-    if [ "$WEBSOCKETS" -gt 0 ] && [ "$2" = levee ]; then
+    if [ "$WEBSOCKETS" -gt 0 ] && [[ $2 == levee* ]]; then
         # WEBSOCKETS idle WebSockets through levee for the whole run, each asked for one
         # echo at its end.
         start_bg "ws-idle-$tag" "$WORK/ws_bench" idle "ws://127.0.0.1:$FRONT_PORT/ws/idle" \
@@ -317,14 +404,22 @@ measure() {
     grep -E '^([a-z]|SLOW)' "$WORK/storm-$tag.log" | sed "s/^/  $tag /" >&2
     sed -n 's/^RESULT //p' "$WORK/storm-$tag.log" >"$WORK/$tag.json"
     cp "$WORK/$tag.json" "$OUT_BASE-$tag.json"
-    if [ "$2" = levee ]; then
-        curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" >"$OUT_BASE-$tag.metrics" ||
-            log "$tag: levee's /metrics did not answer"
-        curl -s "http://127.0.0.1:$ADMIN_PORT/top.json" >"$OUT_BASE-$tag.top.json" ||
-            log "$tag: levee's /top.json did not answer"
+    if [[ $2 == levee* ]]; then
+        # One node: $tag.metrics as before the fleet; N nodes: $tag-nodeK.metrics each.
+        local k at
+        for ((k = 0; k < NODES_N; k++)); do
+            at=$OUT_BASE-$tag
+            [ "$NODES_N" = 1 ] || at=$at-node$k
+            curl -s --max-time 10 "http://127.0.0.1:${ADMIN_PORTS[k]}/metrics" >"$at.metrics" ||
+                log "$tag: node $k: levee's /metrics did not answer"
+            curl -s --max-time 10 "http://127.0.0.1:${ADMIN_PORTS[k]}/top.json" >"$at.top.json" ||
+                log "$tag: node $k: levee's /top.json did not answer"
+        done
     fi
     stop "$LOAD_PID"
-    [ -z "$FRONT_PID" ] || stop "$FRONT_PID"
+    local p
+    for p in "${FRONT_PIDS[@]}"; do stop "$p"; done
+    [ -z "$REDIS_PID" ] || stop "$REDIS_PID"
     stop "$SITE_PID"
     stop "$APP_PID"
 }
@@ -336,66 +431,97 @@ for k in $KINDS; do
 done
 
 report "# Storm: people first under overload, MediaWiki behind nginx, Varnish, levee ($(date '+%Y-%m-%d %H:%M'))" ""
-report "- command: \`$([ "$QUICK" = 1 ] && echo "QUICK=1 ")FAIR_SECS=$FAIR_SECS STORM_SECS=$STORM_SECS KINDS=\"$KINDS\" VARIANTS=\"$VARIANTS\" FRONTS=\"${FRONTS[*]}\" ROUNDS=$ROUNDS WEBSOCKETS=$WEBSOCKETS benchmarks/storm.sh\`"
+report "- command: \`$([ "$QUICK" = 1 ] && echo "QUICK=1 ")FAIR_SECS=$FAIR_SECS STORM_SECS=$STORM_SECS KINDS=\"$KINDS\" VARIANTS=\"$VARIANTS\" FRONTS=\"${FRONTS[*]}\" NODES=\"$NODES\" REDIS=$REDIS ROUNDS=$ROUNDS WEBSOCKETS=$WEBSOCKETS benchmarks/storm.sh\`"
 machine_info
 report "- site: MediaWiki $(dpkg-query -W -f '${Version}' mediawiki 2>/dev/null) from Debian's package, unchanged, on php-fpm $(php -r 'echo PHP_VERSION;') with 4 workers (pm = static) and MariaDB $(mariadbd --version | awk '{print $3}'); nginx (2 workers) with fastcgi_pass to it as MediaWiki's manual configures it. A new wiki, nginx and front for every run" \
-    "- fronts: nginx alone; Varnish \`-s malloc,256m\` with the default VCL (\`backend default { .host = \"127.0.0.1\"; .port = \"NGINX\"; }\`); levee \`levee serve --listen 127.0.0.1:PORT --backend http://127.0.0.1:NGINX --preset mediawiki --admin-listen 127.0.0.1:ADMIN\`" \
+    "- fronts: nginx alone; Varnish \`-s malloc,256m\` with the default VCL (\`backend default { .host = \"127.0.0.1\"; .port = \"NGINX\"; }\`); levee \`levee serve --listen 127.0.0.1:PORT --backend http://127.0.0.1:NGINX --preset mediawiki --admin-listen 127.0.0.1:ADMIN\`; a fleet of N nodes (nodes column, NODES=\"$NODES\"): N such processes, each with \`--cache-redis redis://127.0.0.1:REDIS/0\` to one redis-server of the run's own (\`--save '' --appendonly no\`), reader i, editor i (its login and its anonymous check too) and crawler connection i to node i mod N, every page viewed through every node before the clock; one node runs without Redis$([ "$REDIS" = 1 ] && echo " unless REDIS=1 (here: with it)" || echo " (REDIS=1: with it)")" \
     "- load (\`cargo run --release -p levee-test --example storm\`): $READERS readers (anonymous, 127.0.0.1, $PAGES articles of ~10 KiB wikitext, ${THINK_MS} ms think time); $EDITORS editors (logged in, viewing pages with the same think time, an API edit every ${EDIT_EVERY} s, then their own view of the page and an anonymous one until it shows the edit, at most ${VISIBLE_SECS} s); crawlers from the storm on, no think time, ${REFUSED_PAUSE_MS} ms after a 429/503, Retry-After ignored. Keep-alive connections, ${TIMEOUT_SECS} s per request" \
     "- crawler kinds: plain (uncacheable URLs: history with offsets, oldid, diffs, RecentChanges, WhatLinksHere, full-text search; no cookie); fake-session (the same with the wiki's session cookie, as the editors' login set it, and a made-up 32-character value per connection); fake-session-each (a new value per request); query (article pages with \`&x=<random>\`, no cookie); login-flood (Special:UserLogin posted with wrong passwords, no cookie jar); replay (one account's real session, logged in through the front before the clock, sent by all 64 connections from 64 addresses of one /24)" \
     "- phases: ${FAIR_SECS} s fair weather (readers and editors), then ${STORM_SECS} s of storm (crawlers too); a request counts in the phase it started in; p99 over every request of the population, errors included" \
     "- saves stored / shown / due: saves the API stored; saves the editor saw on their next view at once and anonymous readers within ${VISIBLE_SECS} s; due: what the editors' schedule asked for (fewer are made when saves take longer than ${EDIT_EVERY} s)" \
     "- crawler ok/s: 2xx and 3xx answers a second in the storm, and as a share of the same kind's on the site alone (the nginx row) when it ran; refused: 429 and 503 answers (crawlers'; readers' and editors' over both phases), all readable; unreadable: requests that got no status line (refused connect, reset, broken pipe, malformed answer), crawlers'; people's in the storm; refusal p99: of every refusal in the storm, all populations" \
-    "- backend busy: the mean share of php-fpm's 4 workers at work (its status page, \`pm.status_path\` on a socket of its own, sampled every 0.2 s through a port of the site's nginx no front is given), fair → storm" \
-    "- targets (PASS/FAIL per run, from the run): readers' storm p99 <= max(2 x fair p99, 100 ms) and every reader request 2xx; editors' storm p99 <= 2 x fair p99; every save due stored and shown in time; no refusal the client cannot read (no unreadable answer). For levee also refusals within 10 ms at p99, and its levee_unproven_sessions_total by outcome (0 when this levee has no such metric)" ""
+    "- backend busy: the mean share of php-fpm's 4 workers at work (its status page, \`pm.status_path\` on a socket of its own, sampled every 0.2 s through a port of the site's nginx no front is given), fair → storm; backend max in the storm: php-fpm's active processes / requests in the site's nginx (stub_status Writing, waiting on php-fpm included), the most of the samples every 0.2 s, and in brackets the fleet's limit (levee_fleet_capacity at the end, the most any node reports)" \
+    "- targets (PASS/FAIL per run, from the run): readers' storm p99 <= max(2 x fair p99, 100 ms) and every reader request 2xx; editors' storm p99 <= 2 x fair p99; every save due stored and shown in time; no refusal the client cannot read (no unreadable answer). For levee also refusals within 10 ms at p99, and its levee_unproven_sessions_total by outcome (0 when this levee has no such metric); for a fleet (Redis) also the backend's concurrency (the most requests sampled in the site's nginx and php-fpm's active processes) never above the fleet's limit (levee_fleet_capacity), and at N > 1 nodes the crawlers' ok/s at least the same round's 1-node levee run, when there is one (\`levee-n1\` with REDIS=1, else \`levee\`); each node's levee_fleet_* at the end" ""
 
 run=0
 for kv in "${RUNS[@]}"; do
     for ((r = 1; r <= ROUNDS; r++)); do
-        n=${#FRONTS[@]}
+        n=${#RUN_FRONTS[@]}
         for ((i = 0; i < n; i++)); do
-            measure "${kv%%:*}" "${kv#*:}" "${FRONTS[$(((i + run) % n))]}" "$r"
+            measure "${kv%%:*}" "${kv#*:}" "${RUN_FRONTS[$(((i + run) % n))]}" "$r"
         done
         run=$((run + 1))
     done
 done
 
-python3 - "$WORK" "$OUT_BASE" "$ROUNDS" "${RUNS[*]}" "${FRONTS[@]}" <<'PY' | tee -a "$OUT_FILE"
-import json, os, re, sys
+python3 - "$WORK" "$OUT_BASE" "$ROUNDS" "${RUNS[*]}" "${RUN_FRONTS[@]}" <<'PY' | tee -a "$OUT_FILE"
+import glob, json, os, re, sys
 work, out_base, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 runs = [r.split(":") for r in sys.argv[4].split()]
 fronts = sys.argv[5:]
 
+def nodes_of(front):
+    """levee-nN: N nodes on one Redis; every other front: one process, no Redis."""
+    m = re.fullmatch(r"levee-n(\d+)", front)
+    return (int(m.group(1)), True) if m else (1, False)
+
+def node_files(tag, ext):
+    """levee's files after the storm: one (TAG.EXT) for one node, TAG-nodeK.EXT for each
+    of N nodes, in node order."""
+    one = f"{out_base}-{tag}.{ext}"
+    if os.path.exists(one):
+        return [one]
+    found = glob.glob(f"{glob.escape(out_base)}-{tag}-node*.{ext}")
+    return sorted(found, key=lambda p: int(re.search(r"-node(\d+)\.", p).group(1)))
+
 def levee_refusal_p99(tag):
     """p99 of levee's own time to refuse (its levee_refusal_duration_seconds histogram,
-    a bucket's upper bound): what the client's measure adds is this machine's CPU."""
-    path = f"{out_base}-{tag}.metrics"
-    if not os.path.exists(path):
-        return None
-    buckets = []
-    for line in open(path):
-        m = re.match(r'levee_refusal_duration_seconds_bucket\{le="([^"]+)"\} (\d+)', line)
-        if m:
-            buckets.append((float(m.group(1)), int(m.group(2))))
+    a bucket's upper bound, every node's added up): what the client's measure adds is
+    this machine's CPU."""
+    counts = {}
+    for path in node_files(tag, "metrics"):
+        for line in open(path):
+            m = re.match(r'levee_refusal_duration_seconds_bucket\{le="([^"]+)"\} (\d+)', line)
+            if m:
+                le = float(m.group(1))
+                counts[le] = counts.get(le, 0) + int(m.group(2))
+    buckets = sorted(counts.items())
     if not buckets or buckets[-1][1] == 0:
         return None
     want = 0.99 * buckets[-1][1]
     return next(b * 1000 for b, n in buckets if n >= want)
 
+FLEET = ("nodes", "share", "capacity", "in_flight", "people_waiting", "alone")
+
+def fleet(tag):
+    """Each node's levee_fleet_* at the end of the run ({} for a node without them)."""
+    out = []
+    for path in node_files(tag, "metrics"):
+        v = {}
+        for line in open(path):
+            m = re.match(r"levee_fleet_(\w+)(?:\{[^}]*\})? (\S+)$", line.strip())
+            if m and m.group(1) in FLEET:
+                v[m.group(1)] = int(float(m.group(2)))
+        out.append(v)
+    return out
+
 def unproven(tag):
     """levee_unproven_sessions_total by outcome (0 for an outcome, or a levee, without
     the metric), and the networks /top.json names for them."""
     counts = {"admitted": 0, "refused": 0}
-    path = f"{out_base}-{tag}.metrics"
-    if os.path.exists(path):
+    for path in node_files(tag, "metrics"):
         for line in open(path):
             m = re.match(r'levee_unproven_sessions_total\{[^}]*outcome="(\w+)"[^}]*\} (\S+)', line)
             if m and m.group(1) in counts:
-                counts[m.group(1)] = int(float(m.group(2)))
+                counts[m.group(1)] += int(float(m.group(2)))
     nets = None
-    try:
-        nets = json.load(open(f"{out_base}-{tag}.top.json")).get("unproven_session_networks")
-    except (OSError, ValueError, AttributeError):
-        pass
+    for path in node_files(tag, "top.json"):
+        try:
+            more = json.load(open(path)).get("unproven_session_networks")
+        except (OSError, ValueError, AttributeError):
+            more = None
+        if more:
+            nets = (nets or []) + more
     return counts, nets
 
 kinds = {"plain": "plain crawlers: uncacheable URLs, no cookie",
@@ -446,6 +572,16 @@ def busy(d):
     b = d.get("backend") or {}
     return " → ".join(pct((b.get(p) or {}).get("busy_pct")) for p in ("fair", "storm"))
 
+def backend_max(d):
+    """The storm's most php-fpm active processes and requests in the site's nginx
+    (sampled), None where not sampled."""
+    active = ((d.get("backend") or {}).get("storm") or {}).get("active_max")
+    nginx = ((d.get("backend_in_flight") or {}).get("storm") or {}).get("max")
+    return active, nginx
+
+def show_n(v):
+    return "-" if v is None else str(v)
+
 for kind, v in runs:
     loaded = {}
     for f in fronts:
@@ -455,28 +591,50 @@ for kind, v in runs:
     cookie = next((d.get("session_cookie") for _, d in loaded.values() if d.get("session_cookie")), None)
     print(f"## {kinds[kind].format(cookie=f'`{cookie}`' if cookie else 'the wiki session cookie')}: {variants[v]}")
     print()
-    print("| front | readers p99 ms fair → storm | readers 2xx | editors p99 ms fair → storm | saves stored / shown / due | crawler ok/s (of site alone) | refused 429/503 crawlers; people | unreadable crawlers; people | backend busy % fair → storm | refusal p99 ms | targets |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| front | nodes | readers p99 ms fair → storm | readers 2xx | editors p99 ms fair → storm | saves stored / shown / due | crawler ok/s (of site alone) | refused 429/503 crawlers; people | unreadable crawlers; people | backend busy % fair → storm | backend max storm: php-fpm / nginx (fleet limit) | refusal p99 ms | targets |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     notes = []
     for f in fronts:
         for rnd in range(1, rounds + 1):
             tag, d = loaded[(f, rnd)]
             r, e, c, ed = d["readers"], d["editors"], d["crawlers"]["storm"], d["edits"]
             people = [sum(both(x, k) for x in (r, e)) for k in ("s429", "s503")]
-            name = f if rounds == 1 else f"{f} ({rnd})"
+            nodes, redis = nodes_of(f)
+            base = "levee" if f.startswith("levee") else f
+            name = base if rounds == 1 else f"{base} ({rnd})"
+            # In the notes, a fleet's rows apart from one levee's.
+            label = name if not redis else f"{name}, {nodes} node{'s' if nodes > 1 else ''} (Redis)"
             goodput = f"{c['ok_per_s']:,.1f}"
             bare = loaded.get(("nginx", rnd))
             if f != "nginx" and bare and bare[1]["crawlers"]["storm"]["ok_per_s"]:
                 goodput += f" ({c['ok_per_s'] / bare[1]['crawlers']['storm']['ok_per_s']:.2f}×)"
             verdicts = targets(d)
+            active, in_nginx = backend_max(d)
+            nodes_fleet = fleet(tag) if f.startswith("levee") else []
+            limit = max((v.get("capacity", 0) for v in nodes_fleet), default=0)
+            if redis and limit:
+                seen = max(x for x in (active, in_nginx, 0) if x is not None)
+                verdicts.append(("backend", active is not None and in_nginx is not None and seen <= limit,
+                                 f"backend's concurrency in the storm at most {show_n(in_nginx)} in nginx, "
+                                 f"{show_n(active)} php-fpm active <= the fleet's limit {limit}"))
+            one = loaded.get(("levee-n1", rnd)) or loaded.get(("levee", rnd))
+            if nodes > 1 and one:
+                alone = one[1]["crawlers"]["storm"]["ok_per_s"]
+                verdicts.append(("goodput", c["ok_per_s"] >= alone,
+                                 f"crawlers' ok/s {c['ok_per_s']:,.1f} >= {alone:,.1f} on 1 node"))
+                if alone:
+                    goodput += f"; {c['ok_per_s'] / alone:.2f}× of 1 node"
             failed = [n for n, ok, _ in verdicts if not ok]
-            print(f"| {name} | {ms(r['fair']['p99_ms'])} → {ms(r['storm']['p99_ms'])} | {both(r, 's2xx')}/{both(r, 'requests')} "
+            limit_shown = f" ({limit})" if limit else ""
+            print(f"| {name} | {nodes}{' (Redis)' if redis else ''} "
+                  f"| {ms(r['fair']['p99_ms'])} → {ms(r['storm']['p99_ms'])} | {both(r, 's2xx')}/{both(r, 'requests')} "
                   f"| {ms(e['fair']['p99_ms'])} → {ms(e['storm']['p99_ms'])} "
                   f"| {both(ed, 'stored')} / {both(ed, 'shown_both')} / {d['saves_due']} | {goodput} "
                   f"| {c['s429']}/{c['s503']}; {people[0]}/{people[1]} "
                   f"| {unreadable(c)}; {unreadable(r['storm']) + unreadable(e['storm'])} | {busy(d)} "
+                  f"| {show_n(active)} / {show_n(in_nginx)}{limit_shown} "
                   f"| {ms(d['refusal_p99_ms']['storm'])} | {'PASS' if not failed else 'FAIL: ' + ', '.join(failed)} |")
-            if f == "levee":
+            if f.startswith("levee"):
                 lines = [f"{detail}: {'PASS' if ok else 'FAIL'}" for _, ok, detail in verdicts]
                 rp = d["refusal_p99_ms"]["storm"]
                 if rp is not None:
@@ -488,7 +646,12 @@ for kind, v in runs:
                 if nets:
                     shown = " from " + ", ".join(f"{x.get('network')} ({x.get('requests')})" for x in nets[:3])
                 lines.append(f"levee_unproven_sessions_total admitted {counts['admitted']}, refused {counts['refused']}{shown}")
-                notes.append(f"- {name}: " + "; ".join(lines))
+                for k, v in enumerate(nodes_fleet):
+                    if v:
+                        lines.append(f"node {k} levee_fleet_* at the end: " + ", ".join(f"{x} {v[x]}" for x in FLEET if x in v))
+                    elif redis:
+                        lines.append(f"node {k}: no levee_fleet_* in its /metrics")
+                notes.append(f"- {label}: " + "; ".join(lines))
             problems = [p for ph in ("fair", "storm") for p in ed[ph]["problems"]]
             errs = {k: r["storm"][k] + e["storm"][k] for k in ("timeouts", "connect_errors", "io_errors", "other_status")}
             others = {}
@@ -497,14 +660,19 @@ for kind, v in runs:
                     for k, n in x[p]["other_statuses"].items():
                         others[k] = others.get(k, 0) + n
             if problems or any(errs.values()) or others:
-                notes.append(f"- {name}, people's failures in the storm: {errs}; other statuses (both phases): {others}; edit problems: {problems[:2]}")
+                notes.append(f"- {label}, people's failures in the storm: {errs}; other statuses (both phases): {others}; edit problems: {problems[:2]}")
             if c["timeouts"] or c["other_status"]:
-                notes.append(f"- {name}, crawlers: {c['timeouts']} timeouts; statuses other than 2xx/3xx/429/503: {c['other_statuses']}")
+                notes.append(f"- {label}, crawlers: {c['timeouts']} timeouts; statuses other than 2xx/3xx/429/503: {c['other_statuses']}")
             b = d.get("backend") or {}
             failed_samples = sum((b.get(p) or {}).get("failed", 0) for p in ("fair", "storm"))
             if failed_samples:
                 why = next(((b.get(p) or {}).get("why") for p in ("fair", "storm") if (b.get(p) or {}).get("why")), "")
-                notes.append(f"- {name}: {failed_samples} php-fpm status samples failed ({why})")
+                notes.append(f"- {label}: {failed_samples} php-fpm status samples failed ({why})")
+            b = d.get("backend_in_flight") or {}
+            failed_samples = sum((b.get(p) or {}).get("failed", 0) for p in ("fair", "storm"))
+            if failed_samples:
+                why = next(((b.get(p) or {}).get("why") for p in ("fair", "storm") if (b.get(p) or {}).get("why")), "")
+                notes.append(f"- {label}: {failed_samples} nginx stub_status samples failed ({why})")
     print()
     print("\n".join(notes))
     print()

@@ -25,6 +25,9 @@ pub const LEASE: Duration = Duration::from_secs(3);
 /// How often a lease is renewed when nothing calls for it sooner.
 pub const RENEW_EVERY: Duration = Duration::from_secs(1);
 
+/// A client network's lane work on one node: the network, in flight, waiting.
+pub type NetWork = (ClientNet, usize, usize);
+
 /// What one node tells the fleet about its work for one backend.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
@@ -40,7 +43,7 @@ pub struct Report {
     /// Anonymous work in flight or waiting.
     pub anonymous: usize,
     /// The busiest client networks of the lane: in flight, waiting.
-    pub nets: Vec<(ClientNet, usize, usize)>,
+    pub nets: Vec<NetWork>,
 }
 
 impl Report {

@@ -198,8 +198,8 @@ impl Lane {
 
     /// The `most` networks with the most in flight and waiting here: what a report to
     /// the fleet names.
-    pub fn busiest(&self, most: usize) -> Vec<(ClientNet, usize, usize)> {
-        let mut v: Vec<(ClientNet, usize, usize)> = self
+    pub fn busiest(&self, most: usize) -> Vec<crate::fleet::NetWork> {
+        let mut v: Vec<crate::fleet::NetWork> = self
             .nets
             .iter()
             .filter(|(_, n)| n.in_flight > 0 || !n.queue.is_empty())

@@ -9,7 +9,9 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 use crate::client_net::ClientNet;
-use crate::fleet::{allocate, share_of, water_fill, FleetState, Peer, Report, LEASE, REPORT_NETS};
+use crate::fleet::{
+    allocate, share_of, water_fill, FleetState, NetWork, Peer, Report, LEASE, REPORT_NETS,
+};
 use crate::{worker, Limiter};
 
 /// The fleet as one node sees it, for `/metrics`, `serve --check` and the dashboard.
@@ -194,11 +196,11 @@ impl Limiter {
 /// flight and waiting), every node in the order of its name.
 fn net_parts(
     me: &str,
-    mine: &[(ClientNet, usize, usize)],
+    mine: &[NetWork],
     peers: &[Peer],
     net_cap: usize,
 ) -> HashMap<ClientNet, usize> {
-    let mut nodes: Vec<(&str, &[(ClientNet, usize, usize)])> = peers
+    let mut nodes: Vec<(&str, &[NetWork])> = peers
         .iter()
         .map(|p| (p.node.as_str(), p.report.nets.as_slice()))
         .chain(std::iter::once((me, mine)))

@@ -3,12 +3,20 @@
 //!
 //! ```text
 //! storm setup --target http://127.0.0.1:PORT [--pages 8 --revisions 3 --editors 2]
-//! storm run   --target http://127.0.0.1:PORT [--fair-secs 30 --storm-secs 60
-//!             --readers 8 --think-ms 200 --editors 2 --edit-every-secs 5
+//! storm run   --target http://127.0.0.1:PORT[,http://127.0.0.1:PORT2...] [--fair-secs 30
+//!             --storm-secs 60 --readers 8 --think-ms 200 --editors 2 --edit-every-secs 5
 //!             --crawler-kind plain --crawler-addrs 64 --crawler-conns 64 --pages 8
 //!             --visible-within-secs 10 --timeout-secs 30 --refused-pause-ms 0
-//!             --fpm-status http://127.0.0.1:PORT/fpm-status]
+//!             --fpm-status http://127.0.0.1:PORT/fpm-status
+//!             --nginx-status http://127.0.0.1:PORT/nginx-status]
 //! ```
+//!
+//! `--target` may name several fronts, comma-separated: the nodes of one fleet (levee
+//! nodes sharing one Redis and one backend, issue 51). Reader i, editor i and crawler
+//! connection i each talk to node i mod N only; an editor logs in through its own node,
+//! and its anonymous check asks that node too (each node's `Host` is its own address, so
+//! its cached pages and an edit's invalidation are its own). Before the clock every page
+//! is viewed through every node. `setup` uses the first.
 //!
 //! - readers: anonymous, from 127.0.0.1, one of the pages, then `think-ms`;
 //! - editors: logged in (the API's clientlogin, cookies kept), view pages with `think-ms`
@@ -20,7 +28,11 @@
 //!   own /24; `replay`: all in 127.1.0.0/24), of one `crawler-kind` (storm/crawlers.rs:
 //!   plain, fake-session, fake-session-each, query, login-flood, replay);
 //! - the backend's busy share: php-fpm's status page (`--fpm-status`), sampled 5 times a
-//!   second in both phases (storm/busy.rs).
+//!   second in both phases (storm/busy.rs);
+//! - the backend's concurrency: requests in the site's nginx at once (its stub_status
+//!   `Writing`, less the sample itself: `--nginx-status`), sampled 5 times a second,
+//!   the most and the mean per phase. php-fpm's active processes cannot pass its
+//!   workers; this counts every request the fronts have at the backend, queued or not.
 //!
 //! Readers, editors and the sampler run on one thread, crawlers on another (each a
 //! single-threaded runtime), so that the crawlers' own work does not delay the people's
@@ -58,7 +70,8 @@ const CHECK_EVERY: Duration = Duration::from_millis(250);
 
 #[derive(Clone)]
 struct Args {
-    target: SocketAddr,
+    /// The fronts (one, or the nodes of a fleet): population member i talks to i mod N.
+    targets: Vec<SocketAddr>,
     pages: usize,
     revisions: usize,
     readers: usize,
@@ -70,6 +83,8 @@ struct Args {
     crawler_conns: usize,
     /// php-fpm's status page (address, path with `?json`), sampled for the busy share.
     fpm_status: Option<(SocketAddr, String)>,
+    /// nginx's stub_status page (address, path), sampled for the requests in flight.
+    nginx_status: Option<(SocketAddr, String)>,
     /// A crawler's pause after a 429 or 503 (0: it asks again at once).
     refused_pause: Duration,
     fair: Duration,
@@ -81,14 +96,21 @@ struct Args {
     slow: Duration,
 }
 
+impl Args {
+    /// The front population member `i` talks to: node i mod N.
+    fn node(&self, i: usize) -> SocketAddr {
+        self.targets[i % self.targets.len()]
+    }
+}
+
 fn usage(why: &str) -> ! {
-    eprintln!("storm: {why}\nusage: storm setup|run --target http://127.0.0.1:PORT [--flag value]... (see the source's header)");
+    eprintln!("storm: {why}\nusage: storm setup|run --target http://127.0.0.1:PORT[,...] [--flag value]... (see the source's header)");
     std::process::exit(2);
 }
 
 fn parse_args(argv: &[String]) -> Args {
     let mut a = Args {
-        target: SocketAddr::from(([127, 0, 0, 1], 80)),
+        targets: Vec::new(),
         pages: 8,
         revisions: 3,
         readers: 8,
@@ -99,6 +121,7 @@ fn parse_args(argv: &[String]) -> Args {
         crawler_addrs: 64,
         crawler_conns: 64,
         fpm_status: None,
+        nginx_status: None,
         refused_pause: Duration::ZERO,
         fair: Duration::from_secs(30),
         storm: Duration::from_secs(60),
@@ -138,6 +161,13 @@ fn parse_args(argv: &[String]) -> Args {
                     ))
                 }))
             }
+            "--nginx-status" => {
+                a.nginx_status = Some(status_url(value).unwrap_or_else(|| {
+                    usage(&format!(
+                        "--nginx-status {value}: want http://127.x.y.z:PORT/PATH"
+                    ))
+                }))
+            }
             "--crawler-addrs" => a.crawler_addrs = num() as usize,
             "--crawler-conns" => a.crawler_conns = num() as usize,
             "--refused-pause-ms" => a.refused_pause = Duration::from_millis(num()),
@@ -152,16 +182,23 @@ fn parse_args(argv: &[String]) -> Args {
     let Some(target) = target else {
         usage("--target is required")
     };
-    let hostport = target
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_string();
-    a.target = hostport
-        .parse()
-        .unwrap_or_else(|_| usage(&format!("--target {target}: want http://127.x.y.z:PORT")));
-    // This program floods what it targets: loopback only.
-    if !a.target.ip().is_loopback() || !a.target.is_ipv4() {
-        usage("--target must be on 127.0.0.0/8");
+    for one in target.split(',').filter(|t| !t.trim().is_empty()) {
+        let hostport = one
+            .trim()
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let addr: SocketAddr = hostport
+            .parse()
+            .unwrap_or_else(|_| usage(&format!("--target {one}: want http://127.x.y.z:PORT")));
+        // This program floods what it targets: loopback only.
+        if !addr.ip().is_loopback() || !addr.is_ipv4() {
+            usage("--target must be on 127.0.0.0/8");
+        }
+        a.targets.push(addr);
+    }
+    if a.targets.is_empty() {
+        usage("--target names no front");
     }
     if a.pages == 0 || a.crawler_addrs == 0 || a.crawler_addrs > 254 * 254 * 256 {
         usage("--pages and --crawler-addrs must be 1 or more (crawler-addrs up to 16516096)");
@@ -206,7 +243,7 @@ async fn think(plan: &Plan, d: Duration) {
 
 async fn reader(a: Args, plan: Plan, i: usize) -> Seen {
     let mut seen = Seen::default();
-    let mut conn = Conn::new(a.target, LOCALHOST, a.timeout);
+    let mut conn = Conn::new(a.node(i), LOCALHOST, a.timeout);
     let mut rng = Rng::new(1000 + i as u64);
     for _ in 0..MAX_REQUESTS_PER_TASK {
         if !plan.running() {
@@ -221,15 +258,16 @@ async fn reader(a: Args, plan: Plan, i: usize) -> Seen {
     seen
 }
 
-/// Polls `path` anonymously until it shows `marker` or `within` has passed since
-/// `saved`; how long after the save it showed.
+/// Polls `path` anonymously through `node` until it shows `marker` or `within` has passed
+/// since `saved`; how long after the save it showed.
 async fn anonymous_check(
     a: Args,
+    node: SocketAddr,
     path: String,
     marker: String,
     saved: Instant,
 ) -> Result<Duration, String> {
-    let mut conn = Conn::new(a.target, LOCALHOST, a.timeout);
+    let mut conn = Conn::new(node, LOCALHOST, a.timeout);
     let deadline = saved + a.visible_within;
     let mut last = String::from("no answer");
     for _ in 0..10_000 {
@@ -326,7 +364,8 @@ async fn editor(a: Args, plan: Plan, e: usize, mut s: Session) -> Seen {
             }
         };
         seen.edits[phase].shown_editor += u64::from(editor_saw);
-        let check = anonymous_check(a.clone(), path, marker, Instant::now());
+        // Through the editor's own node (see the header: each node's Host is its own).
+        let check = anonymous_check(a.clone(), a.node(e), path, marker, Instant::now());
         checks.spawn(async move { (phase, editor_saw, check.await) });
     }
     // Bounded: each check ends within visible_within + one request timeout.
@@ -353,26 +392,36 @@ struct Prepared {
     replayed: Vec<(&'static str, String)>,
 }
 
-/// Before the clock starts: the newest revision, every page viewed once (a cache's
-/// first miss is not the readers'), the editors logged in (and for `replay` the replayed
-/// account, as they are: from 127.0.0.1, through the front).
+/// Before the clock starts: the newest revision, every page viewed once through every
+/// node (a cache's first miss is not the readers'), the editors logged in, each through
+/// its own node (and for `replay` the replayed account, as they are: from 127.0.0.1,
+/// through the first node).
 async fn prepare(a: &Args) -> Result<Prepared, String> {
-    let mut anon = Session::new(a.target, a.timeout);
+    let mut anon = Session::new(a.targets[0], a.timeout);
     let max_rev = wiki::max_revision(&mut anon).await?;
-    for p in 0..a.pages {
-        for _ in 0..2 {
-            // Without any cookie api.php may have set: as the readers ask.
-            let r = anon.conn.get(&wiki::page_path(&wiki::title(p)), &[]).await;
-            match r {
-                Ok(r) if r.status == 200 => {}
-                Ok(r) => return Err(format!("{} answered {}", wiki::title(p), r.status)),
-                Err(f) => return Err(format!("{}: {f:?}", wiki::title(p))),
+    for (n, &node) in a.targets.iter().enumerate() {
+        let mut conn = Conn::new(node, LOCALHOST, a.timeout);
+        for p in 0..a.pages {
+            for _ in 0..2 {
+                // Without any cookie api.php may have set: as the readers ask.
+                let r = conn.get(&wiki::page_path(&wiki::title(p)), &[]).await;
+                match r {
+                    Ok(r) if r.status == 200 => {}
+                    Ok(r) => {
+                        return Err(format!(
+                            "{} answered {} (node {n})",
+                            wiki::title(p),
+                            r.status
+                        ))
+                    }
+                    Err(f) => return Err(format!("{} (node {n}): {f:?}", wiki::title(p))),
+                }
             }
         }
     }
     let mut editors = Vec::new();
     for e in 0..a.editors {
-        let mut s = Session::new(a.target, a.timeout);
+        let mut s = Session::new(a.node(e), a.timeout);
         s.login(&wiki::editor_name(e), wiki::EDITOR_PASSWORD)
             .await?;
         editors.push(s);
@@ -383,7 +432,7 @@ async fn prepare(a: &Args) -> Result<Prepared, String> {
         .find_map(|s| s.jar.name_ending("_session"))
         .map(str::to_string);
     if a.crawler_kind == Kind::Replay {
-        let mut s = Session::new(a.target, a.timeout);
+        let mut s = Session::new(a.targets[0], a.timeout);
         s.login(wiki::REPLAYED_ACCOUNT, wiki::EDITOR_PASSWORD)
             .await?;
         session_cookie = session_cookie.or(s.jar.name_ending("_session").map(str::to_string));
@@ -427,7 +476,7 @@ fn run(a: &Args) -> Result<Value, String> {
     };
     let crawl = Crawl {
         kind: a.crawler_kind,
-        target: a.target,
+        target: a.targets[0],
         timeout: a.timeout,
         addrs: a.crawler_addrs,
         pages: a.pages,
@@ -440,11 +489,17 @@ fn run(a: &Args) -> Result<Value, String> {
     };
     let crawlers = {
         let conns = a.crawler_conns;
+        let nodes = a.targets.clone();
         std::thread::spawn(move || -> Result<(Tally, u64), String> {
             let rt = runtime().map_err(|e| format!("runtime: {e}"))?;
             rt.block_on(async move {
                 let tasks: Vec<_> = (0..conns)
-                    .map(|i| tokio::spawn(crawlers::crawler(crawl.clone(), i)))
+                    .map(|i| {
+                        // Connection i to node i mod N.
+                        let mut c = crawl.clone();
+                        c.target = nodes[i % nodes.len()];
+                        tokio::spawn(crawlers::crawler(c, i))
+                    })
                     .collect();
                 let (mut all, mut opened) = (Tally::default(), 0);
                 for t in tasks {
@@ -456,7 +511,16 @@ fn run(a: &Args) -> Result<Value, String> {
             })
         })
     };
-    let (readers, editors, backend) = people_rt.block_on(async {
+    let (readers, editors, backend, in_flight) = people_rt.block_on(async {
+        let in_flight = a.nginx_status.clone().map(|(addr, path)| {
+            tokio::spawn(in_flight_sample(
+                addr,
+                path,
+                start,
+                plan.fair_end,
+                plan.storm_end,
+            ))
+        });
         let sampler = a.fpm_status.clone().map(|(addr, path)| {
             tokio::spawn(busy::sample(
                 addr,
@@ -488,7 +552,13 @@ fn run(a: &Args) -> Result<Value, String> {
             Some(t) => t.await.map_err(|e| format!("the sampler failed: {e}"))?,
             None => Value::Null,
         };
-        Ok::<_, String>((readers, editors, backend))
+        let in_flight = match in_flight {
+            Some(t) => t
+                .await
+                .map_err(|e| format!("the nginx sampler failed: {e}"))?,
+            None => Value::Null,
+        };
+        Ok::<_, String>((readers, editors, backend, in_flight))
     })?;
     let (crawlers, crawler_conns_opened) = crawlers
         .join()
@@ -522,7 +592,8 @@ fn run(a: &Args) -> Result<Value, String> {
         refusals.insert(name.to_string(), stats::percentile_ms(&all, 99.0));
     }
     Ok(json!({
-        "target": a.target.to_string(),
+        "target": a.targets.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        "nodes": a.targets.len(),
         "fair_secs": secs[0],
         "storm_secs": secs[1],
         "readers_n": a.readers,
@@ -541,6 +612,7 @@ fn run(a: &Args) -> Result<Value, String> {
         "saves_due": saves_due,
         "refusal_p99_ms": refusals,
         "backend": backend,
+        "backend_in_flight": in_flight,
     }))
 }
 
@@ -549,6 +621,7 @@ fn show(v: &Value) {
         Value::Null => "-".to_string(),
         x => x.to_string(),
     };
+    println!("fronts   : {} node(s): {}", v["nodes"], f(&v["target"]));
     for pop in ["readers", "editors", "crawlers"] {
         for phase in PHASES {
             let t = &v[pop][phase];
@@ -590,7 +663,99 @@ fn show(v: &Value) {
             f(&b["busy_pct"]), f(&b["workers"]), f(&b["all_busy_pct"]), b["samples"], b["failed"],
             f(&b["why"]), f(&b["requests_between_samples"]),
         );
+        println!(
+            "backend  {phase:5}: php-fpm's active processes at most {} (mean {})",
+            f(&b["active_max"]),
+            f(&b["active_mean"]),
+        );
     }
+    for phase in PHASES {
+        let b = &v["backend_in_flight"][phase];
+        if b.is_null() {
+            continue;
+        }
+        println!(
+            "backend  {phase:5}: requests in the site's nginx at most {} (mean {}; {} samples, {} failed: {})",
+            f(&b["max"]), f(&b["mean"]), b["samples"], b["failed"], f(&b["why"]),
+        );
+    }
+}
+
+/// `http://127.0.0.1:PORT/PATH`: a status page's address and path, loopback only.
+fn status_url(url: &str) -> Option<(SocketAddr, String)> {
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let addr: SocketAddr = host.parse().ok()?;
+    addr.ip().is_loopback().then(|| (addr, format!("/{path}")))
+}
+
+/// nginx's stub_status `Writing:` (requests whose answer nginx is still working on,
+/// waiting on php-fpm included), less one: the sample's own request.
+fn nginx_writing(body: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(body).ok()?;
+    let at = text.find("Writing:")? + "Writing:".len();
+    let n: u64 = text[at..].split_whitespace().next()?.parse().ok()?;
+    Some(n.saturating_sub(1))
+}
+
+/// Requests in the site's nginx at once (`--nginx-status`), every 200 ms from `start`
+/// to `end`; the most and the mean per phase (`storm_from` on: the storm).
+async fn in_flight_sample(
+    target: SocketAddr,
+    path: String,
+    start: Instant,
+    storm_from: Instant,
+    end: Instant,
+) -> Value {
+    const EVERY: Duration = Duration::from_millis(200);
+    // (samples, failed, first failure) per phase.
+    let mut phases: [(Vec<u64>, u64, Option<String>); 2] = Default::default();
+    let mut conn = Conn::new(target, LOCALHOST, Duration::from_secs(1));
+    // Half a period after php-fpm's sampler, whose request through the same nginx would
+    // otherwise be counted.
+    let mut tick = start + EVERY / 2;
+    sleep_until(tick.into()).await;
+    while tick < end {
+        let (samples, failed, why) = &mut phases[usize::from(tick >= storm_from)];
+        match conn.get(&path, &[]).await {
+            Ok(r) if r.status == 200 => match nginx_writing(&r.body) {
+                Some(n) => samples.push(n),
+                None => {
+                    *failed += 1;
+                    why.get_or_insert_with(|| format!("not stub_status: {:.200}", r.text()));
+                }
+            },
+            Ok(r) => {
+                *failed += 1;
+                why.get_or_insert_with(|| format!("HTTP {}", r.status));
+            }
+            Err(e) => {
+                *failed += 1;
+                why.get_or_insert_with(|| format!("{e:?}"));
+            }
+        }
+        tick += EVERY;
+        sleep_until(tick.into()).await;
+    }
+    let mut m = serde_json::Map::new();
+    for ((samples, failed, why), name) in phases.iter().zip(PHASES) {
+        let n = samples.len();
+        let mean = (n > 0).then(|| {
+            let sum: u64 = samples.iter().sum();
+            (10.0 * sum as f64 / n as f64).round() / 10.0
+        });
+        m.insert(
+            name.to_string(),
+            json!({
+                "samples": n,
+                "failed": failed,
+                "why": why,
+                "max": samples.iter().max(),
+                "mean": mean,
+            }),
+        );
+    }
+    Value::Object(m)
 }
 
 fn main() {
@@ -608,7 +773,7 @@ fn main() {
             .map_err(|e| format!("runtime: {e}"))
             .and_then(|rt| {
                 rt.block_on(wiki::setup(
-                    a.target,
+                    a.targets[0],
                     a.timeout,
                     (MediaWiki::ADMIN_NAME, MediaWiki::ADMIN_PASSWORD),
                     a.editors,
@@ -626,5 +791,26 @@ fn main() {
     if let Err(e) = result {
         eprintln!("storm: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nginx_status_and_fronts() {
+        let body = b"Active connections: 9 \nserver accepts handled requests\n 10 10 40 \nReading: 0 Writing: 5 Waiting: 4 \n";
+        assert_eq!(nginx_writing(body), Some(4));
+        assert_eq!(nginx_writing(b"nothing"), None);
+        let (addr, path) = status_url("http://127.0.0.1:81/nginx-status").expect("a URL");
+        assert_eq!((addr.port(), path.as_str()), (81, "/nginx-status"));
+        assert!(status_url("http://10.0.0.1:81/s").is_none());
+        let argv: Vec<String> = ["--target", "http://127.0.0.1:1,http://127.0.0.1:2/"]
+            .map(String::from)
+            .to_vec();
+        let a = parse_args(&argv);
+        assert_eq!(a.targets.len(), 2);
+        assert_eq!((a.node(0).port(), a.node(3).port()), (1, 2));
     }
 }

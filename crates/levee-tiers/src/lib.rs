@@ -160,7 +160,7 @@ impl Tiers {
             redis,
             redis_wait,
             sessions,
-            runtime: runtime,
+            runtime,
         };
         tiers.keep_sessions(proven);
         Ok(Some(tiers))
