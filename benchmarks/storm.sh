@@ -344,6 +344,11 @@ start_front() {
     TARGETS="http://127.0.0.1:$FRONT_PORT"
 }
 
+# node_metric ADMIN_PORT NAME: levee_metric, bounded to 2 s (0 if no answer).
+node_metric() {
+    { curl -s --max-time 2 "http://127.0.0.1:$1/metrics" || true; } | awk -v n="$2" '$1 == n {v = $2} END {print v + 0}'
+}
+
 # wait_fleet TAG: up to 20 s for every node to see Redis and the whole fleet
 # (levee_redis_up 1, levee_fleet_nodes NODES_N), as the fleet's integration tests do;
 # logged (and the run goes on) when it does not.
@@ -352,13 +357,13 @@ wait_fleet() {
     for ((i = 0; i < 200; i++)); do
         ok=1
         for ((k = 0; k < NODES_N; k++)); do
-            [ "$(levee_metric "${ADMIN_PORTS[k]}" levee_redis_up)" = 1 ] &&
-                [ "$(levee_metric "${ADMIN_PORTS[k]}" levee_fleet_nodes)" = "$NODES_N" ] || { ok=0; break; }
+            [ "$(node_metric "${ADMIN_PORTS[k]}" levee_redis_up)" = 1 ] &&
+                [ "$(node_metric "${ADMIN_PORTS[k]}" levee_fleet_nodes)" = "$NODES_N" ] || { ok=0; break; }
         done
         [ "$ok" = 1 ] && { log "$1: $NODES_N levee nodes see each other through Redis"; return 0; }
         sleep 0.1
     done
-    log "$1: warning: after 20 s not every node counts $NODES_N nodes (levee_fleet_nodes:$(for p in "${ADMIN_PORTS[@]}"; do printf ' %s' "$(levee_metric "$p" levee_fleet_nodes)"; done))"
+    log "$1: warning: after 20 s not every node counts $NODES_N nodes (levee_fleet_nodes:$(for p in "${ADMIN_PORTS[@]}"; do printf ' %s' "$(node_metric "$p" levee_fleet_nodes)"; done))"
 }
 
 # measure KIND VARIANT FRONT ROUND: one clean run; the load's JSON goes to

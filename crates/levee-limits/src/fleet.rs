@@ -201,6 +201,10 @@ pub(crate) struct FleetState {
     /// Redis could not be reached and the lease ran out: the node runs on
     /// capacity ÷ nodes alone.
     pub alone: bool,
+    /// When the node last fell back to running alone, or shared again: for a lease's
+    /// time after either, it neither takes more than it had (the others may still hold
+    /// what they had, or have not renewed yet).
+    pub changed_at: Option<Instant>,
     /// The other nodes, as last seen: what this node's next request is computed from.
     pub peers: Vec<Peer>,
 }
@@ -221,6 +225,7 @@ impl FleetState {
             contended: false,
             held: 0,
             alone: false,
+            changed_at: None,
             peers: Vec::new(),
         }
     }

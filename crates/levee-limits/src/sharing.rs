@@ -87,10 +87,15 @@ impl Limiter {
             nets: st.lane.busiest(REPORT_NETS),
         };
         let (want, capacity) = match &st.fleet {
-            Some(f) => (
-                share_for(me, &report, &f.peers, self.inner.lane.share),
-                fleet_capacity(st.capacity, &f.peers),
-            ),
+            Some(f) => {
+                let want = share_for(me, &report, &f.peers, self.inner.lane.share);
+                // Back from running alone: the others' leases may have lapsed meanwhile
+                // though they still have work in flight; no more than it has until
+                // they have renewed.
+                let back = !f.alone && f.changed_at.is_some_and(|t| t.elapsed() < LEASE);
+                let want = if back { want.min(st.limit) } else { want };
+                (want, fleet_capacity(st.capacity, &f.peers))
+            }
             None => (st.capacity, st.capacity),
         };
         Ask {
@@ -143,6 +148,9 @@ impl Limiter {
         let freed = held < f.held;
         f.held = held;
         let rejoined = std::mem::take(&mut f.alone);
+        if rejoined {
+            f.changed_at = Some(Instant::now());
+        }
         let nudge = (freed && f.contended) || (people_waiting > 0 && in_use >= grant);
         f.peers = peers;
         st.limit = grant;
@@ -162,18 +170,33 @@ impl Limiter {
         let Some(f) = st.fleet.as_mut() else {
             return false;
         };
-        if f.alone || Instant::now() < f.lease_until {
+        let now = Instant::now();
+        if now < f.lease_until {
             return false;
         }
-        f.alone = true;
-        f.contended = false;
-        let limit = (capacity / f.nodes.max(1)).max(1);
+        // Its part: capacity ÷ nodes; for a lease's time no more than its grant, while
+        // a node that had more than its part may still have it in flight.
+        let part = (capacity / f.nodes.max(1)).max(1);
+        let settled = f.changed_at.is_some_and(|t| now.duration_since(t) >= LEASE);
+        let (limit, fell) = match f.alone {
+            false => {
+                f.alone = true;
+                f.contended = false;
+                f.changed_at = Some(now);
+                (part.min(f.grant.max(1)), true)
+            }
+            true if settled => (part, false),
+            true => return false,
+        };
+        if st.limit == limit && !fell {
+            return false;
+        }
         st.limit = limit;
         st.lane
             .set_elsewhere(HashMap::new(), HashSet::new(), HashMap::new());
         inner.limit.store(limit, Ordering::Relaxed);
         st.grant(worker::id(), inner.reserved, &inner.lane);
-        true
+        fell
     }
 
     /// The fleet as this node sees it; None when it shares with no fleet.

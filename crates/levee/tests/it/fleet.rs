@@ -166,11 +166,11 @@ async fn a_person_on_one_node_takes_room_from_anonymous_work_on_another() {
         .await;
     assert_eq!(login.status, 302, "{}", login.summary());
     let cookie = "PHPSESSID=person-ed-5f0d8c2e9a7b41e3";
-    // A crawler on A fills the backend with 1 s pages.
+    // A crawler on A fills the backend with 1.5 s pages.
     let stop = Arc::new(AtomicBool::new(false));
     let mut set = JoinSet::new();
     for i in 0..6u8 {
-        let path = format!("/crawl/{i}?ms=1000");
+        let path = format!("/crawl/{i}?ms=1500");
         keep_asking(&mut set, a.addr(), ip(2, i + 1), path, stop.clone());
     }
     assert!(
@@ -190,9 +190,10 @@ async fn a_person_on_one_node_takes_room_from_anonymous_work_on_another() {
     stop.store(true, Ordering::SeqCst);
     let crawled = statuses(&mut set).await;
     assert_eq!(r.status, 200, "{}", r.summary());
-    // One crawler page's time (1 s) at most, with room for a loaded machine.
+    // One crawler page's time (1.5 s) at most, with room for a loaded machine: the node
+    // that frees a slot hands it over at once, not at the next renewal (1 s later).
     assert!(
-        waited < Duration::from_millis(1700),
+        waited < Duration::from_millis(1900),
         "the editor waited {waited:?} behind anonymous work on another node"
     );
     assert!(
@@ -359,28 +360,21 @@ async fn with_redis_stopped_each_node_runs_on_its_part_and_shares_again_after() 
         levee_test::eventually(Duration::from_secs(10), || origin.in_flight() == 6).await,
         "the fleet did not fill the backend"
     );
+    origin.reset();
     redis.pause();
     let paused = Instant::now();
     for node in &nodes {
         node.wait_metric_within("levee_fleet_alone", Duration::from_secs(8), |v| v == 1.0)
             .await;
-        assert_eq!(
-            node.metric("levee_backend_limit").await,
-            2.0,
-            "capacity / 3"
-        );
+        // Its part at once, or within a lease if it held less than its part.
+        node.wait_metric_within("levee_backend_limit", Duration::from_secs(5), |v| v == 2.0)
+            .await;
     }
-    origin.reset();
     // Redis stays stopped 10 s in all.
     levee_test::eventually(Duration::from_secs(12), || {
         paused.elapsed() >= Duration::from_secs(10)
     })
     .await;
-    assert!(
-        origin.max_in_flight() <= 6,
-        "without Redis the nodes gave the backend {} at once (its limit is 6)",
-        origin.max_in_flight()
-    );
     redis.resume();
     for node in &nodes {
         node.wait_metric_within("levee_fleet_alone", Duration::from_secs(10), |v| v == 0.0)
@@ -388,6 +382,16 @@ async fn with_redis_stopped_each_node_runs_on_its_part_and_shares_again_after() 
         node.wait_metric_within("levee_fleet_nodes", Duration::from_secs(10), |v| v == 3.0)
             .await;
     }
+    // Through the fall-back, the outage and the return, and a little after it.
+    let seen = origin.requests();
+    assert!(
+        levee_test::eventually(Duration::from_secs(10), || origin.requests() >= seen + 40).await
+    );
+    assert!(
+        origin.max_in_flight() <= 6,
+        "around the outage the nodes gave the backend {} at once (its limit is 6)",
+        origin.max_in_flight()
+    );
     stop.store(true, Ordering::SeqCst);
     let got = statuses(&mut set).await;
     assert!(
