@@ -283,3 +283,116 @@ fn share_for(me: &str, mine: &Report, peers: &[Peer], lane_share: f64) -> usize 
         .and_then(|i| shares.get(i).copied())
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Class, LaneConfig, Mode};
+
+    fn limiter(capacity: usize) -> Limiter {
+        Limiter::new(
+            Mode::Fixed(capacity),
+            0.0,
+            100,
+            Duration::from_secs(10),
+            LaneConfig::OPEN,
+        )
+    }
+
+    fn peer(node: &str, grant: usize, in_use: usize, line_rest: &str) -> Peer {
+        Peer {
+            node: node.into(),
+            grant,
+            report: Report::from_line(&format!("{in_use} 8 {line_rest}")).unwrap(),
+        }
+    }
+
+    fn net(a: &str) -> ClientNet {
+        ClientNet::of(a.parse().unwrap(), 24, 56)
+    }
+
+    #[tokio::test]
+    async fn a_node_starts_with_one_slot_and_takes_what_it_is_granted() {
+        let l = limiter(8);
+        l.join_fleet();
+        assert_eq!(l.limit(), 1);
+        let first = l.acquire(Class::Shared).await.unwrap();
+        let waiting = tokio::spawn({
+            let l = l.clone();
+            async move { l.acquire(Class::Shared).await.map(|_| ()) }
+        });
+        // A person waits: the renewal is woken.
+        tokio::time::timeout(Duration::from_secs(1), l.fleet_wake().notified())
+            .await
+            .unwrap();
+        let applied = l.apply_fleet("b", 3, vec![peer("a", 5, 5, "0 0 9 ")]);
+        assert_eq!(l.limit(), 3);
+        assert!(
+            waiting.await.unwrap().is_ok(),
+            "granted once the share grew"
+        );
+        assert!(!applied.rejoined);
+        let s = l.fleet_stats().unwrap();
+        assert_eq!((s.nodes, s.capacity, s.share), (2, 8, 3));
+        drop(first);
+    }
+
+    #[test]
+    fn what_a_node_asks_for_follows_the_fleet() {
+        let l = limiter(8);
+        l.join_fleet();
+        // Alone and idle: the whole capacity.
+        assert_eq!(l.fleet_ask("b").want, 8);
+        // Another node has a crawler's 20 waiting, this one nothing: all to it but
+        // nothing to ask for here.
+        l.apply_fleet("b", 0, vec![peer("a", 8, 8, "0 0 28 127.2.0.0/24=8:20")]);
+        assert_eq!(l.fleet_ask("b").want, 0);
+    }
+
+    #[test]
+    fn a_network_share_is_divided_where_it_asks() {
+        let crawler = net("127.2.0.1");
+        let everyone = ["a", "b", "c"].map(|n| peer(n, 3, 3, "0 0 4 127.2.0.0/24=1:3"));
+        // A share of 2 over three nodes asking alike: one each to two of them.
+        let parts: Vec<usize> = everyone
+            .iter()
+            .map(|me| {
+                let others: Vec<Peer> = everyone
+                    .iter()
+                    .filter(|p| p.node != me.node)
+                    .cloned()
+                    .collect();
+                net_parts(&me.node, &me.report.nets, &others, 2)[&crawler]
+            })
+            .collect();
+        assert_eq!(parts.iter().sum::<usize>(), 2, "{parts:?}");
+    }
+
+    #[test]
+    fn without_redis_a_node_keeps_its_grant_then_takes_its_part_never_more() {
+        let l = limiter(6);
+        l.join_fleet();
+        l.apply_fleet(
+            "b",
+            1,
+            vec![peer("a", 3, 3, "0 0 3 "), peer("c", 2, 2, "0 0 2 ")],
+        );
+        assert!(!l.fleet_unreachable(), "within its lease");
+        assert_eq!(l.limit(), 1);
+        let past = Instant::now() - LEASE;
+        l.inner.lock().fleet.as_mut().unwrap().lease_until = past;
+        assert!(l.fleet_unreachable(), "fell back: said once");
+        assert_eq!(l.limit(), 1, "no more than its grant while others drain");
+        assert!(!l.fleet_unreachable());
+        l.inner.lock().fleet.as_mut().unwrap().changed_at = Some(past);
+        assert!(!l.fleet_unreachable());
+        assert_eq!(l.limit(), 2, "capacity / 3 nodes, never the whole");
+        assert!(l.fleet_stats().unwrap().alone);
+        // Back: no more than it has for a lease's time.
+        let applied = l.apply_fleet("b", 1, vec![]);
+        assert!(applied.rejoined);
+        assert_eq!(l.fleet_ask("b").want, 1);
+    }
+}
