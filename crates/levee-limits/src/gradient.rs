@@ -37,8 +37,11 @@ pub(super) struct Gradient {
 /// A window ends after this long and at least `MIN_SAMPLES` requests.
 pub(super) const WINDOW: Duration = Duration::from_millis(100);
 pub(super) const MIN_SAMPLES: u32 = 8;
-/// Latency may grow this much over the baseline before the limit shrinks.
+/// Latency may grow this much over the baseline before the limit shrinks, and by
+/// `SLACK` more: a millisecond's answer taking two under load (a busy small machine) is
+/// no queue inside the backend.
 const TOLERANCE: f64 = 1.3;
+const SLACK: f64 = 0.005;
 /// Requests allowed to queue inside the backend beyond the knee.
 const QUEUE: f64 = 1.0;
 const SMOOTHING: f64 = 0.2;
@@ -80,22 +83,25 @@ impl Gradient {
         }
     }
 
-    /// The limit to give out now.
+    /// The estimate now: the backend's capacity, what saturation is judged against.
     pub(super) fn current(&self) -> usize {
-        let l = self.limit.round() as usize;
-        match self.probing {
-            Some(_) => (l / 2).max(self.min),
-            None => l,
-        }
+        self.limit.round() as usize
     }
 
-    /// Counts one request's time; at the end of a window, the new limit if it changed.
+    /// While probing, the fewer requests to let in (half the estimate): a cap on
+    /// admissions only, never a reason to refuse or serve stale.
+    pub(super) fn probe(&self) -> Option<usize> {
+        self.probing.map(|_| (self.current() / 2).max(self.min))
+    }
+
+    /// Counts one request's time; at the end of a window, the new estimate and probe
+    /// cap if either changed.
     pub(super) fn sample(
         &mut self,
         rtt: Duration,
         in_flight: usize,
         now: Instant,
-    ) -> Option<usize> {
+    ) -> Option<(usize, Option<usize>)> {
         if self.window.len() < WINDOW_SAMPLES {
             self.window.push(rtt.as_secs_f64());
         }
@@ -110,10 +116,10 @@ impl Gradient {
         self.window.clear();
         self.window_count = 0;
         self.window_max_in_flight = 0;
-        let old = self.current();
+        let old = (self.current(), self.probe());
         self.remember(short, now);
         self.update(short, used, now);
-        let new = self.current();
+        let new = (self.current(), self.probe());
         (new != old).then_some(new)
     }
 
@@ -147,11 +153,12 @@ impl Gradient {
             self.probing = Some(now);
             return;
         }
+        let allowed = base * TOLERANCE + SLACK;
         // Growing a limit nobody uses proves nothing about the backend.
-        if (used as f64) < self.limit / 2.0 && short <= base * TOLERANCE {
+        if (used as f64) < self.limit / 2.0 && short <= allowed {
             return;
         }
-        let gradient = (TOLERANCE * base / short.max(1e-9)).clamp(0.5, 1.0);
+        let gradient = (allowed / short.max(1e-9)).clamp(0.5, 1.0);
         // Within the tolerance it grows quickly (far below the knee it has far to go);
         // past it, to what the latency says, with `QUEUE` waiting inside.
         let target = match gradient >= 1.0 {

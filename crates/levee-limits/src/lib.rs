@@ -35,6 +35,7 @@ mod lane;
 mod people;
 mod refusal;
 mod sharing;
+mod waiter;
 pub mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,6 +54,7 @@ use lane::{Arrival, Grant, Lane, LaneWaiter};
 use people::{People, SessionWaiter};
 pub use refusal::{Refusal, Refused};
 pub use sharing::{Applied, Ask, FleetStats};
+use waiter::{Wait, Waiter};
 
 /// How the limit is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +115,8 @@ struct State {
     governor: Governor,
     /// Sharing the backend with other nodes (fleet.rs), once joined.
     fleet: Option<FleetState>,
+    /// While the adaptive limit probes the backend (gradient.rs): fewer admitted.
+    probe: Option<usize>,
 }
 
 impl State {
@@ -135,6 +139,11 @@ impl State {
         self.in_use >= self.limit && self.fleet.as_ref().is_none_or(|f| f.full(self.in_use))
     }
 
+    /// How many may be at the backend now: the limit, less while probing.
+    fn room(&self) -> usize {
+        self.probe.map_or(self.limit, |p| p.min(self.limit))
+    }
+
     /// What a network's share is a share of: the fleet's capacity, or this node's limit.
     fn share_base(&self) -> usize {
         match &self.fleet {
@@ -148,7 +157,7 @@ impl State {
     /// people are busy.
     fn grant(&mut self, here: usize, reserved: usize, lane: &LaneConfig) {
         self.people.local(here);
-        while self.in_use < self.limit {
+        while self.in_use < self.room() {
             let cap = lane.net_cap(self.limit);
             let Some(pick) = self.people.pick(here, reserved, self.limit, cap) else {
                 if !self.grant_lane(here, lane) {
@@ -198,12 +207,6 @@ impl State {
     }
 }
 
-/// How a request waits for its slot.
-enum Wait {
-    People(oneshot::Receiver<()>),
-    Lane(oneshot::Receiver<Grant>),
-}
-
 impl Limiter {
     /// `session_share` of the limit (at least one slot when the limit is 2 or more,
     /// never all of it) goes to requests with a session first.
@@ -234,6 +237,7 @@ impl Limiter {
                     people_seen: None,
                     governor: Governor::new(),
                     fleet: None,
+                    probe: None,
                 }),
                 limit: AtomicUsize::new(limit),
                 in_use: AtomicUsize::new(0),
@@ -460,7 +464,7 @@ impl Inner {
             Class::Session(_) => st.people.sessions_waiting(),
             _ => st.people.threads.iter().any(|l| !l.is_empty()),
         };
-        if st.in_use < st.limit && !queued_ahead {
+        if st.in_use < st.room() && !queued_ahead {
             st.in_use += 1;
             st.people.threads[thread].in_use += 1;
             if let Class::Session(of) = class {
@@ -499,7 +503,7 @@ impl Inner {
         let may_take = st
             .governor
             .lane_open(&self.lane, &st.lane, limit, people_busy, now);
-        if st.in_use < limit && may_take && st.lane.may_admit_now(net, net_cap) {
+        if st.in_use < st.room() && may_take && st.lane.may_admit_now(net, net_cap) {
             st.in_use += 1;
             st.people.threads[thread].in_use += 1;
             st.lane.admit(net, now);
@@ -578,60 +582,19 @@ impl Inner {
         st.grant(thread, self.reserved, &self.lane);
     }
 
-    /// Moves the capacity to `new` (the adaptive limit); alone it is the limit, in a
-    /// fleet the next renewal shares it. Slots out beyond it are not given again.
-    fn resize(&self, new: usize, here: usize) {
+    /// Moves the capacity to `new` (the adaptive limit) and the probe's cap; alone it
+    /// is the limit, in a fleet the next renewal shares it. Slots out beyond it are not
+    /// given again.
+    fn resize(&self, new: usize, probe: Option<usize>, here: usize) {
         let mut st = self.lock();
         st.capacity = new;
+        st.probe = probe;
         match &st.fleet {
             None => st.limit = new,
             Some(_) => self.fleet_wake.notify_one(),
         }
         self.limit.store(st.limit, Ordering::Relaxed);
         st.grant(here, self.reserved, &self.lane);
-    }
-}
-
-/// A request in a queue. Dropped without its slot (timed out, or the client left and
-/// its future was dropped): a slot granted in the meantime goes back, and its place in
-/// the queue is cleared at once, so that the dead never fill the queue.
-struct Waiter {
-    wait: Wait,
-    inner: Arc<Inner>,
-    class: Class,
-    thread: usize,
-    granted: bool,
-}
-
-impl Drop for Waiter {
-    fn drop(&mut self) {
-        self.inner.waiting.fetch_sub(1, Ordering::Relaxed);
-        self.inner.stats.queued[self.class.index()].fetch_sub(1, Ordering::Relaxed);
-        if self.granted {
-            return;
-        }
-        let got_slot = match &mut self.wait {
-            Wait::People(rx) => {
-                rx.close();
-                rx.try_recv().is_ok()
-            }
-            Wait::Lane(rx) => {
-                rx.close();
-                rx.try_recv() == Ok(Grant::Slot)
-            }
-        };
-        if got_slot {
-            self.inner
-                .release(self.class, self.thread, Duration::from_millis(0));
-            return;
-        }
-        let mut st = self.inner.lock();
-        match self.class {
-            Class::Anonymous(net) => st.lane.remove_closed(net),
-            Class::Session(_) => st.people.remove_closed(self.thread, true),
-            Class::Shared => st.people.remove_closed(self.thread, false),
-        }
-        st.grant(self.thread, self.inner.reserved, &self.inner.lane);
     }
 }
 
@@ -680,8 +643,8 @@ impl Drop for BackendSlot {
                 self.in_flight,
                 Instant::now(),
             );
-            if let Some(new) = change {
-                self.inner.resize(new, self.thread);
+            if let Some((new, probe)) = change {
+                self.inner.resize(new, probe, self.thread);
             }
         }
         self.inner.release(self.class, self.thread, held);

@@ -74,7 +74,8 @@ fn backend(workers: usize, service: Duration, in_flight: usize) -> Duration {
 /// Windows of a storm that always wants more than the limit given out.
 fn storm(g: &mut Gradient, windows: usize, workers: usize, service: Duration, now: &mut Instant) {
     for _ in 0..windows {
-        let used = g.current();
+        // What the limiter lets in: the estimate, or fewer while probing.
+        let used = g.probe().unwrap_or(g.current());
         let rtt = backend(workers, service, used);
         for _ in 0..MIN_SAMPLES {
             g.sample(rtt, used, *now);
@@ -143,14 +144,14 @@ async fn resizing_keeps_slots_in_step_with_the_limit() {
     let a = l.acquire(Class::Shared).await.unwrap();
     let b = l.acquire(Class::Shared).await.unwrap();
     // Down to 1 while two are out: both must come back before a new one goes.
-    l.inner.resize(1, 0);
+    l.inner.resize(1, None, 0);
     assert!(l.acquire(Class::Shared).await.is_err());
     drop(a);
     assert!(l.acquire(Class::Shared).await.is_err(), "one still out");
     drop(b);
     let _c = l.acquire(Class::Shared).await.unwrap();
     assert!(l.acquire(Class::Shared).await.is_err(), "the limit is 1");
-    l.inner.resize(3, 0);
+    l.inner.resize(3, None, 0);
     let _d = l.acquire(Class::Shared).await.unwrap();
     let _e = l.acquire(Class::Shared).await.unwrap();
     assert!(l.acquire(Class::Shared).await.is_err());
