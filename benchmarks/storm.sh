@@ -525,8 +525,16 @@ def unproven(tag):
             more = json.load(open(path)).get("unproven_session_networks")
         except (OSError, ValueError, AttributeError):
             more = None
-        if more:
-            nets = (nets or []) + more
+        for x in more or []:
+            # One network seen by several nodes: one entry, its requests added up.
+            nets = nets or []
+            same = next((y for y in nets if y.get("network") == x.get("network")), None)
+            if same is None:
+                nets.append(dict(x))
+            elif isinstance(same.get("requests"), (int, float)) and isinstance(x.get("requests"), (int, float)):
+                same["requests"] += x["requests"]
+    if nets:
+        nets.sort(key=lambda y: -y["requests"] if isinstance(y.get("requests"), (int, float)) else 0)
     return counts, nets
 
 kinds = {"plain": "plain crawlers: uncacheable URLs, no cookie",
@@ -656,6 +664,8 @@ for kind, v in runs:
                         lines.append(f"node {k} levee_fleet_* at the end: " + ", ".join(f"{x} {v[x]}" for x in FLEET if x in v))
                     elif redis:
                         lines.append(f"node {k}: no levee_fleet_* in its /metrics")
+                if redis and len(nodes_fleet) != nodes:
+                    lines.append(f"/metrics saved for {len(nodes_fleet)} of {nodes} nodes")
                 notes.append(f"- {label}: " + "; ".join(lines))
             problems = [p for ph in ("fair", "storm") for p in ed[ph]["problems"]]
             errs = {k: r["storm"][k] + e["storm"][k] for k in ("timeouts", "connect_errors", "io_errors", "other_status")}

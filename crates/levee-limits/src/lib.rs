@@ -35,7 +35,7 @@ mod lane;
 mod people;
 mod refusal;
 mod sharing;
-mod waiter;
+mod state;
 pub mod worker;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,7 +46,6 @@ use tokio::sync::{oneshot, Notify};
 
 use crate::client_net::ClientNet;
 pub use class::{Class, ClassStats, SessionOf};
-use fleet::FleetState;
 use governor::Governor;
 use gradient::Gradient;
 pub use lane::LaneConfig;
@@ -54,7 +53,7 @@ use lane::{Arrival, Grant, Lane, LaneWaiter};
 use people::{People, SessionWaiter};
 pub use refusal::{Refusal, Refused};
 pub use sharing::{Applied, Ask, FleetStats};
-use waiter::{Wait, Waiter};
+use state::State;
 
 /// How the limit is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,122 +88,6 @@ struct Inner {
     /// Woken when the fleet's shares should be renewed now rather than at the next
     /// tick: a person waits here, or a slot freed while some node wants more.
     fleet_wake: Arc<Notify>,
-}
-
-/// A priority semaphore with classes: tokio's is fair but has one queue. Hand-written
-/// for the classes and the lane's networks, and to keep slots on the worker thread that
-/// freed them: handing a slot to a waiter on another thread wakes that thread's runtime
-/// (an eventfd write) and moves the backend connection with it (two epoll_ctl calls),
-/// which cost more than php-fpm's own work for a small page. Its lock is held for a few
-/// instructions per backend request, never on the hit path.
-struct State {
-    /// What this node may have at the backend at once: the capacity, or with a fleet
-    /// this node's share of it.
-    limit: usize,
-    /// The backend's capacity as this node knows it (fixed, or adapted).
-    capacity: usize,
-    in_use: usize,
-    /// People's waiters per worker thread and the session class's shares.
-    people: People,
-    /// Arrival numbers: the order of waiters within a class.
-    arrivals: u64,
-    lane: Lane,
-    /// When people's work last came or ended.
-    people_seen: Option<Instant>,
-    /// The lane's cap while people have work, learnt from their latency.
-    governor: Governor,
-    /// Sharing the backend with other nodes (fleet.rs), once joined.
-    fleet: Option<FleetState>,
-    /// While the adaptive limit probes the backend (gradient.rs): fewer admitted.
-    probe: Option<usize>,
-}
-
-impl State {
-    /// People's work in flight, waiting, or seen within `linger`: the lane keeps to
-    /// its share, so that the next editor's request or reader's revalidation finds a
-    /// free slot rather than waiting for a crawler's request to end.
-    fn people_busy(&self, linger: Duration) -> bool {
-        self.in_use > self.lane.in_use
-            || self.people.queued() > 0
-            || self.people_seen.is_some_and(|t| t.elapsed() < linger)
-    }
-
-    /// Whether the backend is truly saturated: every slot this node may use is in use
-    /// and, with a fleet, every slot of the fleet's as far as the last renewal told.
-    /// Measured, never guessed from latency: only then does the lane refuse at once, or
-    /// a stale page stand in for a revalidation. An answer that is merely slow, with
-    /// slots to spare, is no alarm; a node whose share is full while the fleet has
-    /// room waits for its next renewal instead.
-    fn saturated(&self) -> bool {
-        self.in_use >= self.limit && self.fleet.as_ref().is_none_or(|f| f.full(self.in_use))
-    }
-
-    /// How many may be at the backend now: the limit, less while probing.
-    fn room(&self) -> usize {
-        self.probe.map_or(self.limit, |p| p.min(self.limit))
-    }
-
-    /// What a network's share is a share of: the fleet's capacity, or this node's limit.
-    fn share_base(&self) -> usize {
-        match &self.fleet {
-            Some(f) if !f.alone => f.capacity,
-            _ => self.limit,
-        }
-    }
-
-    /// Gives free slots to waiters, `here` being the thread that freed them: people's
-    /// first (people.rs says which), then the anonymous lane, within its share while
-    /// people are busy.
-    fn grant(&mut self, here: usize, reserved: usize, lane: &LaneConfig) {
-        self.people.local(here);
-        while self.in_use < self.room() {
-            let cap = lane.net_cap(self.limit);
-            let Some(pick) = self.people.pick(here, reserved, self.limit, cap) else {
-                if !self.grant_lane(here, lane) {
-                    return;
-                }
-                continue;
-            };
-            let Some((tx, session)) = self.people.take(pick) else {
-                return;
-            };
-            // A waiter that gave up (timed out, or its client left) is skipped.
-            if tx.send(()).is_ok() {
-                self.people.threads[pick.thread].in_use += 1;
-                self.in_use += 1;
-                if let Some(of) = session {
-                    self.people.session_admitted(of);
-                }
-            }
-        }
-    }
-
-    /// One slot to the lane's next waiter, if the lane may take it; false: nothing to
-    /// give.
-    fn grant_lane(&mut self, here: usize, lane: &LaneConfig) -> bool {
-        let now = Instant::now();
-        let net_cap = lane.net_cap(self.share_base());
-        let busy = self.people_busy(lane.people_linger);
-        if !self
-            .governor
-            .lane_open(lane, &self.lane, self.limit, busy, now)
-        {
-            if self.lane.waiting > 0 {
-                self.governor.pressed();
-            }
-            return false;
-        }
-        let Some((net, w)) = self.lane.next(net_cap, here, now) else {
-            return false;
-        };
-        if w.tx.send(Grant::Slot).is_ok() {
-            self.in_use += 1;
-            self.people.local(w.thread).in_use += 1;
-            self.lane.admit(net, now);
-            self.governor.lane_active();
-        }
-        true
-    }
 }
 
 impl Limiter {
@@ -595,6 +478,55 @@ impl Inner {
         }
         self.limit.store(st.limit, Ordering::Relaxed);
         st.grant(here, self.reserved, &self.lane);
+    }
+}
+
+/// How a request waits for its slot.
+enum Wait {
+    People(oneshot::Receiver<()>),
+    Lane(oneshot::Receiver<Grant>),
+}
+
+/// A request in a queue. Dropped without its slot (timed out, or the client left and
+/// its future was dropped): a slot granted in the meantime goes back, and its place in
+/// the queue is cleared at once, so that the dead never fill the queue.
+struct Waiter {
+    wait: Wait,
+    inner: Arc<Inner>,
+    class: Class,
+    thread: usize,
+    granted: bool,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.inner.waiting.fetch_sub(1, Ordering::Relaxed);
+        self.inner.stats.queued[self.class.index()].fetch_sub(1, Ordering::Relaxed);
+        if self.granted {
+            return;
+        }
+        let got_slot = match &mut self.wait {
+            Wait::People(rx) => {
+                rx.close();
+                rx.try_recv().is_ok()
+            }
+            Wait::Lane(rx) => {
+                rx.close();
+                rx.try_recv() == Ok(Grant::Slot)
+            }
+        };
+        if got_slot {
+            self.inner
+                .release(self.class, self.thread, Duration::from_millis(0));
+            return;
+        }
+        let mut st = self.inner.lock();
+        match self.class {
+            Class::Anonymous(net) => st.lane.remove_closed(net),
+            Class::Session(_) => st.people.remove_closed(self.thread, true),
+            Class::Shared => st.people.remove_closed(self.thread, false),
+        }
+        st.grant(self.thread, self.inner.reserved, &self.inner.lane);
     }
 }
 

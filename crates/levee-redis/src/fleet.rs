@@ -12,11 +12,8 @@
 //! `P fleet` is the channel where a node says "renew now" (`S node`): it freed room
 //! someone wants, or a person waits on it for room another holds.
 
-use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
-
-use tokio::sync::Notify;
 
 use crate::inner::Inner;
 
@@ -62,22 +59,6 @@ fn script() -> &'static redis::Script {
 pub struct Lease {
     pub grant: usize,
     pub others: Vec<(String, usize, String)>,
-}
-
-/// What listens for nudges: one Notify per scope.
-#[derive(Default)]
-pub(crate) struct Listeners(std::sync::Mutex<HashMap<String, Arc<Notify>>>);
-
-impl Listeners {
-    pub(crate) fn get(&self, scope: &str) -> Arc<Notify> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(scope.to_string()).or_default().clone()
-    }
-
-    fn find(&self, scope: &str) -> Option<Arc<Notify>> {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(scope).cloned()
-    }
 }
 
 /// A scope as a key part: what levee serves a backend under (a site's name, a path, a

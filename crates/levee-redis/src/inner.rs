@@ -40,7 +40,7 @@ pub(crate) struct Inner {
     /// Proven sessions shared with the other nodes, when the caller asked.
     pub(crate) proofs: Option<ProofSync>,
     /// The fleet's renewals waiting for a nudge, by scope (fleet.rs).
-    pub(crate) fleet: crate::fleet::Listeners,
+    pub(crate) fleet: Listeners,
 }
 
 /// How long a proof is kept, and how many; set by the caller (`Redis::connect_sharing`).
@@ -115,5 +115,21 @@ impl Inner {
                 None
             }
         }
+    }
+}
+
+/// What listens for nudges: one Notify per scope.
+#[derive(Default)]
+pub(crate) struct Listeners(Mutex<HashMap<String, Arc<Notify>>>);
+
+impl Listeners {
+    pub(crate) fn get(&self, scope: &str) -> Arc<Notify> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(scope.to_string()).or_default().clone()
+    }
+
+    pub(crate) fn find(&self, scope: &str) -> Option<Arc<Notify>> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(scope).cloned()
     }
 }

@@ -200,6 +200,9 @@ fn parse_args(argv: &[String]) -> Args {
     if a.targets.is_empty() {
         usage("--target names no front");
     }
+    // One site on every node: the first front's address is its name (the wiki was set
+    // up through it), whichever node a request goes to.
+    let _ = http::SITE_HOST.set(a.targets[0].to_string());
     if a.pages == 0 || a.crawler_addrs == 0 || a.crawler_addrs > 254 * 254 * 256 {
         usage("--pages and --crawler-addrs must be 1 or more (crawler-addrs up to 16516096)");
     }

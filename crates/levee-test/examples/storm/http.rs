@@ -41,6 +41,11 @@ impl Reply {
     }
 }
 
+/// The `Host` every request carries, whichever node it goes to: one site served by
+/// every node of a fleet (so that they share its cache and its edits). Unset: each
+/// target's own address.
+pub static SITE_HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// A connection to `target` from `local` (port chosen by the kernel), opened on first
 /// use and reopened after the server closes it.
 pub struct Conn {
@@ -59,7 +64,10 @@ impl Conn {
         Conn {
             target,
             local,
-            host: target.to_string(),
+            host: SITE_HOST
+                .get()
+                .cloned()
+                .unwrap_or_else(|| target.to_string()),
             timeout,
             sender: None,
             driver: None,
@@ -67,7 +75,7 @@ impl Conn {
         }
     }
 
-    /// The `Host` header sent: the target's address.
+    /// The `Host` header sent: `SITE_HOST`, or the target's address.
     pub fn host(&self) -> &str {
         &self.host
     }
