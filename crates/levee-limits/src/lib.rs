@@ -403,10 +403,11 @@ impl Inner {
         // truly saturated; with room to spare it waits (up to `max_waiting`).
         let strict = st.saturated();
         let (tx, rx) = oneshot::channel();
-        // In a fleet, its waiters are served from the fleet's slots as they free.
+        // Its waiters are served at this node's pace: its limit (in a fleet its share,
+        // at least one slot: a share of none grows at the next renewal).
         let slots = st
             .governor
-            .lane_slots(&self.lane, st.share_base(), people_busy);
+            .lane_slots(&self.lane, limit.max(1), people_busy);
         let waiter = LaneWaiter { thread, tx };
         let arrival = st.lane.arrive(
             net,
