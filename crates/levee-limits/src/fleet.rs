@@ -42,6 +42,9 @@ pub struct Report {
     pub people_waiting: usize,
     /// Anonymous work in flight or waiting.
     pub anonymous: usize,
+    /// While this node's people have work: what their latency lets anonymous work hold
+    /// of the fleet's capacity (governor.rs); 0: no cut.
+    pub lane_cap: usize,
     /// The busiest client networks of the lane: in flight, waiting.
     pub nets: Vec<NetWork>,
 }
@@ -52,7 +55,8 @@ impl Report {
         self.people + self.anonymous
     }
 
-    /// `in_use capacity people people_waiting anonymous [net=in_flight:waiting,...]`:
+    /// `in_use capacity people people_waiting anonymous lane_cap
+    /// [net=in_flight:waiting,...]`:
     /// the first field is where the lease script reads what the node holds.
     pub fn to_line(&self) -> String {
         let nets: Vec<String> = self
@@ -61,12 +65,13 @@ impl Report {
             .map(|(n, f, w)| format!("{n}={f}:{w}"))
             .collect();
         format!(
-            "{} {} {} {} {} {}",
+            "{} {} {} {} {} {} {}",
             self.in_use,
             self.capacity,
             self.people,
             self.people_waiting,
             self.anonymous,
+            self.lane_cap,
             nets.join(",")
         )
     }
@@ -80,8 +85,8 @@ impl Report {
             // No backend has a million slots; a larger number is not a report.
             (n <= 1_000_000).then_some(n)
         };
-        let (in_use, capacity, people, people_waiting, anonymous) =
-            (num()?, num()?, num()?, num()?, num()?);
+        let (in_use, capacity, people, people_waiting, anonymous, lane_cap) =
+            (num()?, num()?, num()?, num()?, num()?, num()?);
         let mut nets = Vec::new();
         if let Some(list) = f.next() {
             for item in list.split(',').filter(|s| !s.is_empty()).take(REPORT_NETS) {
@@ -96,6 +101,7 @@ impl Report {
             people,
             people_waiting,
             anonymous,
+            lane_cap,
             nets,
         })
     }
@@ -128,8 +134,17 @@ pub fn allocate(capacity: usize, lane_share: f64, nodes: &[&Report]) -> Vec<usiz
     let mut out = water_fill(&people, capacity);
     let mut left = capacity - out.iter().sum::<usize>();
     let any_people = people.iter().any(|&p| p > 0);
+    // While people have work anywhere: the lane's share, and no more than the least
+    // that any node's people's latency allows (a crawler's pages slow people down
+    // whichever node let them in).
+    let cut = nodes
+        .iter()
+        .map(|r| r.lane_cap)
+        .filter(|&c| c > 0)
+        .min()
+        .unwrap_or(usize::MAX);
     let anon_room = match any_people {
-        true => left.min(share_of(capacity, lane_share)),
+        true => left.min(share_of(capacity, lane_share)).min(cut),
         false => left,
     };
     let anonymous: Vec<usize> = nodes.iter().map(|r| r.anonymous).collect();
@@ -257,21 +272,22 @@ mod tests {
             people: 1,
             people_waiting: 1,
             anonymous: 40,
+            lane_cap: 0,
             nets: vec![(ClientNet::of("127.2.0.9".parse().unwrap(), 24, 56), 2, 38)],
         };
         let line = r.to_line();
-        assert_eq!(line, "3 4 1 1 40 127.2.0.0/24=2:38");
+        assert_eq!(line, "3 4 1 1 40 0 127.2.0.0/24=2:38");
         assert_eq!(Report::from_line(&line), Some(r));
         assert_eq!(
-            Report::from_line("1 2 3 4 5 ").map(|r| r.anonymous),
+            Report::from_line("1 2 3 4 5 0 ").map(|r| r.anonymous),
             Some(5)
         );
         for junk in [
             "",
             "1 2 3",
-            "a b c d e",
-            "1 2 3 4 99999999999",
-            "1 2 3 4 5 x=1",
+            "a b c d e f",
+            "1 2 3 4 5 99999999999",
+            "1 2 3 4 5 6 x=1",
         ] {
             assert_eq!(Report::from_line(junk), None, "{junk}");
         }
@@ -300,6 +316,15 @@ mod tests {
         assert_eq!(allocate(4, 0.5, &[&a, &idle]), vec![4, 0]);
         // Nobody needs anything: every node gets room to start at once.
         assert_eq!(allocate(4, 0.5, &[&idle, &idle, &idle]), vec![2, 1, 1]);
+    }
+
+    #[test]
+    fn one_node_s_people_slowing_down_hold_anonymous_work_on_every_node() {
+        let mut editor = report(1, 0);
+        editor.lane_cap = 1;
+        let (a, b) = (report(0, 64), report(0, 64));
+        let shares = allocate(6, 0.5, &[&editor, &a, &b]);
+        assert_eq!(shares, vec![5, 1, 0], "anonymous work: 1 slot in all");
     }
 
     #[test]

@@ -400,8 +400,10 @@ impl Inner {
             self.fleet_wake.notify_one();
         }
         // Refused for its network's share or the queue's bound only when the backend is
-        // truly saturated; with room to spare it waits (up to `max_waiting`).
-        let strict = st.saturated();
+        // truly saturated, or when the slots left are people's: people have work and
+        // the lane holds all it may beside them. With room to spare it waits (up to
+        // `max_waiting`).
+        let strict = st.saturated() || (people_busy && !may_take);
         let (tx, rx) = oneshot::channel();
         // Its waiters are served at this node's pace: its limit (in a fleet its share,
         // at least one slot: a share of none grows at the next renewal).
@@ -456,7 +458,8 @@ impl Inner {
             // slow page is no slow backend). A slot given back unused (held zero) says
             // nothing.
             if matches!(class, Class::Session(_)) && !held.is_zero() {
-                let most = self.lane.cap(st.limit);
+                // In a fleet the cut is the fleet's (fleet.rs): of its capacity.
+                let most = self.lane.cap(st.share_base());
                 st.governor.sample(held, most, now);
             }
         }

@@ -84,6 +84,10 @@ impl Limiter {
             people: (people_in_flight + queued).max(lingering),
             people_waiting: queued,
             anonymous: st.lane.in_use + st.lane.waiting,
+            lane_cap: match lingering > 0 && self.inner.lane.governed {
+                true => st.governor.lane_cap(&self.inner.lane, st.share_base()),
+                false => 0,
+            },
             nets: st.lane.busiest(REPORT_NETS),
         };
         let (want, capacity) = match &st.fleet {
@@ -327,7 +331,7 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), l.fleet_wake().notified())
             .await
             .unwrap();
-        let applied = l.apply_fleet("b", 3, vec![peer("a", 5, 5, "0 0 9 ")]);
+        let applied = l.apply_fleet("b", 3, vec![peer("a", 5, 5, "0 0 9 0 ")]);
         assert_eq!(l.limit(), 3);
         assert!(
             waiting.await.unwrap().is_ok(),
@@ -347,14 +351,14 @@ mod tests {
         assert_eq!(l.fleet_ask("b").want, 8);
         // Another node has a crawler's 20 waiting, this one nothing: all to it but
         // nothing to ask for here.
-        l.apply_fleet("b", 0, vec![peer("a", 8, 8, "0 0 28 127.2.0.0/24=8:20")]);
+        l.apply_fleet("b", 0, vec![peer("a", 8, 8, "0 0 28 0 127.2.0.0/24=8:20")]);
         assert_eq!(l.fleet_ask("b").want, 0);
     }
 
     #[test]
     fn a_network_share_is_divided_where_it_asks() {
         let crawler = net("127.2.0.1");
-        let everyone = ["a", "b", "c"].map(|n| peer(n, 3, 3, "0 0 4 127.2.0.0/24=1:3"));
+        let everyone = ["a", "b", "c"].map(|n| peer(n, 3, 3, "0 0 4 0 127.2.0.0/24=1:3"));
         // A share of 2 over three nodes asking alike: one each to two of them.
         let parts: Vec<usize> = everyone
             .iter()
@@ -377,7 +381,7 @@ mod tests {
         l.apply_fleet(
             "b",
             1,
-            vec![peer("a", 3, 3, "0 0 3 "), peer("c", 2, 2, "0 0 2 ")],
+            vec![peer("a", 3, 3, "0 0 3 0 "), peer("c", 2, 2, "0 0 2 0 ")],
         );
         assert!(!l.fleet_unreachable(), "within its lease");
         assert_eq!(l.limit(), 1);
