@@ -187,7 +187,11 @@ impl Limiter {
                 f.alone = true;
                 f.contended = false;
                 f.changed_at = Some(now);
-                (part.min(f.grant.max(1)), true)
+                // Knowing no other node, there is nobody's work to let drain.
+                match f.nodes <= 1 {
+                    true => (part, true),
+                    false => (part.min(f.grant.max(1)), true),
+                }
             }
             true if settled => (part, false),
             true => return false,
@@ -372,6 +376,17 @@ mod tests {
             })
             .collect();
         assert_eq!(parts.iter().sum::<usize>(), 2, "{parts:?}");
+    }
+
+    #[test]
+    fn a_node_that_never_reached_redis_takes_the_whole_capacity_after_its_lease() {
+        let l = limiter(6);
+        l.join_fleet();
+        assert!(!l.fleet_unreachable());
+        assert_eq!(l.limit(), 1, "a new node starts small");
+        l.inner.lock().fleet.as_mut().unwrap().lease_until = Instant::now() - LEASE;
+        assert!(l.fleet_unreachable());
+        assert_eq!(l.limit(), 6, "alone as far as it knows");
     }
 
     #[test]
