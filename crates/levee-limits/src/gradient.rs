@@ -45,6 +45,9 @@ const SLACK: f64 = 0.005;
 /// Requests allowed to queue inside the backend beyond the knee.
 const QUEUE: f64 = 1.0;
 const SMOOTHING: f64 = 0.2;
+/// The least a limit nobody uses comes down to: a backend's usual size, so that a burst
+/// after quiet weather is not held to one or two requests.
+const VALIDATED_FLOOR: usize = 8;
 /// Request times kept per window for its median.
 const WINDOW_SAMPLES: usize = 256;
 /// How long a window's median can stand as the baseline: long enough to hold two
@@ -154,8 +157,16 @@ impl Gradient {
             return;
         }
         let allowed = base * TOLERANCE + SLACK;
-        // Growing a limit nobody uses proves nothing about the backend.
+        // Growing a limit nobody uses proves nothing about the backend; keeping it
+        // either (RFC 7661's congestion window validation): a limit left high by quiet
+        // weather would let a storm's first second past the knee at once. It comes down
+        // a tenth a window toward twice what was used, and grows back within a second
+        // or two of load.
         if (used as f64) < self.limit / 2.0 && short <= allowed {
+            self.limit = (self.limit * 0.9)
+                .max(2.0 * used as f64)
+                .max(VALIDATED_FLOOR as f64)
+                .clamp(self.min as f64, self.max as f64);
             return;
         }
         let gradient = (allowed / short.max(1e-9)).clamp(0.5, 1.0);
