@@ -403,7 +403,13 @@ impl Inner {
         // truly saturated, or when the slots left are people's: people have work and
         // the lane holds all it may beside them. With room to spare it waits (up to
         // `max_waiting`).
-        let strict = st.saturated() || (people_busy && !may_take);
+        // A probe of the adaptive limit (gradient.rs) holds admissions back without the
+        // backend being saturated: its waiters are still bounded by what the lane can
+        // serve in time, so that they are refused at once rather than after the whole
+        // wait.
+        let strict = st.saturated()
+            || (people_busy && !may_take)
+            || (st.probe.is_some() && st.in_use >= st.room());
         let (tx, rx) = oneshot::channel();
         // Its waiters are served at this node's pace: its limit (in a fleet its share,
         // at least one slot: a share of none grows at the next renewal).

@@ -125,7 +125,10 @@ fn an_idle_limit_does_not_grow_and_comes_down_toward_what_is_used() {
     let mut g = Gradient::new(20, 2, 100);
     let mut now = Instant::now();
     run(&mut g, 50, ms(20), 3, &mut now);
-    assert_eq!(g.limit, 8.0, "twice what is used, not below a usual backend's size");
+    assert_eq!(
+        g.limit, 8.0,
+        "twice what is used, not below a usual backend's size"
+    );
     // Load: it grows back within a couple of seconds while the backend keeps up.
     run(&mut g, 20, ms(20), 100, &mut now);
     assert!(g.limit >= 16.0, "{}", g.limit);
