@@ -533,6 +533,36 @@ mod tests {
     }
 
     #[test]
+    fn in_a_fleet_a_network_holds_its_part_here_while_others_wait() {
+        let mut lane = Lane::default();
+        let now = Instant::now();
+        let (crawler, reader, other) = (net("127.2.0.1"), net("127.9.0.1"), net("127.3.0.1"));
+        lane.admit(crawler, now);
+        // Alone, its fleet-wide share of 2 would let it take a second slot.
+        assert!(lane.may_admit_now(crawler, 2));
+        // Its part here is 1 (the rest of its share is another node's), and another
+        // network waits on another node: no second slot here.
+        let parts = HashMap::from([(crawler, 1)]);
+        lane.set_elsewhere(HashMap::new(), HashSet::from([reader]), parts);
+        assert!(!lane.may_admit_now(crawler, 2));
+        // A network no node reported: its share less what it holds elsewhere.
+        lane.set_elsewhere(
+            HashMap::from([(other, 2)]),
+            HashSet::from([reader]),
+            HashMap::new(),
+        );
+        assert!(!lane.may_admit_now(other, 2), "2 of 2 held elsewhere");
+        assert!(lane.may_admit_now(reader, 2));
+        // Nobody else waits anywhere: work-conserving again.
+        lane.set_elsewhere(
+            HashMap::new(),
+            HashSet::new(),
+            HashMap::from([(crawler, 1)]),
+        );
+        assert!(lane.may_admit_now(crawler, 2));
+    }
+
+    #[test]
     fn usage_decays_and_idle_networks_are_forgotten() {
         let mut lane = Lane::default();
         let t0 = Instant::now();
