@@ -116,10 +116,8 @@ impl Limiter {
         let in_use = st.in_use;
         let own_capacity = st.capacity;
         let people_waiting = st.people.queued();
-        let own_demand = in_use.saturating_sub(st.lane.in_use)
-            + people_waiting
-            + st.lane.in_use
-            + st.lane.waiting;
+        // Everything in flight here, and everything waiting (`Report::demand`).
+        let own_demand = in_use + people_waiting + st.lane.waiting;
         let st_nets = st.lane.busiest(REPORT_NETS);
         let Some(f) = st.fleet.as_mut() else {
             return Applied::default();

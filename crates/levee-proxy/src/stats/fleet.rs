@@ -10,41 +10,43 @@ pub(super) fn register_fleet(r: &mut Registry, backends: &[&levee_limits::Limite
     if fleets.is_empty() {
         return;
     }
-    let gauge = |v: usize| {
-        let g = Gauge::<i64>::default();
-        g.set(i64::try_from(v).unwrap_or(i64::MAX));
-        g
-    };
     let sum = |f: fn(&levee_limits::FleetStats) -> usize| fleets.iter().map(f).sum::<usize>();
     let most = |f: fn(&levee_limits::FleetStats) -> usize| fleets.iter().map(f).max().unwrap_or(0);
-    r.register(
-        "fleet_nodes",
-        "levee nodes sharing the backend through Redis at the last renewal, this one included",
-        gauge(most(|s| s.nodes)),
-    );
-    r.register(
-        "fleet_share",
-        "Backend slots this node holds of the fleet's: its limit now",
-        gauge(sum(|s| s.share)),
-    );
-    r.register(
-        "fleet_capacity",
-        "Backend slots of the whole fleet (backend_max_concurrency, or the least any node measured)",
-        gauge(sum(|s| s.capacity)),
-    );
-    r.register(
-        "fleet_in_flight",
-        "Requests at the backend from every node, as the last renewal told",
-        gauge(sum(|s| s.in_flight)),
-    );
-    r.register(
-        "fleet_people_waiting",
-        "People's requests (sessions, revalidations) waiting for a backend slot on every node",
-        gauge(sum(|s| s.people_waiting)),
-    );
-    r.register(
-        "fleet_alone",
-        "1 while Redis is unreachable past this node's lease: it runs on the capacity / the nodes it last knew",
-        gauge(most(|s| usize::from(s.alone))),
-    );
+    let gauges = [
+        (
+            "fleet_nodes",
+            "levee nodes sharing the backend through Redis at the last renewal, this one included",
+            most(|s| s.nodes),
+        ),
+        (
+            "fleet_share",
+            "Backend slots this node holds of the fleet's: its limit now",
+            sum(|s| s.share),
+        ),
+        (
+            "fleet_capacity",
+            "Backend slots of the whole fleet (backend_max_concurrency, or the least any node measured)",
+            sum(|s| s.capacity),
+        ),
+        (
+            "fleet_in_flight",
+            "Requests at the backend from every node, as the last renewal told",
+            sum(|s| s.in_flight),
+        ),
+        (
+            "fleet_people_waiting",
+            "People's requests (sessions, revalidations) waiting for a backend slot on every node",
+            sum(|s| s.people_waiting),
+        ),
+        (
+            "fleet_alone",
+            "1 while Redis is unreachable past this node's lease: it runs on the capacity / the nodes it last knew",
+            most(|s| usize::from(s.alone)),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let g = Gauge::<i64>::default();
+        g.set(i64::try_from(value).unwrap_or(i64::MAX));
+        r.register(name, help, g);
+    }
 }

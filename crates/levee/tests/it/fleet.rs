@@ -13,26 +13,45 @@ use std::time::{Duration, Instant};
 use levee_test::{levee, Levee, Origin, Recorded, Reply, Req};
 use tokio::task::JoinSet;
 
-/// `n` levee nodes in front of `origin`, sharing `redis`, with `limits` (TOML lines of
-/// `[limits]`), each seeing the others.
-async fn fleet(n: usize, origin: &Origin, redis: &levee_test::Redis, limits: &str) -> Vec<Levee> {
-    let nodes: Vec<Levee> = (0..n)
-        .map(|_| {
-            levee!()
-                .backend(&origin.url())
-                .args(&["--cache-redis", &redis.url()])
-                .config(&format!("[limits]\n{limits}"))
-                .start()
-        })
-        .collect();
-    for node in &nodes {
-        node.wait_metric("levee_redis_up", |v| v == 1.0).await;
-        node.wait_metric_within("levee_fleet_nodes", Duration::from_secs(10), |v| {
-            v == n as f64
-        })
-        .await;
+/// What a fleet test runs: `n` levee nodes in front of an origin of work (its
+/// arrivals counted), sharing one real redis-server, each seeing the others. Fields
+/// drop in order: the nodes first, Redis last.
+struct Fleet {
+    nodes: Vec<Levee>,
+    origin: Origin,
+    arrivals: Arc<Mutex<Vec<(String, Instant)>>>,
+    redis: levee_test::Redis,
+}
+
+impl Fleet {
+    /// With `limits` (TOML lines of `[limits]`) on every node.
+    async fn start(n: usize, limits: &str) -> Fleet {
+        let redis = levee_test::Redis::start();
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let origin = origin_of_work(arrivals.clone());
+        let nodes: Vec<Levee> = (0..n)
+            .map(|_| {
+                levee!()
+                    .backend(&origin.url())
+                    .args(&["--cache-redis", &redis.url()])
+                    .config(&format!("[limits]\n{limits}"))
+                    .start()
+            })
+            .collect();
+        for node in &nodes {
+            node.wait_metric("levee_redis_up", |v| v == 1.0).await;
+            node.wait_metric_within("levee_fleet_nodes", Duration::from_secs(10), |v| {
+                v == n as f64
+            })
+            .await;
+        }
+        Fleet {
+            nodes,
+            origin,
+            arrivals,
+            redis,
+        }
     }
-    nodes
 }
 
 /// 127.N.0.H: network N (a /24 each), host H.
@@ -102,10 +121,12 @@ async fn statuses(set: &mut JoinSet<Vec<u16>>) -> Vec<u16> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_on_one_redis_never_give_the_backend_more_than_its_limit() {
-    let redis = levee_test::Redis::start();
-    let arrivals = Arc::new(Mutex::new(Vec::new()));
-    let origin = origin_of_work(arrivals.clone());
-    let nodes = fleet(3, &origin, &redis, "backend_max_concurrency = 4").await;
+    let Fleet {
+        redis: _redis,
+        origin,
+        nodes,
+        ..
+    } = Fleet::start(3, "backend_max_concurrency = 4").await;
     let mut set = JoinSet::new();
     // 64 clients from 64 networks, split over the nodes, each asking 3 times.
     for i in 0..64u8 {
@@ -143,13 +164,13 @@ async fn three_nodes_on_one_redis_never_give_the_backend_more_than_its_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_on_one_node_takes_room_from_anonymous_work_on_another() {
-    let redis = levee_test::Redis::start();
-    let arrivals = Arc::new(Mutex::new(Vec::new()));
-    let origin = origin_of_work(arrivals.clone());
-    let nodes = fleet(
+    let Fleet {
+        redis: _redis,
+        origin,
+        nodes,
+        ..
+    } = Fleet::start(
         2,
-        &origin,
-        &redis,
         "backend_max_concurrency = 2\nbackend_anonymous_wait = \"10s\"",
     )
     .await;
@@ -210,14 +231,14 @@ async fn a_person_on_one_node_takes_room_from_anonymous_work_on_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crawler_network_split_over_three_nodes_holds_its_share_of_the_fleet() {
-    let redis = levee_test::Redis::start();
-    let arrivals = Arc::new(Mutex::new(Vec::new()));
-    let origin = origin_of_work(arrivals.clone());
     // 8 slots, a network's share 25%: 2 slots, fleet-wide.
-    let nodes = fleet(
+    let Fleet {
+        redis: _redis,
+        arrivals,
+        origin,
+        nodes,
+    } = Fleet::start(
         3,
-        &origin,
-        &redis,
         "backend_max_concurrency = 8\nbackend_network_share = \"25%\"\nbackend_anonymous_wait = \"30s\"",
     )
     .await;
@@ -269,13 +290,13 @@ async fn a_crawler_network_split_over_three_nodes_holds_its_share_of_the_fleet()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_killed_while_holding_slots_frees_them_within_5_s() {
-    let redis = levee_test::Redis::start();
-    let arrivals = Arc::new(Mutex::new(Vec::new()));
-    let origin = origin_of_work(arrivals.clone());
-    let mut nodes = fleet(
+    let Fleet {
+        redis: _redis,
+        origin,
+        mut nodes,
+        ..
+    } = Fleet::start(
         2,
-        &origin,
-        &redis,
         "backend_max_concurrency = 4\nbackend_anonymous_wait = \"30s\"",
     )
     .await;
@@ -337,13 +358,13 @@ async fn a_node_killed_while_holding_slots_frees_them_within_5_s() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_redis_stopped_each_node_runs_on_its_part_and_shares_again_after() {
-    let redis = levee_test::Redis::start();
-    let arrivals = Arc::new(Mutex::new(Vec::new()));
-    let origin = origin_of_work(arrivals.clone());
-    let nodes = fleet(
+    let Fleet {
+        redis,
+        origin,
+        nodes,
+        ..
+    } = Fleet::start(
         3,
-        &origin,
-        &redis,
         // Shares between networks off: a refusal here could only be the outage's.
         "backend_max_concurrency = 6\nbackend_network_share = \"100%\"\nbackend_anonymous_share = \"100%\"\nbackend_anonymous_wait = \"30s\"",
     )
@@ -409,10 +430,12 @@ async fn with_redis_stopped_each_node_runs_on_its_part_and_shares_again_after() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_and_metrics_show_the_fleet() {
     let bin = levee_test::require!(levee_test::tools::CHROMIUM);
-    let redis = levee_test::Redis::start();
-    let arrivals = Arc::new(Mutex::new(Vec::new()));
-    let origin = origin_of_work(arrivals.clone());
-    let nodes = fleet(2, &origin, &redis, "backend_max_concurrency = 4").await;
+    let Fleet {
+        redis: _redis,
+        origin: _origin,
+        nodes,
+        ..
+    } = Fleet::start(2, "backend_max_concurrency = 4").await;
     let a = &nodes[0];
     assert_eq!(a.metric("levee_fleet_capacity").await, 4.0);
     assert_eq!(a.metric("levee_fleet_alone").await, 0.0);
