@@ -12,7 +12,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::client_net::ClientNet;
+use crate::lane::share_of;
+pub use crate::lane::NetWork;
 
 /// Networks a report names at most (the busiest): a crawler storm comes from a few,
 /// and a report must stay one short line.
@@ -24,9 +25,6 @@ pub const LEASE: Duration = Duration::from_secs(3);
 
 /// How often a lease is renewed when nothing calls for it sooner.
 pub const RENEW_EVERY: Duration = Duration::from_secs(1);
-
-/// A client network's lane work on one node: the network, in flight, waiting.
-pub type NetWork = (ClientNet, usize, usize);
 
 /// What one node tells the fleet about its work for one backend.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -186,11 +184,6 @@ pub(crate) fn water_fill(need: &[usize], total: usize) -> Vec<usize> {
     }
 }
 
-/// At least one slot, at most `limit`.
-pub(crate) fn share_of(limit: usize, share: f64) -> usize {
-    ((limit as f64 * share).ceil() as usize).clamp(1, limit.max(1))
-}
-
 /// What a node keeps of the fleet between renewals.
 #[derive(Debug)]
 pub(crate) struct FleetState {
@@ -254,6 +247,7 @@ impl FleetState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client_net::ClientNet;
 
     fn report(people: usize, anonymous: usize) -> Report {
         Report {

@@ -99,7 +99,12 @@ impl LaneConfig {
     }
 }
 
-fn share_of(limit: usize, share: f64) -> usize {
+/// A client network's lane work on one node: the network, in flight, waiting (what a
+/// node's report to its fleet names, fleet.rs).
+pub type NetWork = (ClientNet, usize, usize);
+
+/// `share` of `limit`: at least one slot, at most `limit`.
+pub(crate) fn share_of(limit: usize, share: f64) -> usize {
     ((limit as f64 * share).ceil() as usize).clamp(1, limit.max(1))
 }
 
@@ -198,8 +203,8 @@ impl Lane {
 
     /// The `most` networks with the most in flight and waiting here: what a report to
     /// the fleet names.
-    pub fn busiest(&self, most: usize) -> Vec<crate::fleet::NetWork> {
-        let mut v: Vec<crate::fleet::NetWork> = self
+    pub fn busiest(&self, most: usize) -> Vec<NetWork> {
+        let mut v: Vec<NetWork> = self
             .nets
             .iter()
             .filter(|(_, n)| n.in_flight > 0 || !n.queue.is_empty())

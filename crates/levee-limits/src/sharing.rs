@@ -9,9 +9,8 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 use crate::client_net::ClientNet;
-use crate::fleet::{
-    allocate, share_of, water_fill, FleetState, NetWork, Peer, Report, LEASE, REPORT_NETS,
-};
+use crate::fleet::{allocate, water_fill, FleetState, NetWork, Peer, Report, LEASE, REPORT_NETS};
+use crate::lane::share_of;
 use crate::{worker, Limiter};
 
 /// The fleet as one node sees it, for `/metrics`, `serve --check` and the dashboard.
