@@ -61,16 +61,40 @@ pub(crate) fn from_options(
         .filter(|u| !u.trim().is_empty())
         .collect();
     for url in &redis {
-        let ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
-            .iter()
-            .any(|s| url.len() > s.len() && url[..s.len()].eq_ignore_ascii_case(s));
+        let ok = [
+            "redis://",
+            "rediss://",
+            "redis+unix://",
+            "unix://",
+            "redis+sentinel://",
+            "rediss+sentinel://",
+        ]
+        .iter()
+        .any(|s| url.len() > s.len() && url[..s.len()].eq_ignore_ascii_case(s));
         if !ok {
             return Err(ConfigError::invalid(
                 "cache.redis",
                 format!(
-                    "`{url}` is not a Redis URL; write it like redis://127.0.0.1:6379 (or rediss:// for TLS)"
+                    "`{url}` is not a Redis URL; write it like redis://127.0.0.1:6379 (rediss:// for TLS; \
+                     redis+sentinel://host1:26379,host2:26379/mymaster through Sentinel; several \
+                     redis://host:port for a Cluster's nodes)"
                 ),
             ));
+        }
+    }
+    if redis.len() > 1 {
+        for url in &redis {
+            let lower = url.to_ascii_lowercase();
+            if !(lower.starts_with("redis://") || lower.starts_with("rediss://")) {
+                return Err(ConfigError::invalid(
+                    "cache.redis",
+                    format!(
+                        "several URLs are a Redis Cluster's nodes, each redis://host:port (or rediss://), \
+                         but `{url}` is not one; give a Sentinel URL alone, as \
+                         redis+sentinel://host1:26379,host2:26379/mymaster"
+                    ),
+                ));
+            }
         }
     }
     Ok((disk, redis))

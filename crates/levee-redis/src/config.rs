@@ -6,7 +6,9 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisConfig {
     /// One URL: a single server (`redis://host:port/db`, `rediss://` for TLS,
-    /// `redis+unix:///path`). Several (Redis Cluster) are refused for now.
+    /// `redis+unix:///path`; a Cluster node is taken as the Cluster's seed), or
+    /// Sentinel (`redis+sentinel://host1:26379,host2:26379/mymaster`). Several: a
+    /// Redis Cluster's seed nodes (target.rs).
     pub urls: Vec<String>,
     /// Prepended to every key and to the channel. Default: `levee:`.
     pub prefix: String,
@@ -35,16 +37,13 @@ impl Default for RedisConfig {
 pub enum RedisError {
     #[error(
         "`{url}` is not a Redis URL ({reason}): expected redis://host:port/db, \
-         rediss://host:port/db (TLS) or redis+unix:///path/to/socket"
+         rediss://host:port/db (TLS), redis+unix:///path/to/socket, \
+         redis+sentinel://host1:26379,host2:26379/mymaster (Sentinel) or several \
+         redis://host:port (a Cluster's nodes)"
     )]
     Url { url: String, reason: String },
     #[error("no Redis URL given: expected redis://host:port/db")]
     NoUrl,
-    #[error(
-        "{0} Redis URLs given, but Redis Cluster is not supported yet: give the URL of \
-         one server (several levee nodes share it)"
-    )]
-    Cluster(usize),
     #[error("the Redis tier must be started inside a tokio runtime (a bug in levee)")]
     NoRuntime,
 }

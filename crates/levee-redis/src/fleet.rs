@@ -15,6 +15,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::conn::Conn;
 use crate::inner::Inner;
 
 /// Drops the expired leases, grants what is asked within what no one else holds,
@@ -164,20 +165,32 @@ pub struct FleetView {
     pub nodes: Vec<(String, usize, String)>,
 }
 
-/// What the fleets sharing the Redis at `url` (keys under `prefix`) hold now, for
+/// What `levee serve --check` shows of the shared tier: what the URLs reached (one
+/// server, Sentinel's primary, a Cluster's primaries) and every backend's fleet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedView {
+    pub mode: crate::target::Mode,
+    /// `host:port` of each primary written to.
+    pub primaries: Vec<String>,
+    pub fleets: Vec<FleetView>,
+}
+
+/// What the fleets sharing the Redis at `urls` (keys under `prefix`) hold now, for
 /// `levee serve --check`: each backend's live leases. Err says why Redis could not be
 /// read.
 pub async fn read_fleets(
-    url: &str,
+    urls: &[String],
     prefix: &str,
     limit: Duration,
-) -> Result<Vec<FleetView>, String> {
+) -> Result<SharedView, String> {
     let steps = async {
-        let client = crate::keys::client(url).map_err(|e| e.to_string())?;
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(|e| e.to_string())?;
+        let target = crate::target::Target::parse(urls).map_err(|e| e.to_string())?;
+        let crate::target::Connected {
+            mut conn,
+            primaries,
+            mode,
+            ..
+        } = target.connect(limit).await?;
         let now_ms: u64 = {
             let (secs, micros): (u64, u64) = redis::cmd("TIME")
                 .query_async(&mut conn)
@@ -185,25 +198,12 @@ pub async fn read_fleets(
                 .map_err(|e| e.to_string())?;
             secs * 1000 + micros / 1000
         };
-        // SCAN, never KEYS: the cache's Redis may hold millions of keys.
+        // SCAN, never KEYS: the cache's Redis may hold millions of keys. In a Cluster,
+        // on every primary.
         let pattern = format!("{prefix}fleet:*");
         let mut keys: Vec<String> = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| e.to_string())?;
-            keys.extend(batch);
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
+        for primary in &primaries {
+            keys.extend(scan(&mut conn, primary, &pattern).await?);
         }
         keys.sort_unstable();
         keys.dedup();
@@ -229,9 +229,48 @@ pub async fn read_fleets(
                 nodes,
             });
         }
-        Ok(out)
+        Ok(SharedView {
+            mode,
+            primaries,
+            fleets: out,
+        })
     };
     tokio::time::timeout(limit, steps)
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {limit:?}")))
+}
+
+/// Every key matching `pattern` on one server (`primary`, for a Cluster's routing).
+async fn scan(conn: &mut Conn, primary: &str, pattern: &str) -> Result<Vec<String>, String> {
+    let mut keys = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000);
+        let answer: redis::Value = match conn {
+            Conn::One(c) => cmd.query_async(c).await,
+            Conn::Cluster(c) => {
+                let (host, port) = primary
+                    .rsplit_once(':')
+                    .and_then(|(h, p)| Some((h.to_string(), p.parse().ok()?)))
+                    .ok_or_else(|| format!("`{primary}` is not host:port"))?;
+                let route = redis::cluster_routing::RoutingInfo::SingleNode(
+                    redis::cluster_routing::SingleNodeRoutingInfo::ByAddress { host, port },
+                );
+                c.route_command(cmd, route).await
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        let (next, batch): (u64, Vec<String>) =
+            redis::from_redis_value(answer).map_err(|e| e.to_string())?;
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 {
+            return Ok(keys);
+        }
+    }
 }

@@ -8,21 +8,25 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use levee_cache::ban::{Ban, Bans};
 use levee_cache::proof::ProofChange;
-use redis::aio::MultiplexedConnection;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::config::RedisConfig;
+use crate::conn::Conn;
 use crate::keys::Keys;
 use crate::stats::Counters;
+use crate::target::{Mode, Target};
 
 /// What the handle and the background tasks share.
 pub(crate) struct Inner {
     pub(crate) cfg: RedisConfig,
     /// The URL as logs show it (without a password).
     pub(crate) shown: String,
-    pub(crate) client: redis::Client,
+    /// What the URLs name: one server, Sentinel's primary or a Cluster (target.rs).
+    pub(crate) target: Target,
     /// The connection while Redis is up.
-    pub(crate) conn: RwLock<Option<MultiplexedConnection>>,
+    pub(crate) conn: RwLock<Option<Conn>>,
+    /// What the last connection reached: its mode and the primaries written to.
+    pub(crate) reached: Mutex<Option<(Mode, Vec<String>)>>,
     pub(crate) up: AtomicBool,
     /// This process's id in ban messages and lock tokens (random).
     pub(crate) node: String,
@@ -73,14 +77,14 @@ impl Inner {
     }
 
     /// The connection, if Redis is up.
-    pub(crate) fn conn(&self) -> Option<MultiplexedConnection> {
+    pub(crate) fn conn(&self) -> Option<Conn> {
         if !self.is_up() {
             return None;
         }
         self.conn.read().ok()?.clone()
     }
 
-    pub(crate) fn set_conn(&self, conn: Option<MultiplexedConnection>) {
+    pub(crate) fn set_conn(&self, conn: Option<Conn>) {
         let up = conn.is_some();
         if let Ok(mut slot) = self.conn.write() {
             *slot = conn;
@@ -88,12 +92,14 @@ impl Inner {
         self.up.store(up, Ordering::Release);
     }
 
-    /// Counts a failed operation; one that looks like a lost connection wakes the
-    /// supervisor, which checks the connection at once.
+    /// Counts a failed operation; one that looks like a lost connection, or a write
+    /// refused by a primary a failover made a replica (READONLY), wakes the supervisor,
+    /// which checks the connection at once.
     pub(crate) fn failed(&self, e: &redis::RedisError) {
         self.stats.error();
         tracing::debug!(redis = %self.shown, error = %e, "Redis operation failed");
-        if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+        let demoted = e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
+        if demoted || e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
             self.trouble.notify_one();
         }
     }

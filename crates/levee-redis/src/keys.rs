@@ -188,6 +188,9 @@ pub(crate) fn client(url: &str) -> Result<redis::Client, RedisError> {
 
 /// `url` with its password, if any, replaced by `***`: what logs and errors show.
 pub fn shown(url: &str) -> String {
+    if url.contains("+sentinel://") {
+        return crate::target::shown_sentinel(url);
+    }
     match redis::parse_redis_url(url) {
         Some(mut u) => {
             if u.password().is_some() {

@@ -35,6 +35,7 @@
 //! would share a slot; the prefix should hold no braces.)
 
 mod config;
+mod conn;
 mod fleet;
 mod inner;
 mod keys;
@@ -44,12 +45,14 @@ mod record;
 mod sessions;
 mod stats;
 mod sync;
+mod target;
 mod tier;
 
 pub use config::{RedisConfig, RedisError};
-pub use fleet::{read_fleets, FleetView, Lease};
+pub use fleet::{read_fleets, FleetView, Lease, SharedView};
 pub use inner::ProofLimits;
 pub use keys::shown as url_for_logs;
 pub use lock::{Lock, LockGuard};
 pub use stats::RedisStats;
+pub use target::Mode;
 pub use tier::{OnProof, Redis};

@@ -11,12 +11,12 @@
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
+use crate::conn::Conn;
 use bytes::{Bytes, BytesMut};
 use levee_cache::ban::DEFAULT_HORIZON;
 use levee_cache::clock::system_now;
 use levee_cache::codec::{self, Decoded};
 use levee_cache::{CacheKey, Entry};
-use redis::aio::MultiplexedConnection;
 
 use crate::inner::Inner;
 use crate::keys::{self, Head, Keys, CHUNK, HEAD_MAGIC};
@@ -106,7 +106,7 @@ impl From<redis::RedisError> for Failed {
 
 /// The record's bytes: the value itself, or its chunks reassembled. None when there is
 /// no record, or a chunk is missing (expired, deleted, replaced meanwhile).
-async fn read(conn: &mut MultiplexedConnection, name: &str) -> Result<Option<Bytes>, Failed> {
+async fn read(conn: &mut Conn, name: &str) -> Result<Option<Bytes>, Failed> {
     let value: Option<Vec<u8>> = redis::cmd("GET").arg(name).query_async(conn).await?;
     let Some(value) = value else {
         return Ok(None);
@@ -226,11 +226,7 @@ async fn write(inner: &Inner, key: &CacheKey, variants: &[Arc<Entry>]) {
 }
 
 /// Deletes the record of `key` and its chunks (a URL purged on this node).
-pub(crate) async fn delete(
-    inner: &Inner,
-    conn: &mut MultiplexedConnection,
-    key: &CacheKey,
-) -> bool {
+pub(crate) async fn delete(inner: &Inner, conn: &mut Conn, key: &CacheKey) -> bool {
     let name = inner.keys.record(key);
     let mut del = DELETE.prepare_invoke();
     del.key(&name);
@@ -243,12 +239,7 @@ pub(crate) async fn delete(
 }
 
 /// Deletes the chunks a replaced or deleted head named (best effort: they expire anyway).
-async fn delete_chunks(
-    inner: &Inner,
-    conn: &mut MultiplexedConnection,
-    name: &str,
-    head: Option<Vec<u8>>,
-) {
+async fn delete_chunks(inner: &Inner, conn: &mut Conn, name: &str, head: Option<Vec<u8>>) {
     let Some(head) = head.as_deref().and_then(Head::parse) else {
         return;
     };

@@ -13,8 +13,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::conn::Conn;
 use levee_cache::proof::ProofChange;
-use redis::aio::MultiplexedConnection;
 
 use crate::inner::{Inner, ProofLimits};
 
@@ -34,7 +34,7 @@ pub(crate) fn queue(inner: &Inner, change: ProofChange) {
 }
 
 /// Writes the queued changes, oldest first. False if Redis failed (the rest stay).
-pub(crate) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> bool {
+pub(crate) async fn flush(inner: &Inner, conn: &mut Conn) -> bool {
     let Some(p) = &inner.proofs else { return true };
     loop {
         let next = p.pending.lock().ok().and_then(|q| q.front().copied());
@@ -56,12 +56,7 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-async fn write(
-    inner: &Inner,
-    limits: ProofLimits,
-    conn: &mut MultiplexedConnection,
-    change: ProofChange,
-) -> bool {
+async fn write(inner: &Inner, limits: ProofLimits, conn: &mut Conn, change: ProofChange) -> bool {
     let set = inner.keys.sessions();
     let member = format!("{:032x}", change.hash());
     let mut pipe = redis::pipe();
@@ -108,7 +103,7 @@ pub(crate) fn received(inner: &Inner, payload: &[u8]) {
 
 /// Reads the proofs kept in Redis (the newest `capacity` within the idle lifetime) and
 /// applies each. False if Redis failed.
-pub(crate) async fn load(inner: &Inner, conn: &mut MultiplexedConnection) -> bool {
+pub(crate) async fn load(inner: &Inner, conn: &mut Conn) -> bool {
     let Some(p) = &inner.proofs else { return true };
     let horizon = now().saturating_sub(p.limits.idle_secs);
     let mut cmd = redis::cmd("ZRANGE");

@@ -28,6 +28,9 @@ pub struct RedisStats {
     pub bans_received: u64,
     /// Connections re-established after Redis was lost.
     pub reconnects: u64,
+    /// Primaries replaced: Sentinel named another primary, or a Cluster replica took
+    /// over its primary's slots.
+    pub failovers: u64,
 }
 
 #[derive(Debug, Default)]
@@ -42,6 +45,7 @@ pub(crate) struct Counters {
     waits_served: AtomicU64,
     bans_received: AtomicU64,
     reconnects: AtomicU64,
+    failovers: AtomicU64,
 }
 
 macro_rules! count {
@@ -65,6 +69,7 @@ count! {
     wait_served => waits_served,
     ban_received => bans_received,
     reconnect => reconnects,
+    failover => failovers,
 }
 
 impl Counters {
@@ -82,6 +87,7 @@ impl Counters {
             waits_served: get(&self.waits_served),
             bans_received: get(&self.bans_received),
             reconnects: get(&self.reconnects),
+            failovers: get(&self.failovers),
         }
     }
 }

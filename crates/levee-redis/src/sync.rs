@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
+use crate::conn::Conn;
 use levee_cache::ban::{Ban, BanMode, BanTarget, DEFAULT_HORIZON};
 use levee_cache::clock::system_now;
 use levee_cache::codec::unix_ms;
-use redis::aio::MultiplexedConnection;
 
 use crate::inner::Inner;
 
@@ -35,7 +35,7 @@ pub(crate) fn publish(inner: &Arc<Inner>, ban: Ban) {
 
 /// Writes the queued bans, oldest first; each leaves the queue once Redis took it.
 /// False if Redis failed (the rest stay queued).
-pub(crate) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> bool {
+pub(crate) async fn flush(inner: &Inner, conn: &mut Conn) -> bool {
     loop {
         let next = inner
             .sync
@@ -57,7 +57,7 @@ pub(crate) async fn flush(inner: &Inner, conn: &mut MultiplexedConnection) -> bo
 }
 
 /// One ban into Redis: delete what it removes, keep it, publish it.
-async fn write(inner: &Inner, conn: &mut MultiplexedConnection, ban: &Ban) -> bool {
+async fn write(inner: &Inner, conn: &mut Conn, ban: &Ban) -> bool {
     if let (BanMode::Remove, BanTarget::Url(key)) = (ban.mode, &ban.target) {
         if !crate::record::delete(inner, conn, key).await {
             return false;
@@ -134,7 +134,7 @@ fn accept(inner: &Inner, member: &str) {
 
 /// Reads the recent bans kept in Redis (the newest `MAX_BANS`, within the horizon)
 /// and applies those not seen yet. False if Redis failed.
-pub(crate) async fn load(inner: &Inner, conn: &mut MultiplexedConnection) -> bool {
+pub(crate) async fn load(inner: &Inner, conn: &mut Conn) -> bool {
     let mut cmd = redis::cmd("ZRANGE");
     cmd.arg(inner.keys.bans()).arg(-(MAX_BANS as i64)).arg(-1);
     let range = cmd.query_async::<Vec<Vec<u8>>>(conn);

@@ -15,6 +15,7 @@ use crate::config::{RedisConfig, RedisError};
 use crate::inner::{BanSync, Inner, ProofLimits, ProofSync};
 use crate::lock::Lock;
 use crate::stats::{Counters, RedisStats};
+use crate::target::{Mode, Target};
 use crate::{fleet, keys, link, lock, record, sessions, sync};
 
 /// Called with every proven-session change another node makes.
@@ -58,18 +59,20 @@ impl Redis {
         on_ban: Arc<dyn Fn(Ban) + Send + Sync>,
         proofs: Option<(OnProof, ProofLimits)>,
     ) -> Result<Redis, RedisError> {
-        let url = match cfg.urls.as_slice() {
-            [] => return Err(RedisError::NoUrl),
-            [url] => url.clone(),
-            several => return Err(RedisError::Cluster(several.len())),
-        };
-        let client = keys::client(&url)?;
+        let target = Target::parse(&cfg.urls)?;
+        let shown = cfg
+            .urls
+            .iter()
+            .map(|u| keys::shown(u))
+            .collect::<Vec<_>>()
+            .join(",");
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RedisError::NoRuntime)?;
         let (stop_tx, stop_rx) = watch::channel(());
         let inner = Arc::new(Inner {
-            shown: keys::shown(&url),
-            client,
+            shown,
+            target,
             conn: RwLock::new(None),
+            reached: Mutex::new(None),
             up: AtomicBool::new(false),
             node: format!("{:016x}", keys::random()),
             keys: keys::Keys::new(&cfg.prefix),
@@ -177,6 +180,12 @@ impl Redis {
 
     pub fn stats(&self) -> RedisStats {
         self.0.inner.stats.snapshot(self.is_up())
+    }
+
+    /// What the last connection reached: one server, Sentinel's primary or a Cluster,
+    /// and the primaries written to (`host:port`); None before the first connection.
+    pub fn reached(&self) -> Option<(Mode, Vec<String>)> {
+        self.0.inner.reached.lock().ok()?.clone()
     }
 }
 

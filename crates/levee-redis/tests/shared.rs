@@ -611,14 +611,16 @@ async fn bad_urls_are_refused_and_a_redis_down_at_start_is_not() {
         let e = Redis::connect(cfg, Arc::new(|_| {})).unwrap_err();
         assert!(e.to_string().contains("redis://host:port/db"), "{e}");
     }
-    let several = RedisConfig {
-        urls: vec!["redis://a:6379".into(), "redis://b:6379".into()],
+    let mixed = RedisConfig {
+        urls: vec![
+            "redis://a:6379".into(),
+            "redis+sentinel://b:26379/mymaster".into(),
+        ],
         ..RedisConfig::default()
     };
-    assert!(matches!(
-        Redis::connect(several, Arc::new(|_| {})),
-        Err(RedisError::Cluster(2))
-    ));
+    let e = Redis::connect(mixed, Arc::new(|_| {})).unwrap_err();
+    assert!(matches!(e, RedisError::Url { .. }), "{e}");
+    assert!(e.to_string().contains("Sentinel"), "{e}");
     // Nothing listens there: connected in the background, forever; nothing waits.
     let port = levee_test::pebble::free_port();
     let node = Node::start(&format!("redis://127.0.0.1:{port}/0"));

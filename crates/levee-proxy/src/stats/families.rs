@@ -236,6 +236,27 @@ pub(super) fn register_tiers(r: &mut Registry, t: &levee_tiers::Tiers) {
             "Reconnections to Redis",
             s.reconnects,
         );
+        counter(
+            r,
+            "redis_failovers",
+            "Primaries replaced: Sentinel named a new one, or a Cluster replica took over its primary's slots",
+            s.failovers,
+        );
+        if let Some((mode, primaries)) = redis.reached() {
+            // One series per primary written to (Varnish's and node_exporter's "info"
+            // convention: the labels are the news, the value is 1).
+            let family = Family::<Vec<(&'static str, String)>, Gauge>::default();
+            for p in primaries {
+                family
+                    .get_or_create(&vec![("mode", mode.as_str().to_string()), ("primary", p)])
+                    .set(1);
+            }
+            r.register(
+                "redis_primary",
+                "The Redis primaries this node writes to (one server, Sentinel's primary, or a Cluster's), by mode",
+                family,
+            );
+        }
     }
 }
 

@@ -71,7 +71,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE")]
     pub cache_disk_size: Option<String>,
     /// Share cached responses with other levee nodes through Redis, like
-    /// redis://10.0.0.5:6379 (repeat for a cluster; off by default).
+    /// redis://10.0.0.5:6379, redis+sentinel://h1:26379,h2:26379/mymaster
+    /// (Sentinel), or repeated for a Redis Cluster's nodes (off by default).
     #[arg(long, value_name = "URL")]
     pub cache_redis: Vec<String>,
     /// How long stale content may be served when the backend fails, like 1h.
@@ -295,29 +296,47 @@ fn print_settings(s: &Settings) {
 /// there say (levee-limits' fleet.rs). Never fails the check: Redis down is no error
 /// in the configuration, and levee serves without it.
 fn print_fleets(s: &Settings) {
-    let Some(url) = s.cache.redis.first() else {
+    if s.cache.redis.is_empty() {
         return;
-    };
-    let shown = levee_redis::url_for_logs(url);
+    }
+    let shown = s
+        .cache
+        .redis
+        .iter()
+        .map(|u| levee_redis::url_for_logs(u))
+        .collect::<Vec<_>>()
+        .join(", ");
     let read = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())
         .and_then(|rt| {
             rt.block_on(levee_redis::read_fleets(
-                url,
+                &s.cache.redis,
                 "levee:",
                 std::time::Duration::from_secs(3),
             ))
         });
-    let fleets = match read {
-        Ok(f) => f,
+    let view = match read {
+        Ok(v) => v,
         Err(e) => {
             println!("\nfleet: Redis at {shown} is unreachable ({e}); each node then runs on its part of the backend alone");
             return;
         }
     };
-    println!("\nfleet: Redis at {shown} is reachable");
+    let reached = match view.mode {
+        levee_redis::Mode::Server => String::new(),
+        levee_redis::Mode::Sentinel => {
+            format!(", through Sentinel: primary {}", view.primaries.join(", "))
+        }
+        levee_redis::Mode::Cluster => format!(
+            ", a Cluster of {} primaries: {}",
+            view.primaries.len(),
+            view.primaries.join(", ")
+        ),
+    };
+    println!("\nfleet: Redis at {shown} is reachable{reached}");
+    let fleets = view.fleets;
     if fleets.iter().all(|f| f.nodes.is_empty()) {
         println!("  no levee node holds a lease on a backend now");
     }
