@@ -75,12 +75,17 @@ async fn write(inner: &Inner, limits: ProofLimits, conn: &mut Conn, change: Proo
         .arg(&set)
         .arg(0)
         .arg(-(limits.capacity as i64) - 1)
-        .ignore()
-        .cmd("PUBLISH")
-        .arg(inner.keys.proofs())
-        .arg(format!("{} {}", inner.node, change.to_line()))
         .ignore();
-    inner.run(pipe.exec_async(conn)).await.is_some()
+    if inner.run(pipe.exec_async(&mut *conn)).await.is_none() {
+        return false;
+    }
+    // Published on its own: in a Cluster the channel's slot is not the set's, and a
+    // pipeline must stay within one slot.
+    let mut publish = redis::cmd("PUBLISH");
+    publish
+        .arg(inner.keys.proofs())
+        .arg(format!("{} {}", inner.node, change.to_line()));
+    inner.run(publish.exec_async(conn)).await.is_some()
 }
 
 /// A message from the proofs channel: applied unless it is this node's own.

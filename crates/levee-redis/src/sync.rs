@@ -81,12 +81,15 @@ async fn write(inner: &Inner, conn: &mut Conn, ban: &Ban) -> bool {
         .arg(&set)
         .arg(0)
         .arg(-(MAX_BANS as i64) - 1)
-        .ignore()
-        .cmd("PUBLISH")
-        .arg(inner.keys.channel())
-        .arg(&member)
         .ignore();
-    inner.run(pipe.exec_async(conn)).await.is_some()
+    if inner.run(pipe.exec_async(&mut *conn)).await.is_none() {
+        return false;
+    }
+    // Published on its own: in a Cluster the channel's slot is not the set's, and a
+    // pipeline must stay within one slot.
+    let mut publish = redis::cmd("PUBLISH");
+    publish.arg(inner.keys.channel()).arg(&member);
+    inner.run(publish.exec_async(conn)).await.is_some()
 }
 
 fn unix_ms_of(d: std::time::Duration) -> u64 {
