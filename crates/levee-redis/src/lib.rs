@@ -1,5 +1,6 @@
 //! levee's shared cache tier: several levee nodes in front of one site share their
-//! cached records, their fills and their purges through one Redis (or Valkey).
+//! cached records, their fills and their purges through one Redis (or Valkey): one
+//! server, a primary watched by Sentinel, or a Redis Cluster (target.rs).
 //!
 //! - **Records** ([`Redis::get`], [`Redis::put`]): every variant of a key as one
 //!   self-checking record (`levee_cache::codec`), stored with the time it is worth
@@ -31,8 +32,9 @@
 //! | `P fleet:S` | the fleet's leases on the backend of scope `S`: a hash, a field per node (fleet.rs) |
 //! | `P fleet` | the pub/sub channel where nodes ask each other to renew their leases now |
 //!
-//! (`{H}`: the hash is the key's Redis Cluster hash tag, so a record's head and chunks
-//! would share a slot; the prefix should hold no braces.)
+//! (`{H}`: the hash is the key's Redis Cluster hash tag, so a record's head, chunks and
+//! fill lock share a slot; the prefix should hold no braces. No pipeline or script
+//! spans two slots.)
 
 mod config;
 mod conn;

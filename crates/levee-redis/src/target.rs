@@ -293,9 +293,15 @@ impl Sentinel {
         } else {
             return Err(bad("not a Sentinel URL"));
         };
-        let (rest, query) = match rest.split_once('?') {
-            Some((r, q)) => (r, format!("?{q}")),
+        // `#insecure` (redis-rs: TLS without checking the certificate's name) applies to
+        // the sentinels and the primary alike.
+        let (rest, fragment) = match rest.split_once('#') {
+            Some((r, f)) => (r, format!("#{f}")),
             None => (rest, String::new()),
+        };
+        let (rest, query) = match rest.split_once('?') {
+            Some((r, q)) => (r, format!("?{q}{fragment}")),
+            None => (rest, fragment.clone()),
         };
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         let (userinfo, hosts) = match authority.rsplit_once('@') {
@@ -325,7 +331,7 @@ impl Sentinel {
                 host.to_string()
             };
             // The sentinels take no credentials: those in the URL are the primary's.
-            let client = keys::client(&format!("{scheme}://{with_port}"))
+            let client = keys::client(&format!("{scheme}://{with_port}/{fragment}"))
                 .map_err(|_| bad(&format!("`{host}` is not host:port")))?;
             sentinels.push(client);
         }
