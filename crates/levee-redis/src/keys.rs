@@ -189,7 +189,7 @@ pub(crate) fn client(url: &str) -> Result<redis::Client, RedisError> {
 /// `url` with its password, if any, replaced by `***`: what logs and errors show.
 pub fn shown(url: &str) -> String {
     if url.contains("+sentinel://") {
-        return crate::target::shown_sentinel(url);
+        return shown_sentinel(url);
     }
     match redis::parse_redis_url(url) {
         Some(mut u) => {
@@ -206,9 +206,41 @@ pub fn shown(url: &str) -> String {
     }
 }
 
+/// A Sentinel URL as logs show it: the password replaced by `***`.
+fn shown_sentinel(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{hosts}"),
+            None => format!("{userinfo}@{hosts}"),
+        },
+        None => authority.to_string(),
+    };
+    if path.is_empty() {
+        format!("{scheme}://{authority}")
+    } else {
+        format!("{scheme}://{authority}/{path}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sentinel_url_is_shown_without_its_password() {
+        assert_eq!(
+            shown_sentinel("redis+sentinel://app:secret@h1:1,h2:2/mymaster"),
+            "redis+sentinel://app:***@h1:1,h2:2/mymaster"
+        );
+        assert_eq!(
+            shown_sentinel("redis+sentinel://h1:1/m"),
+            "redis+sentinel://h1:1/m"
+        );
+    }
 
     #[test]
     fn names_put_the_hash_in_a_hash_tag() {

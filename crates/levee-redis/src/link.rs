@@ -273,7 +273,7 @@ async fn watch_over(inner: &Inner, link: Link, stop: &mut watch::Receiver<()>) -
                     }
                 }
                 ticks = ticks.wrapping_add(1);
-                if mode == Mode::Cluster && ticks % PRIMARIES_EVERY == 0 {
+                if mode == Mode::Cluster && ticks.is_multiple_of(PRIMARIES_EVERY) {
                     let read = target::cluster_primaries(&mut conn);
                     if let Ok(Ok(now)) = tokio::time::timeout(inner.cfg.op_timeout, read).await {
                         if now != primaries {

@@ -431,26 +431,6 @@ pub(crate) fn role_is_primary(role: &Value) -> bool {
     }
 }
 
-/// A Sentinel URL as logs show it: the password replaced by `***`.
-pub(crate) fn shown_sentinel(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let authority = match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{user}:***@{hosts}"),
-            None => format!("{userinfo}@{hosts}"),
-        },
-        None => authority.to_string(),
-    };
-    if path.is_empty() {
-        format!("{scheme}://{authority}")
-    } else {
-        format!("{scheme}://{authority}/{path}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -507,17 +487,5 @@ mod tests {
             assert!(e.contains("redis"), "{e}");
         }
         assert!(matches!(Target::parse(&[]), Err(RedisError::NoUrl)));
-    }
-
-    #[test]
-    fn a_sentinel_url_is_shown_without_its_password() {
-        assert_eq!(
-            shown_sentinel("redis+sentinel://app:secret@h1:1,h2:2/mymaster"),
-            "redis+sentinel://app:***@h1:1,h2:2/mymaster"
-        );
-        assert_eq!(
-            shown_sentinel("redis+sentinel://h1:1/m"),
-            "redis+sentinel://h1:1/m"
-        );
     }
 }

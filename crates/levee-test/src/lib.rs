@@ -8,6 +8,9 @@
 //!   guard is dropped (also on panic).
 //! - [`Pebble`]: an ACME test server that validates against levee on this machine.
 //! - [`Redis`]: a real redis-server on a free port, stoppable and restartable.
+//! - [`RedisCluster`], [`RedisSentinel`]: a real Redis Cluster (3 primaries, 3
+//!   replicas) and a real primary/replica pair under three sentinels, whose primaries
+//!   a test can kill and see replaced.
 //! - [`Req`], [`Resp`], [`Conn`], [`RawConn`]: HTTP client helpers with built-in time
 //!   limits, so a test that would hang fails instead.
 //!
@@ -24,6 +27,8 @@ pub mod pebble;
 mod phpfpm;
 pub mod ports;
 pub mod redis;
+mod redis_cluster;
+mod redis_sentinel;
 pub mod tools;
 mod wait;
 pub mod websocket;
@@ -34,6 +39,8 @@ pub use origin::{Origin, Recorded, Reply};
 pub use pebble::Pebble;
 pub use phpfpm::PhpFpm;
 pub use redis::Redis;
+pub use redis_cluster::{RedisCluster, Reshard};
+pub use redis_sentinel::{RedisSentinel, MASTER_NAME as SENTINEL_MASTER_NAME};
 pub use wait::eventually;
 
 /// `levee serve` builder for the binary of the calling integration test.

@@ -266,7 +266,7 @@ fn read_reply(s: &mut TcpStream) -> String {
 /// Spawns `cmd` from one thread that lives as long as the test process: the kernel
 /// sends the parent-death signal when the *thread* that forked the child ends, and a
 /// test's own thread may end before the guard that owns the server is dropped.
-fn spawn(cmd: Command) -> std::io::Result<Child> {
+pub(crate) fn spawn(cmd: Command) -> std::io::Result<Child> {
     type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {

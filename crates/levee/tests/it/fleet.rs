@@ -14,32 +14,46 @@ use levee_test::{levee, Levee, Origin, Recorded, Reply, Req};
 use tokio::task::JoinSet;
 
 /// What a fleet test runs: `n` levee nodes in front of an origin of work (its
-/// arrivals counted), sharing one real redis-server, each seeing the others. Fields
-/// drop in order: the nodes first, Redis last.
-struct Fleet {
-    nodes: Vec<Levee>,
-    origin: Origin,
+/// arrivals counted), sharing a real Redis (one redis-server, or `R`: a Cluster, a
+/// Sentinel's, in redis_ha.rs), each seeing the others. Fields drop in order: the
+/// nodes first, Redis last.
+pub(crate) struct Fleet<R = levee_test::Redis> {
+    pub(crate) nodes: Vec<Levee>,
+    pub(crate) origin: Origin,
     arrivals: Arc<Mutex<Vec<(String, Instant)>>>,
-    redis: levee_test::Redis,
+    pub(crate) redis: R,
 }
 
 impl Fleet {
     /// With `limits` (TOML lines of `[limits]`) on every node.
     async fn start(n: usize, limits: &str) -> Fleet {
         let redis = levee_test::Redis::start();
+        let url = redis.url();
+        Fleet::start_on(redis, &[url], n, limits).await
+    }
+}
+
+impl<R> Fleet<R> {
+    /// [`Fleet::start`] on the Redis `redis` runs, reached at `urls`.
+    pub(crate) async fn start_on(redis: R, urls: &[String], n: usize, limits: &str) -> Fleet<R> {
         let arrivals = Arc::new(Mutex::new(Vec::new()));
         let origin = origin_of_work(arrivals.clone());
+        let mut args = Vec::new();
+        for u in urls {
+            args.extend(["--cache-redis", u.as_str()]);
+        }
         let nodes: Vec<Levee> = (0..n)
             .map(|_| {
                 levee!()
                     .backend(&origin.url())
-                    .args(&["--cache-redis", &redis.url()])
+                    .args(&args)
                     .config(&format!("[limits]\n{limits}"))
                     .start()
             })
             .collect();
         for node in &nodes {
-            node.wait_metric("levee_redis_up", |v| v == 1.0).await;
+            node.wait_metric_within("levee_redis_up", Duration::from_secs(20), |v| v == 1.0)
+                .await;
             node.wait_metric_within("levee_fleet_nodes", Duration::from_secs(10), |v| {
                 v == n as f64
             })
@@ -121,14 +135,16 @@ async fn statuses(set: &mut JoinSet<Vec<u16>>) -> Vec<u16> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_on_one_redis_never_give_the_backend_more_than_its_limit() {
-    let Fleet {
-        redis: _redis,
-        origin,
-        nodes,
-        ..
-    } = Fleet::start(3, "backend_max_concurrency = 4").await;
+    let fleet = Fleet::start(3, "backend_max_concurrency = 4").await;
+    never_more_than_four(&fleet).await;
+}
+
+/// 64 clients from 64 networks, split over the fleet's 3 nodes (started with
+/// `backend_max_concurrency = 4`), each asking 3 times for 200 ms of work: the backend
+/// sees at most 4 at once, and does see 4.
+pub(crate) async fn never_more_than_four<R>(fleet: &Fleet<R>) {
+    let (nodes, origin) = (&fleet.nodes, &fleet.origin);
     let mut set = JoinSet::new();
-    // 64 clients from 64 networks, split over the nodes, each asking 3 times.
     for i in 0..64u8 {
         let addr = nodes[usize::from(i) % 3].addr();
         set.spawn(async move {
@@ -431,13 +447,14 @@ async fn with_redis_stopped_each_node_runs_on_its_part_and_shares_again_after() 
 async fn the_dashboard_and_metrics_show_the_fleet() {
     let bin = levee_test::require!(levee_test::tools::CHROMIUM);
     let Fleet {
-        redis: _redis,
+        redis,
         origin: _origin,
         nodes,
         ..
     } = Fleet::start(2, "backend_max_concurrency = 4").await;
     let a = &nodes[0];
     assert_eq!(a.metric("levee_fleet_capacity").await, 4.0);
+    let primary = format!("127.0.0.1:{}", redis.port());
     assert_eq!(a.metric("levee_fleet_alone").await, 0.0);
     let admin = a.admin_addr().await;
     let dir = tempfile::tempdir().unwrap();
@@ -457,6 +474,9 @@ async fn the_dashboard_and_metrics_show_the_fleet() {
     .unwrap();
     assert!(dom.contains("data-fleet=\"2\""), "stderr:\n{stderr}\n{dom}");
     assert!(dom.contains("fleet: 2 nodes, this one's share"), "{dom}");
+    // The shared tier: up, and the server written to.
+    assert!(dom.contains(&format!("data-redis-primary=\"{primary}\"")), "{dom}");
+    assert!(dom.contains(&format!("Redis up (primary {primary})")), "{dom}");
     for bad in ["Uncaught", "SyntaxError", "TypeError", "ReferenceError"] {
         assert!(!stderr.contains(bad), "console error {bad}:\n{stderr}");
     }

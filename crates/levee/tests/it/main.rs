@@ -39,6 +39,7 @@ mod php;
 mod proxy;
 mod purge;
 mod ranges;
+mod redis_ha;
 mod reload;
 mod rfc9111;
 mod route_rules;
