@@ -390,7 +390,8 @@ measure() {
         --visible-within-secs "$VISIBLE_SECS" --timeout-secs "$TIMEOUT_SECS" \
         --refused-pause-ms "$REFUSED_PAUSE_MS" --slow-ms "$SLOW_MS" $(variant_flags "$1") \
         --crawler-kind "$kind" --fpm-status "http://127.0.0.1:$status_port/fpm-status" \
-        --nginx-status "http://127.0.0.1:$status_port/nginx-status"
+        --nginx-status "http://127.0.0.1:$status_port/nginx-status" \
+        $([ -z "$REDIS_PID" ] || printf -- '--fleet-metrics %s' "$(printf 'http://127.0.0.1:%s/metrics,' "${ADMIN_PORTS[@]}" | sed 's/,$//')")
     LOAD_PID=$BG_PID
     local idle_pid=""
     if [ "$WEBSOCKETS" -gt 0 ] && [[ $2 == levee* ]]; then
@@ -445,7 +446,7 @@ report "- site: MediaWiki $(dpkg-query -W -f '${Version}' mediawiki 2>/dev/null)
     "- phases: ${FAIR_SECS} s fair weather (readers and editors), then ${STORM_SECS} s of storm (crawlers too); a request counts in the phase it started in; p99 over every request of the population, errors included" \
     "- saves stored / shown / due: saves the API stored; saves the editor saw on their next view at once and anonymous readers within ${VISIBLE_SECS} s; due: what the editors' schedule asked for (fewer are made when saves take longer than ${EDIT_EVERY} s)" \
     "- crawler ok/s: 2xx and 3xx answers a second in the storm, and as a share of the same kind's on the site alone (the nginx row) when it ran; refused: 429 and 503 answers (crawlers'; readers' and editors' over both phases), all readable; unreadable: requests that got no status line (refused connect, reset, broken pipe, malformed answer), crawlers'; people's in the storm; refusal p99: of every refusal in the storm, all populations" \
-    "- backend busy: the mean share of php-fpm's 4 workers at work (its status page, \`pm.status_path\` on a socket of its own, sampled every 0.2 s through a port of the site's nginx no front is given), fair → storm; backend max in the storm: php-fpm's active processes / requests in the site's nginx (stub_status Writing, waiting on php-fpm included), the most of the samples every 0.2 s, and in brackets the fleet's limit (levee_fleet_capacity at the end, the most any node reports)" \
+    "- backend busy: the mean share of php-fpm's 4 workers at work (its status page, \`pm.status_path\` on a socket of its own, sampled every 0.2 s through a port of the site's nginx no front is given), fair → storm; backend max in the storm: php-fpm's active processes / requests in the site's nginx (stub_status Writing, waiting on php-fpm included), the most of the samples every 0.2 s, and in brackets the fleet's limit (levee_fleet_capacity sampled every second from every node during the storm, the most any reported)" \
     "- targets (PASS/FAIL per run, from the run): readers' storm p99 <= max(2 x fair p99, 100 ms) and every reader request 2xx; editors' storm p99 <= 2 x fair p99; every save due stored and shown in time; no refusal the client cannot read (no unreadable answer). For levee also refusals within 10 ms at p99, and its levee_unproven_sessions_total by outcome (0 when this levee has no such metric); for a fleet (Redis) also the backend's concurrency (the most requests sampled in the site's nginx and php-fpm's active processes) never above the fleet's limit (levee_fleet_capacity), and at N > 1 nodes the crawlers' ok/s at least the same round's 1-node levee run, when there is one (\`levee-n1\` with REDIS=1, else \`levee\`); each node's levee_fleet_* at the end" ""
 
 run=0
@@ -624,7 +625,10 @@ for kind, v in runs:
             verdicts = targets(d)
             active, in_nginx = backend_max(d)
             nodes_fleet = fleet(tag) if f.startswith("levee") else []
-            limit = max((v.get("capacity", 0) for v in nodes_fleet), default=0)
+            # The fleet's limit while the storm ran (sampled every second from every
+            # node: the most any reported); the value at the end where not sampled.
+            sampled = ((d.get("fleet_capacity") or {}).get("storm") or {}).get("max")
+            limit = sampled or max((v.get("capacity", 0) for v in nodes_fleet), default=0)
             if redis and limit:
                 seen = max(x for x in (active, in_nginx, 0) if x is not None)
                 verdicts.append(("backend", active is not None and in_nginx is not None and seen <= limit,

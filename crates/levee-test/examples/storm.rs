@@ -44,6 +44,8 @@
 mod busy;
 #[path = "storm/crawlers.rs"]
 mod crawlers;
+#[path = "storm/fleet.rs"]
+mod fleet;
 #[path = "storm/http.rs"]
 mod http;
 #[path = "storm/stats.rs"]
@@ -85,6 +87,8 @@ struct Args {
     fpm_status: Option<(SocketAddr, String)>,
     /// nginx's stub_status page (address, path), sampled for the requests in flight.
     nginx_status: Option<(SocketAddr, String)>,
+    /// Every node's admin /metrics (address, path), sampled for the fleet's capacity.
+    fleet_metrics: Vec<(SocketAddr, String)>,
     /// A crawler's pause after a 429 or 503 (0: it asks again at once).
     refused_pause: Duration,
     fair: Duration,
@@ -122,6 +126,7 @@ fn parse_args(argv: &[String]) -> Args {
         crawler_conns: 64,
         fpm_status: None,
         nginx_status: None,
+        fleet_metrics: Vec::new(),
         refused_pause: Duration::ZERO,
         fair: Duration::from_secs(30),
         storm: Duration::from_secs(60),
@@ -167,6 +172,18 @@ fn parse_args(argv: &[String]) -> Args {
                         "--nginx-status {value}: want http://127.x.y.z:PORT/PATH"
                     ))
                 }))
+            }
+            "--fleet-metrics" => {
+                a.fleet_metrics = value
+                    .split(',')
+                    .map(|u| {
+                        status_url(u).unwrap_or_else(|| {
+                            usage(&format!(
+                                "--fleet-metrics {u}: want http://127.x.y.z:PORT/metrics[,...]"
+                            ))
+                        })
+                    })
+                    .collect()
             }
             "--crawler-addrs" => a.crawler_addrs = num() as usize,
             "--crawler-conns" => a.crawler_conns = num() as usize,
@@ -514,7 +531,15 @@ fn run(a: &Args) -> Result<Value, String> {
             })
         })
     };
-    let (readers, editors, backend, in_flight) = people_rt.block_on(async {
+    let (readers, editors, backend, in_flight, fleet_capacity) = people_rt.block_on(async {
+        let fleet_capacity = (!a.fleet_metrics.is_empty()).then(|| {
+            tokio::spawn(fleet::sample(
+                a.fleet_metrics.clone(),
+                start,
+                plan.fair_end,
+                plan.storm_end,
+            ))
+        });
         let in_flight = a.nginx_status.clone().map(|(addr, path)| {
             tokio::spawn(in_flight_sample(
                 addr,
@@ -561,7 +586,13 @@ fn run(a: &Args) -> Result<Value, String> {
                 .map_err(|e| format!("the nginx sampler failed: {e}"))?,
             None => Value::Null,
         };
-        Ok::<_, String>((readers, editors, backend, in_flight))
+        let fleet_capacity = match fleet_capacity {
+            Some(t) => t
+                .await
+                .map_err(|e| format!("the fleet sampler failed: {e}"))?,
+            None => Value::Null,
+        };
+        Ok::<_, String>((readers, editors, backend, in_flight, fleet_capacity))
     })?;
     let (crawlers, crawler_conns_opened) = crawlers
         .join()
@@ -616,6 +647,7 @@ fn run(a: &Args) -> Result<Value, String> {
         "refusal_p99_ms": refusals,
         "backend": backend,
         "backend_in_flight": in_flight,
+        "fleet_capacity": fleet_capacity,
     }))
 }
 
