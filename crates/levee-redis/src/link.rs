@@ -2,9 +2,10 @@
 //! one subscribed to the channels; through Sentinel or to a Cluster as target.rs says),
 //! send the bans queued meanwhile, read the bans kept in Redis, and only then say "up".
 //! While up: apply what is heard, send this node's, check the connection every second
-//! (PING; through Sentinel, `ROLE`: a primary demoted by a failover is left at once;
-//! in a Cluster, the subscribed node answers, and the primaries are read again every
-//! few seconds). The subscription ending (Redis closed the connection, or was killed),
+//! (PING; through Sentinel, `ROLE`: a primary demoted by a failover is left at once,
+//! and every few seconds the sentinels are asked whether they still name it; in a
+//! Cluster, the subscribed node answers, and the primaries are read again every few
+//! seconds). The subscription ending (Redis closed the connection, or was killed),
 //! three unanswered checks in a row (Redis hung) or a request's failed command that a
 //! check confirms mean "down": requests stop asking Redis at once, and the task
 //! reconnects after 1 s, doubling to 30 s for one server, to 2 s through Sentinel or
@@ -33,7 +34,8 @@ const HA_MAX_BACKOFF: Duration = Duration::from_secs(2);
 const PING_EVERY: Duration = Duration::from_secs(1);
 /// Unanswered checks in a row that mean Redis is gone.
 const PINGS_MISSED: u32 = 3;
-/// In a Cluster, how many checks between two readings of its primaries.
+/// How many checks between two readings of a Cluster's primaries, or two questions to
+/// the sentinels.
 const PRIMARIES_EVERY: u32 = 3;
 
 /// Why the connection ended.
@@ -273,6 +275,20 @@ async fn watch_over(inner: &Inner, link: Link, stop: &mut watch::Receiver<()>) -
                     }
                 }
                 ticks = ticks.wrapping_add(1);
+                if let (Target::Sentinel(s), true) = (&inner.target, ticks.is_multiple_of(PRIMARIES_EVERY)) {
+                    // A primary cut off from the sentinels still says it is one: they are
+                    // asked too, and one they no longer name is left.
+                    let config = redis::AsyncConnectionConfig::new()
+                        .set_connection_timeout(Some(inner.cfg.op_timeout));
+                    if let Ok(named) = s.named_primary(&config).await {
+                        if !primaries.contains(&named) {
+                            return Ended::Lost(format!(
+                                "the sentinels now name {named} as the primary, not {}",
+                                primaries.join(", ")
+                            ));
+                        }
+                    }
+                }
                 if mode == Mode::Cluster && ticks.is_multiple_of(PRIMARIES_EVERY) {
                     let read = target::cluster_primaries(&mut conn);
                     if let Ok(Ok(now)) = tokio::time::timeout(inner.cfg.op_timeout, read).await {

@@ -345,13 +345,15 @@ impl Sentinel {
         })
     }
 
-    /// Asks the sentinels, in turn, for the primary; connects to it and checks that it
-    /// says it is one. Each sentinel gets its own bounded try, so that a hung one does
-    /// not stop the others from being heard (why this is not redis-rs's `Sentinel`,
-    /// which asks them in order with no limit of time).
-    async fn connect(&self, config: &AsyncConnectionConfig) -> Result<Connected, String> {
+    /// Asks the sentinels, in turn, which server is the primary: `host:port` (an IPv6
+    /// host in brackets). Each sentinel gets its own bounded try, so that a hung one
+    /// does not stop the others from being heard (why this is not redis-rs's
+    /// `Sentinel`, which asks them in order with no limit of time).
+    pub(crate) async fn named_primary(
+        &self,
+        config: &AsyncConnectionConfig,
+    ) -> Result<String, String> {
         let mut tried = Vec::new();
-        let mut primary = None;
         for sentinel in &self.sentinels {
             let shown = addr_of(sentinel.get_connection_info().addr());
             let ask = async {
@@ -365,10 +367,10 @@ impl Sentinel {
                     .await
             };
             match tokio::time::timeout(Duration::from_secs(1), ask).await {
-                Ok(Ok(Some(addr))) => {
-                    primary = Some(addr);
-                    break;
+                Ok(Ok(Some((host, port)))) if host.contains(':') => {
+                    return Ok(format!("[{host}]:{port}"))
                 }
+                Ok(Ok(Some((host, port)))) => return Ok(format!("{host}:{port}")),
                 Ok(Ok(None)) => tried.push(format!(
                     "sentinel {shown} does not monitor `{}`",
                     self.service
@@ -377,29 +379,27 @@ impl Sentinel {
                 Err(_) => tried.push(format!("sentinel {shown}: no answer within 1s")),
             }
         }
-        let Some((host, port)) = primary else {
-            return Err(format!(
-                "no sentinel named a primary ({})",
-                tried.join("; ")
-            ));
-        };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
+        Err(format!(
+            "no sentinel named a primary ({})",
+            tried.join("; ")
+        ))
+    }
+
+    /// Connects to the primary the sentinels name and checks that it says it is one.
+    async fn connect(&self, config: &AsyncConnectionConfig) -> Result<Connected, String> {
+        let primary = self.named_primary(config).await?;
         let url = format!(
-            "{}://{}{host}:{port}/{}{}",
+            "{}://{}{primary}/{}{}",
             self.scheme, self.userinfo, self.db, self.query
         );
         let client = keys::client(&url).map_err(|e| e.to_string())?;
         let mut conn = client
             .get_multiplexed_async_connection_with_config(config)
             .await
-            .map_err(|e| format!("the primary {host}:{port}: {e}"))?;
+            .map_err(|e| format!("the primary {primary}: {e}"))?;
         if !is_primary(&mut conn).await {
             return Err(format!(
-                "the sentinels name {host}:{port} as `{}`'s primary, but it says it is not one (a failover is under way)",
+                "the sentinels name {primary} as `{}`'s primary, but it says it is not one (a failover is under way)",
                 self.service
             ));
         }
@@ -408,7 +408,7 @@ impl Sentinel {
             conn: Conn::One(conn),
             pubsub,
             mode: Mode::Sentinel,
-            primaries: vec![format!("{host}:{port}")],
+            primaries: vec![primary],
         })
     }
 }
