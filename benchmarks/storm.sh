@@ -59,7 +59,8 @@
 #        PAGES THINK_MS=200 EDIT_EVERY=5 VISIBLE_SECS TIMEOUT_SECS=30 (per request),
 #        REFUSED_PAUSE_MS=20 (a crawler's pause after a refusal; 0: none),
 #        SLOW_MS=0 (print each editor's request slower than this, and when it started),
-#        LEVEE, BUILD, KEEP_WORK,
+#        LEVEE, BUILD, KEEP_WORK, LEVEE_FLAGS (more `levee serve` flags for every node, as
+#        "--backend-anonymous-share 10%": an experiment's; the report's command shows them),
 #        NODES="1" (levee: the fleet sizes to run, each a run of its own), REDIS=0 (1: Redis
 #        at N=1 too),
 #        WEBSOCKETS=0 (levee: that many idle WebSockets held open through levee, to a
@@ -96,6 +97,7 @@ VISIBLE_SECS=${VISIBLE_SECS:-10}
 REFUSED_PAUSE_MS=${REFUSED_PAUSE_MS:-20}
 SLOW_MS=${SLOW_MS:-0}
 WEBSOCKETS=${WEBSOCKETS:-0}
+LEVEE_FLAGS=${LEVEE_FLAGS:-}
 NODES=${NODES:-1}
 REDIS=${REDIS:-0}
 for n in $NODES; do
@@ -326,8 +328,9 @@ start_front() {
             else
                 common=(--backend "http://127.0.0.1:$3" --preset mediawiki)
             fi
+            # shellcheck disable=SC2086
             start_bg "levee-$2-node$k" "$LEVEE" serve --listen "127.0.0.1:$port" "${common[@]}" \
-                --admin-listen "127.0.0.1:$admin" "${redis[@]}"
+                --admin-listen "127.0.0.1:$admin" "${redis[@]}" $LEVEE_FLAGS
             FRONT_PIDS+=("$BG_PID")
             ports+=("$port")
             ADMIN_PORTS+=("$admin")
@@ -437,7 +440,7 @@ for k in $KINDS; do
 done
 
 report "# Storm: people first under overload, MediaWiki behind nginx, Varnish, levee ($(date '+%Y-%m-%d %H:%M'))" ""
-report "- command: \`$([ "$QUICK" = 1 ] && echo "QUICK=1 ")FAIR_SECS=$FAIR_SECS STORM_SECS=$STORM_SECS KINDS=\"$KINDS\" VARIANTS=\"$VARIANTS\" FRONTS=\"${FRONTS[*]}\" NODES=\"$NODES\" REDIS=$REDIS ROUNDS=$ROUNDS WEBSOCKETS=$WEBSOCKETS benchmarks/storm.sh\`"
+report "- command: \`$([ "$QUICK" = 1 ] && echo "QUICK=1 ")FAIR_SECS=$FAIR_SECS STORM_SECS=$STORM_SECS KINDS=\"$KINDS\" VARIANTS=\"$VARIANTS\" FRONTS=\"${FRONTS[*]}\" NODES=\"$NODES\" REDIS=$REDIS ROUNDS=$ROUNDS WEBSOCKETS=$WEBSOCKETS$([ -z "$LEVEE_FLAGS" ] || echo " LEVEE_FLAGS=\"$LEVEE_FLAGS\"") benchmarks/storm.sh\`"
 machine_info
 report "- site: MediaWiki $(dpkg-query -W -f '${Version}' mediawiki 2>/dev/null) from Debian's package, unchanged, on php-fpm $(php -r 'echo PHP_VERSION;') with 4 workers (pm = static) and MariaDB $(mariadbd --version | awk '{print $3}'); nginx (2 workers) with fastcgi_pass to it as MediaWiki's manual configures it. A new wiki, nginx and front for every run" \
     "- fronts: nginx alone; Varnish \`-s malloc,256m\` with the default VCL (\`backend default { .host = \"127.0.0.1\"; .port = \"NGINX\"; }\`); levee \`levee serve --listen 127.0.0.1:PORT --backend http://127.0.0.1:NGINX --preset mediawiki --admin-listen 127.0.0.1:ADMIN\`; a fleet of N nodes (nodes column, NODES=\"$NODES\"): N such processes, each with \`--cache-redis redis://127.0.0.1:REDIS/0\` to one redis-server of the run's own (\`--save '' --appendonly no\`), reader i, editor i (its login and its anonymous check too) and crawler connection i to node i mod N, every page viewed through every node before the clock; one node runs without Redis$([ "$REDIS" = 1 ] && echo " unless REDIS=1 (here: with it)" || echo " (REDIS=1: with it)")" \

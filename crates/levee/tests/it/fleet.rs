@@ -475,8 +475,14 @@ async fn the_dashboard_and_metrics_show_the_fleet() {
     assert!(dom.contains("data-fleet=\"2\""), "stderr:\n{stderr}\n{dom}");
     assert!(dom.contains("fleet: 2 nodes, this one's share"), "{dom}");
     // The shared tier: up, and the server written to.
-    assert!(dom.contains(&format!("data-redis-primary=\"{primary}\"")), "{dom}");
-    assert!(dom.contains(&format!("Redis up (primary {primary})")), "{dom}");
+    assert!(
+        dom.contains(&format!("data-redis-primary=\"{primary}\"")),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(&format!("Redis up (primary {primary})")),
+        "{dom}"
+    );
     for bad in ["Uncaught", "SyntaxError", "TypeError", "ReferenceError"] {
         assert!(!stderr.contains(bad), "console error {bad}:\n{stderr}");
     }
