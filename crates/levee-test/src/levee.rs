@@ -20,6 +20,7 @@ pub struct LeveeBuilder {
     config: Option<String>,
     admin_token: Option<String>,
     test_clock: bool,
+    env: Vec<(String, std::ffi::OsString)>,
 }
 
 impl LeveeBuilder {
@@ -32,6 +33,7 @@ impl LeveeBuilder {
             config: None,
             admin_token: None,
             test_clock: true,
+            env: Vec::new(),
         }
     }
 
@@ -53,6 +55,13 @@ impl LeveeBuilder {
 
     pub fn args(mut self, args: &[&str]) -> LeveeBuilder {
         self.args.extend(args.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// Sets the environment variable `key` to `value` for the levee process
+    /// (`SSL_CERT_FILE`, say).
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> LeveeBuilder {
+        self.env.push((key.to_string(), value.as_ref().to_owned()));
         self
     }
 
@@ -102,6 +111,7 @@ impl LeveeBuilder {
             // Lets `Levee::advance_clock` move levee's clock (admin `POST /clock`).
             cmd.env("LEVEE_TEST_CLOCK", "1");
         }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()));

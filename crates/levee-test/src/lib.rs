@@ -11,6 +11,9 @@
 //! - [`RedisCluster`], [`RedisSentinel`]: a real Redis Cluster (3 primaries, 3
 //!   replicas) and a real primary/replica pair under three sentinels, whose primaries
 //!   a test can kill and see replaced.
+//! - [`RedisTls`]: a private CA and a certificate for 127.0.0.1, with which
+//!   [`Redis::start_tls`], [`RedisCluster::start_tls`] and [`RedisSentinel::start_tls`]
+//!   run on TLS only (`rediss://`).
 //! - [`Req`], [`Resp`], [`Conn`], [`RawConn`]: HTTP client helpers with built-in time
 //!   limits, so a test that would hang fails instead.
 //!
@@ -28,7 +31,9 @@ mod phpfpm;
 pub mod ports;
 pub mod redis;
 mod redis_cluster;
+mod redis_node;
 mod redis_sentinel;
+mod redis_tls;
 pub mod tools;
 mod wait;
 pub mod websocket;
@@ -41,6 +46,7 @@ pub use phpfpm::PhpFpm;
 pub use redis::Redis;
 pub use redis_cluster::{RedisCluster, Reshard};
 pub use redis_sentinel::{RedisSentinel, MASTER_NAME as SENTINEL_MASTER_NAME};
+pub use redis_tls::RedisTls;
 pub use wait::eventually;
 
 /// `levee serve` builder for the binary of the calling integration test.

@@ -12,15 +12,18 @@
 //! redis.restart();       // back on the same port, empty
 //! redis.pause();         // SIGSTOP: hung, connections open; resume() with SIGCONT
 //! ```
+//!
+//! [`Redis::start_tls`] runs it on TLS only (`rediss://`), with the certificate of a
+//! [`RedisTls`].
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::redis_tls::{RedisTls, Stream};
 use crate::tools::SKIP_MISSING;
 
 /// How long redis-server may take to answer PING.
@@ -60,12 +63,24 @@ pub struct Redis {
     child: Option<Child>,
     port: u16,
     dir: tempfile::TempDir,
+    tls: Option<RedisTls>,
 }
 
 impl Redis {
     /// Starts redis-server on a free port and waits until it answers PING. Panics (with
     /// its log) if it cannot, or, saying how to install it, if it is not installed.
     pub fn start() -> Redis {
+        Redis::launch_new(None)
+    }
+
+    /// [`Redis::start`] on TLS only, with `tls`'s certificate (and again so after a
+    /// [`Redis::restart`]): [`Redis::url`] is then `rediss://127.0.0.1:PORT/0`, and
+    /// [`Redis::command`] talks TLS, checking the certificate.
+    pub fn start_tls(tls: &RedisTls) -> Redis {
+        Redis::launch_new(Some(tls.clone()))
+    }
+
+    fn launch_new(tls: Option<RedisTls>) -> Redis {
         let mut last = String::new();
         // The port is picked free and then handed to redis-server: another process may
         // take it in between, so a failed start is retried on a new port.
@@ -74,6 +89,7 @@ impl Redis {
                 child: None,
                 port: crate::pebble::free_port(),
                 dir: tempfile::tempdir().expect("create redis-server temp dir"),
+                tls: tls.clone(),
             };
             match redis.launch() {
                 Ok(child) => {
@@ -86,9 +102,14 @@ impl Redis {
         panic!("redis-server did not start: {last}");
     }
 
-    /// `redis://127.0.0.1:PORT/0`.
+    /// `redis://127.0.0.1:PORT/0` (`rediss://` on TLS).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/0", self.port)
     }
 
     pub fn port(&self) -> u16 {
@@ -154,17 +175,22 @@ impl Redis {
     /// Sends one command (inline, space-separated arguments without spaces) and returns
     /// the raw reply: for tests that look at what levee left in Redis (`PTTL k`, `KEYS *`).
     pub fn command(&self, line: &str) -> String {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis");
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut s = self.connect();
         s.write_all(format!("{line}\r\n").as_bytes()).unwrap();
+        s.flush().unwrap();
         read_reply(&mut s)
+    }
+
+    /// A connection to the server (over TLS on TLS), reads timing out after 5 s.
+    fn connect(&self) -> Stream {
+        Stream::connect(self.port, self.tls.as_ref(), Duration::from_secs(5))
+            .expect("connect to redis")
     }
 
     /// Writes `value` (any bytes) to `key`, for tests of what a hostile or broken writer
     /// leaves there.
     pub fn set_raw(&self, key: &str, value: &[u8]) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis");
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut s = self.connect();
         let mut cmd = Vec::new();
         for arg in [b"SET".as_slice(), key.as_bytes(), value] {
             cmd.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
@@ -173,6 +199,7 @@ impl Redis {
         }
         s.write_all(b"*3\r\n").unwrap();
         s.write_all(&cmd).unwrap();
+        s.flush().unwrap();
         let reply = read_reply(&mut s);
         assert_eq!(reply, "+OK\r\n", "SET {key}");
     }
@@ -187,10 +214,14 @@ impl Redis {
         let bin =
             require().ok_or("redis-server is not installed (and its tests were not skipped)")?;
         let log = self.dir.path().join("redis.log");
+        let port = match &self.tls {
+            Some(tls) => tls.server_args(self.port),
+            None => vec!["--port".into(), self.port.to_string().into()],
+        };
         let mut cmd = Command::new("setpriv");
         cmd.args(["--pdeathsig", "KILL", "--"])
             .arg(bin)
-            .args(["--port", &self.port.to_string()])
+            .args(port)
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
             .args(["--appendonly", "no"])
@@ -206,7 +237,7 @@ impl Redis {
         let mut child = spawn(cmd).map_err(|e| format!("cannot run setpriv redis-server: {e}"))?;
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if ping(self.port) {
+            if ping(self.port, self.tls.as_ref()) {
                 return Ok(child);
             }
             if let Ok(Some(status)) = child.try_wait() {
@@ -232,14 +263,13 @@ impl Drop for Redis {
     }
 }
 
-/// Whether a server on `port` answers PING with PONG.
-fn ping(port: u16) -> bool {
-    let addr = ([127, 0, 0, 1], port).into();
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+/// Whether a server on `port` (on TLS with `tls`) answers PING with PONG.
+fn ping(port: u16, tls: Option<&RedisTls>) -> bool {
+    let Ok(mut s) = Stream::connect(port, tls, Duration::from_millis(200)) else {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
+    if s.write_all(b"PING\r\n").and_then(|()| s.flush()).is_err() {
         return false;
     }
     let mut buf = [0u8; 7];
@@ -248,7 +278,7 @@ fn ping(port: u16) -> bool {
 
 /// One RESP reply as raw text (a simple reply, or a bulk or array read until the
 /// server has nothing more for a moment): enough for a test to look at.
-fn read_reply(s: &mut TcpStream) -> String {
+fn read_reply(s: &mut Stream) -> String {
     let mut out = Vec::new();
     let mut buf = [0u8; 65536];
     let n = s.read(&mut buf).expect("redis reply");

@@ -15,6 +15,9 @@
 //! cluster.kill(primary);
 //! let promoted = cluster.wait_promoted(primary);
 //! ```
+//!
+//! [`RedisCluster::start_tls`] runs every node on TLS only, the Cluster bus and
+//! replication included (`rediss://...`).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -25,9 +28,11 @@ use std::time::{Duration, Instant};
 
 use crate::ports::free_port;
 use crate::redis::spawn;
-use crate::redis_sentinel::{
-    info_field, query, raw_command, tail, wait_for, wait_replicated, Auth, Node, Reply, POLL,
+use crate::redis_node::{
+    info_field, query, raw_command, tail, wait_for, wait_replicated, Access, Auth, Node, Reply,
+    POLL,
 };
+use crate::redis_tls::RedisTls;
 
 /// How long the cluster may take to form, to promote a replica, to settle after a
 /// reshard.
@@ -106,7 +111,7 @@ type SlotMap = Vec<(u16, Vec<(u32, u32)>)>;
 struct Inner {
     nodes: Vec<Node>,
     ids: Vec<String>,
-    auth: Option<Auth>,
+    access: Access,
     /// For each killed primary: the ports of its replicas when it was killed.
     killed: Mutex<Vec<(u16, Vec<u16>)>>,
     /// What `redis-cli --cluster create` said.
@@ -138,12 +143,12 @@ impl Inner {
 
     fn nodes_of(&self, port: u16) -> Result<Vec<NodeLine>, String> {
         Ok(parse_nodes(
-            query(port, self.auth.as_ref(), &["CLUSTER", "NODES"])?.text(),
+            query(port, &self.access, &["CLUSTER", "NODES"])?.text(),
         ))
     }
 
     fn cluster_ok(&self, port: u16) -> Result<(), String> {
-        let info = query(port, self.auth.as_ref(), &["CLUSTER", "INFO"])?;
+        let info = query(port, &self.access, &["CLUSTER", "INFO"])?;
         match info_field(info.text(), "cluster_state") {
             Some("ok") => Ok(()),
             s => Err(format!("127.0.0.1:{port} says cluster_state:{s:?}")),
@@ -183,12 +188,8 @@ impl Inner {
         out
     }
 
-    fn cli_auth(&self) -> Vec<String> {
-        self.auth.as_ref().map_or(Vec::new(), |a| {
-            ["--user", &a.user, "--pass", &a.pass, "--no-auth-warning"]
-                .map(str::to_string)
-                .to_vec()
-        })
+    fn cli_args(&self) -> Vec<String> {
+        self.access.cli_args()
     }
 }
 
@@ -202,18 +203,27 @@ impl RedisCluster {
     /// and waits until every node says the cluster is ok, with all 16384 slots served
     /// and every replica in sync. Panics (with the logs) if it cannot.
     pub fn start() -> RedisCluster {
-        RedisCluster::launch(None)
+        RedisCluster::launch(Access::default())
     }
 
     /// [`RedisCluster::start`] with every node requiring `password`, for the ACL user
     /// `user` (all rights) or the `default` user; replicas log in as `user`.
     pub fn start_with_auth(user: &str, password: &str) -> RedisCluster {
-        RedisCluster::launch(Some(Auth::new(user, password)))
+        RedisCluster::launch(Access::new(Some(Auth::new(user, password)), None))
     }
 
-    fn launch(auth: Option<Auth>) -> RedisCluster {
+    /// [`RedisCluster::start`] on TLS only, with `tls`'s certificate: clients, the
+    /// Cluster bus and replication. [`RedisCluster::urls`] are then `rediss://...`.
+    pub fn start_tls(tls: &RedisTls) -> RedisCluster {
+        RedisCluster::launch(Access::new(None, Some(tls.clone())))
+    }
+
+    fn launch(access: Access) -> RedisCluster {
         let args = |port: u16, dir: &Path| -> Vec<OsString> {
-            let mut a = Node::data_args(port, dir, auth.as_ref());
+            let mut a = Node::data_args(port, dir, &access);
+            if access.tls.is_some() {
+                a.extend(["--tls-cluster", "yes"].map(OsString::from));
+            }
             a.extend(
                 [
                     "--cluster-enabled",
@@ -232,28 +242,26 @@ impl RedisCluster {
             a
         };
         let nodes: Vec<Node> = (1..=6)
-            .map(|i| Node::launch(&format!("cluster node {i}"), auth.as_ref(), &args))
+            .map(|i| Node::launch(&format!("cluster node {i}"), &access, &args))
             .collect();
         let ids = nodes
             .iter()
-            .map(
-                |n| match query(n.port, auth.as_ref(), &["CLUSTER", "MYID"]) {
-                    Ok(id) => id.text().to_string(),
-                    Err(e) => panic!("CLUSTER MYID: {e}\n{}", n.log_tail()),
-                },
-            )
+            .map(|n| match query(n.port, &access, &["CLUSTER", "MYID"]) {
+                Ok(id) => id.text().to_string(),
+                Err(e) => panic!("CLUSTER MYID: {e}\n{}", n.log_tail()),
+            })
             .collect();
         let mut inner = Inner {
             nodes,
             ids,
-            auth,
+            access,
             killed: Mutex::new(Vec::new()),
             create_output: String::new(),
         };
         let mut create = vec!["--cluster".to_string(), "create".into()];
         create.extend(inner.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));
         create.extend(["--cluster-replicas", "1", "--cluster-yes"].map(str::to_string));
-        create.extend(inner.cli_auth());
+        create.extend(inner.cli_args());
         let result = Cli::start(&create).wait();
         match result {
             Ok(out) => inner.create_output = out,
@@ -301,7 +309,7 @@ impl RedisCluster {
                             ));
                         }
                     }
-                    let role = query(port, inner.auth.as_ref(), &["INFO", "replication"])?;
+                    let role = query(port, &inner.access, &["INFO", "replication"])?;
                     if info_field(role.text(), "role") == Some("slave")
                         && info_field(role.text(), "master_link_status") != Some("up")
                     {
@@ -313,13 +321,17 @@ impl RedisCluster {
         );
     }
 
-    /// `redis://127.0.0.1:PORT` of every node (`redis://user:pass@…` with credentials),
-    /// killed ones included.
+    /// `redis://127.0.0.1:PORT` of every node (`redis://user:pass@…` with credentials,
+    /// `rediss://` on TLS), killed ones included.
     pub fn urls(&self) -> Vec<String> {
-        let userinfo = Auth::userinfo(self.inner.auth.as_ref());
+        let userinfo = Auth::userinfo(self.inner.access.auth.as_ref());
+        let scheme = match self.inner.access.tls {
+            Some(_) => "rediss",
+            None => "redis",
+        };
         self.ports()
             .iter()
-            .map(|p| format!("redis://{userinfo}127.0.0.1:{p}"))
+            .map(|p| format!("{scheme}://{userinfo}127.0.0.1:{p}"))
             .collect()
     }
 
@@ -357,7 +369,7 @@ impl RedisCluster {
         let inner = &*self.inner;
         let slot = match query(
             inner.any_live(),
-            inner.auth.as_ref(),
+            &inner.access,
             &["CLUSTER", "KEYSLOT", key],
         ) {
             Ok(Reply::Int(n)) => u32::try_from(n).unwrap_or(u32::MAX),
@@ -406,7 +418,7 @@ impl RedisCluster {
     /// Waits until the replica of the primary on `port` has everything written to that
     /// primary so far: what a test writes before [`RedisCluster::kill`] then survives.
     pub fn wait_replicated(&self, port: u16) {
-        wait_replicated(port, self.inner.auth.as_ref(), || self.logs());
+        wait_replicated(port, &self.inner.access, || self.logs());
     }
 
     /// After [`RedisCluster::kill`] of a primary: waits until one of its replicas is a
@@ -479,7 +491,7 @@ impl RedisCluster {
         args.extend(["--cluster-to".into(), inner.id(to_port).to_string()]);
         args.extend(["--cluster-slots".into(), slots.to_string()]);
         args.push("--cluster-yes".into());
-        args.extend(inner.cli_auth());
+        args.extend(inner.cli_args());
         Reshard {
             cli: Cli::start(&args),
             inner: Arc::clone(inner),
@@ -490,7 +502,7 @@ impl RedisCluster {
     /// `port` (logged in when there are credentials) and returns its raw RESP reply,
     /// redirections (`-MOVED …`) included.
     pub fn command(&self, port: u16, line: &str) -> String {
-        raw_command(port, self.inner.auth.as_ref(), line)
+        raw_command(port, &self.inner.access, line)
     }
 
     /// [`RedisCluster::command`] to some live node.

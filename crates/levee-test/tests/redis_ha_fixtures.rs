@@ -1,6 +1,8 @@
 //! The Redis Cluster and Sentinel fixtures themselves: they start, serve keys, and
-//! replace a killed primary; a reshard moves slots and keys. Skipped (as the other
-//! Redis tests) where redis-server is missing and `LEVEE_TEST_SKIP_MISSING` names it.
+//! replace a killed primary; a reshard moves slots and keys. The TLS variants (and the
+//! single TLS server) speak TLS only, replication and the Cluster bus included. Skipped
+//! (as the other Redis tests) where redis-server is missing and
+//! `LEVEE_TEST_SKIP_MISSING` names it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use levee_test::{RedisCluster, RedisSentinel};
+use levee_test::{Redis, RedisCluster, RedisSentinel, RedisTls};
 
 /// `SET key value` on the node serving `key`, found by following `-MOVED`.
 fn cluster_set(cluster: &RedisCluster, key: &str, value: &str) -> u16 {
@@ -244,5 +246,84 @@ fn sentinels_fail_over_with_credentials() {
     )));
     assert!(unauthenticated_ping(sentinel.ports()[0]).starts_with("-NOAUTH"));
     assert!(unauthenticated_ping(s[0]).starts_with("+PONG"));
+    fail_over(&sentinel);
+}
+
+/// Whether a cleartext client hears PONG from the server on `port`: a TLS-only server
+/// ends the connection instead.
+fn cleartext_ping_answered(port: u16) -> bool {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+}
+
+#[test]
+fn a_tls_server_speaks_tls_only_and_restarts_on_tls() {
+    let Some(_) = levee_test::redis::require() else {
+        return;
+    };
+    let tls = RedisTls::new();
+    for file in [tls.ca_path(), tls.cert_path(), tls.key_path()] {
+        assert!(file.is_file(), "{}", file.display());
+    }
+    let mut redis = Redis::start_tls(&tls);
+    let port = redis.port();
+    assert_eq!(redis.url(), format!("rediss://127.0.0.1:{port}/0"));
+    // The fixture's own client checks the certificate against the CA.
+    assert_eq!(redis.command("PING"), "+PONG\r\n");
+    redis.set_raw("k", b"v");
+    assert_eq!(redis.command("GET k"), "$1\r\nv\r\n");
+    assert!(!cleartext_ping_answered(port));
+    redis.restart();
+    assert_eq!(redis.command("GET k"), "$-1\r\n", "a new, empty server");
+    assert!(!cleartext_ping_answered(port));
+}
+
+#[test]
+fn a_cluster_on_tls_serves_keys_and_promotes_a_replica() {
+    let Some(_) = levee_test::redis::require() else {
+        return;
+    };
+    let tls = RedisTls::new();
+    let t = Instant::now();
+    let cluster = RedisCluster::start_tls(&tls);
+    eprintln!("TLS cluster started in {:?}", t.elapsed());
+    let port = cluster.ports()[0];
+    assert_eq!(cluster.urls()[0], format!("rediss://127.0.0.1:{port}"));
+    assert!(!cleartext_ping_answered(port));
+    // Redirections name the TLS ports, the ones clients reach.
+    let primaries = cluster.primaries();
+    let primary = cluster.primary_for_key("levee:t");
+    let other = primaries.iter().find(|p| **p != primary).unwrap();
+    let reply = cluster.command(*other, "GET levee:t");
+    assert_eq!(moved_to(&reply), Some(primary), "{reply}");
+    // Replication and the Cluster bus run on TLS: a replica takes over.
+    kill_and_promote(&cluster, "levee:t");
+}
+
+#[test]
+fn sentinels_on_tls_fail_over_to_the_replica() {
+    let Some(_) = levee_test::redis::require() else {
+        return;
+    };
+    let tls = RedisTls::new();
+    let t = Instant::now();
+    let sentinel = RedisSentinel::start_tls(&tls);
+    eprintln!("TLS sentinels started in {:?}", t.elapsed());
+    let s = sentinel.sentinel_ports();
+    assert_eq!(
+        sentinel.url(),
+        format!(
+            "rediss+sentinel://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}/mymaster",
+            s[0], s[1], s[2]
+        )
+    );
+    assert!(!cleartext_ping_answered(s[0]));
+    assert!(!cleartext_ping_answered(sentinel.ports()[0]));
+    assert_eq!(sentinel.command(s[0], "PING"), "+PONG\r\n");
     fail_over(&sentinel);
 }

@@ -40,6 +40,7 @@ mod proxy;
 mod purge;
 mod ranges;
 mod redis_ha;
+mod redis_tls;
 mod reload;
 mod rfc9111;
 mod route_rules;
