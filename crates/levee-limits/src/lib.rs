@@ -85,6 +85,11 @@ struct Inner {
     reserved: usize,
     lane: LaneConfig,
     adaptive: Option<Mutex<Gradient>>,
+    /// In a fleet, the other nodes' requests at the backend as their last reports say
+    /// (kept while Redis is unreachable: they still run their parts): the adaptive estimate is of the backend's capacity, so it counts
+    /// every node's load, not this node's share of it (which would read as a limit
+    /// nobody uses and decay it to the floor).
+    elsewhere: AtomicUsize,
     /// Woken when the fleet's shares should be renewed now rather than at the next
     /// tick: a person waits here, or a slot freed while some node wants more.
     fleet_wake: Arc<Notify>,
@@ -131,6 +136,7 @@ impl Limiter {
                 reserved: reserved_slots(limit, session_share),
                 lane,
                 adaptive,
+                elsewhere: AtomicUsize::new(0),
                 fleet_wake: Arc::new(Notify::new()),
             }),
         }
@@ -181,7 +187,9 @@ impl Limiter {
             }
         }
         let i = class.index();
-        let in_flight = inner.in_use.fetch_add(1, Ordering::Relaxed) + 1;
+        let in_flight = inner.in_use.fetch_add(1, Ordering::Relaxed)
+            + 1
+            + inner.elsewhere.load(Ordering::Relaxed);
         inner.stats.in_flight[i].fetch_add(1, Ordering::Relaxed);
         inner.stats.admitted[i].fetch_add(1, Ordering::Relaxed);
         let waited = u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -568,7 +576,8 @@ pub struct BackendSlot {
     /// The worker thread it was granted to.
     thread: usize,
     started: Instant,
-    /// Requests at the backend when this one started, itself included.
+    /// Requests at the backend when this one started, itself included (the fleet's,
+    /// in a fleet).
     in_flight: usize,
     /// Dropped after the slot's own drop, which gives the slot back first.
     _overflow: Option<Overflow>,

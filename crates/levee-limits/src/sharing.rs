@@ -143,6 +143,7 @@ impl Limiter {
         f.nodes = peers.len() + 1;
         f.held_elsewhere = peers.iter().map(Peer::held).sum();
         f.in_use_elsewhere = peers.iter().map(|p| p.report.in_use).sum();
+        inner.elsewhere.store(f.in_use_elsewhere, Ordering::Relaxed);
         f.people_waiting_elsewhere = peers.iter().map(|p| p.report.people_waiting).sum();
         f.contended = own_demand > grant || peers.iter().any(|p| p.report.demand() > p.grant);
         let held = grant.max(in_use);
@@ -342,6 +343,37 @@ mod tests {
         let s = l.fleet_stats().unwrap();
         assert_eq!((s.nodes, s.capacity, s.share), (2, 8, 3));
         drop(first);
+    }
+
+    /// The adaptive estimate is of the backend's capacity: each request counts the
+    /// fleet's requests in flight, not this node's share of them (which, a third of the
+    /// capacity on each of three nodes, reads as a limit nobody uses and decays it to
+    /// the floor: a fleet of 8 in front of a backend that takes 32).
+    #[tokio::test]
+    async fn an_adaptive_node_counts_the_fleets_requests_in_flight() {
+        let l = Limiter::new(
+            Mode::Adaptive {
+                initial: 24,
+                min: 1,
+                max: 64,
+            },
+            0.0,
+            100,
+            Duration::from_secs(10),
+            LaneConfig::OPEN,
+        );
+        l.join_fleet();
+        let alone = l.acquire(Class::Shared).await.unwrap();
+        assert_eq!(alone.in_flight, 1);
+        drop(alone);
+        l.apply_fleet(
+            "b",
+            8,
+            vec![peer("a", 8, 7, "0 0 7 0 "), peer("c", 8, 8, "0 0 8 0 ")],
+        );
+        let first = l.acquire(Class::Shared).await.unwrap();
+        let second = l.acquire(Class::Shared).await.unwrap();
+        assert_eq!((first.in_flight, second.in_flight), (16, 17));
     }
 
     #[test]
