@@ -5,7 +5,8 @@
 //! (PING; through Sentinel, `ROLE`: a primary demoted by a failover is left at once,
 //! and every few seconds the sentinels are asked whether they still name it; in a
 //! Cluster, the subscribed node answers, and the primaries are read again every few
-//! seconds). The subscription ending (Redis closed the connection, or was killed),
+//! seconds: when they change it connects again at once, for a fresh map of the slots).
+//! The subscription ending (Redis closed the connection, or was killed),
 //! three unanswered checks in a row (Redis hung) or a request's failed command that a
 //! check confirms mean "down": requests stop asking Redis at once, and the task
 //! reconnects after 1 s, doubling to 30 s for one server, to 2 s through Sentinel or
@@ -43,6 +44,8 @@ enum Ended {
     /// The last `Redis` clone was dropped.
     Stop,
     Lost(String),
+    /// The Cluster's primaries changed: connect again at once.
+    Moved(String),
 }
 
 /// A connection ready to serve.
@@ -93,6 +96,11 @@ pub(crate) async fn supervise(inner: Arc<Inner>, mut stop: watch::Receiver<()>) 
                     Ended::Lost(why) => {
                         log_down(&inner, &why);
                         reported = true;
+                    }
+                    // At once, and said by `reached` when the new connection is up.
+                    Ended::Moved(why) => {
+                        tracing::debug!(redis = %inner.shown, "reconnecting: {why}");
+                        continue;
                     }
                 }
             }
@@ -231,7 +239,7 @@ async fn watch_over(inner: &Inner, link: Link, stop: &mut watch::Receiver<()>) -
         mut sink,
         mut messages,
         mode,
-        mut primaries,
+        primaries,
     } = link;
     let mut tick = tokio::time::interval(PING_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -293,8 +301,15 @@ async fn watch_over(inner: &Inner, link: Link, stop: &mut watch::Receiver<()>) -
                     let read = target::cluster_primaries(&mut conn);
                     if let Ok(Ok(now)) = tokio::time::timeout(inner.cfg.op_timeout, read).await {
                         if now != primaries {
-                            reached(inner, mode, &now);
-                            primaries = now;
+                            // A connection made while a dead primary was still listed
+                            // keeps its slots on it after the promotion (redis-rs
+                            // refreshed its map too early): a new one reads the map
+                            // again, and says the change once.
+                            return Ended::Moved(format!(
+                                "the Cluster's primaries are now {} (were {})",
+                                now.join(", "),
+                                primaries.join(", ")
+                            ));
                         }
                     }
                 }

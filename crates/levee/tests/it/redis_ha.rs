@@ -276,13 +276,22 @@ async fn a_cluster_loses_nothing_through_a_slot_migration_and_a_primary_killed()
     for path in ["/p/kept/0", "/p/kept/1"] {
         shares_a_fill(a, b, &origin, path).await;
     }
-    let victim = cluster.primaries()[2];
+    // The first primary: the node each levee subscribed to (the primaries are tried in
+    // order), so the subscription is lost too and taken again on another node.
+    let victim = cluster.primaries()[0];
     cluster.kill(victim);
     purge_reaches(a, &[b], "/p/kept/0", Duration::from_secs(30)).await;
     let promoted = cluster.wait_promoted(victim);
     for node in [a, b] {
         node.wait_metric_within(
             "levee_redis_failovers_total",
+            Duration::from_secs(20),
+            |v| v >= 1.0,
+        )
+        .await;
+        // Its subscription was on the killed node: it connected again elsewhere.
+        node.wait_metric_within(
+            "levee_redis_reconnects_total",
             Duration::from_secs(20),
             |v| v >= 1.0,
         )
