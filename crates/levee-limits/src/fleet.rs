@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::client_net::ClientNet;
 use crate::lane::share_of;
 pub use crate::lane::NetWork;
 
@@ -45,6 +46,47 @@ pub struct Report {
     pub lane_cap: usize,
     /// The busiest client networks of the lane: in flight, waiting.
     pub nets: Vec<NetWork>,
+    /// The sessions holding the most session slots here, and the client networks whose
+    /// sessions do: a session's share and its network's cap are the fleet's (people.rs),
+    /// so that one session replayed through every node holds no more than through one.
+    pub sessions: SessionWork,
+}
+
+/// Session slots held, per session (its hash) and per client network.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionWork {
+    pub whos: Vec<(u64, usize)>,
+    pub nets: Vec<(ClientNet, usize)>,
+}
+
+impl SessionWork {
+    /// `who:HEX=n` and `net:CIDR=n`, comma-separated.
+    fn to_field(&self) -> String {
+        let whos = self.whos.iter().map(|(w, n)| format!("who:{w:x}={n}"));
+        let nets = self.nets.iter().map(|(c, n)| format!("net:{c}={n}"));
+        whos.chain(nets).collect::<Vec<_>>().join(",")
+    }
+
+    /// Reads [`SessionWork::to_field`]; None for anything else.
+    fn from_field(field: &str) -> Option<SessionWork> {
+        let mut out = SessionWork::default();
+        for item in field
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .take(2 * REPORT_NETS)
+        {
+            let (key, n) = item.split_once('=')?;
+            let n: usize = n.parse().ok()?;
+            if let Some(who) = key.strip_prefix("who:") {
+                out.whos.push((u64::from_str_radix(who, 16).ok()?, n));
+            } else if let Some(net) = key.strip_prefix("net:") {
+                out.nets.push((net.parse().ok()?, n));
+            } else {
+                return None;
+            }
+        }
+        Some(out)
+    }
 }
 
 impl Report {
@@ -62,15 +104,18 @@ impl Report {
             .iter()
             .map(|(n, f, w)| format!("{n}={f}:{w}"))
             .collect();
+        // The sessions' field last: a node of the version before reads the seven
+        // fields it knows and leaves the rest.
         format!(
-            "{} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {}",
             self.in_use,
             self.capacity,
             self.people,
             self.people_waiting,
             self.anonymous,
             self.lane_cap,
-            nets.join(",")
+            nets.join(","),
+            self.sessions.to_field()
         )
     }
 
@@ -93,6 +138,10 @@ impl Report {
                 nets.push((net.parse().ok()?, fl.parse().ok()?, w.parse().ok()?));
             }
         }
+        let sessions = match f.next() {
+            Some(field) => SessionWork::from_field(field)?,
+            None => SessionWork::default(),
+        };
         Some(Report {
             in_use,
             capacity,
@@ -101,6 +150,7 @@ impl Report {
             anonymous,
             lane_cap,
             nets,
+            sessions,
         })
     }
 }
@@ -247,7 +297,6 @@ impl FleetState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client_net::ClientNet;
 
     fn report(people: usize, anonymous: usize) -> Report {
         Report {
@@ -268,10 +317,22 @@ mod tests {
             anonymous: 40,
             lane_cap: 0,
             nets: vec![(ClientNet::of("127.2.0.9".parse().unwrap(), 24, 56), 2, 38)],
+            sessions: SessionWork {
+                whos: vec![(0xbeef, 2)],
+                nets: vec![(ClientNet::of("127.1.0.3".parse().unwrap(), 24, 56), 3)],
+            },
         };
         let line = r.to_line();
-        assert_eq!(line, "3 4 1 1 40 0 127.2.0.0/24=2:38");
+        assert_eq!(
+            line,
+            "3 4 1 1 40 0 127.2.0.0/24=2:38 who:beef=2,net:127.1.0.0/24=3"
+        );
         assert_eq!(Report::from_line(&line), Some(r));
+        // A report of the version before (no sessions' field) still reads.
+        assert_eq!(
+            Report::from_line("3 4 1 1 40 0 127.2.0.0/24=2:38").map(|r| r.sessions),
+            Some(SessionWork::default())
+        );
         assert_eq!(
             Report::from_line("1 2 3 4 5 0 ").map(|r| r.anonymous),
             Some(5)
@@ -282,6 +343,8 @@ mod tests {
             "a b c d e f",
             "1 2 3 4 5 99999999999",
             "1 2 3 4 5 6 x=1",
+            "1 2 3 4 5 6  who:zz=1",
+            "1 2 3 4 5 6  other:1=1",
         ] {
             assert_eq!(Report::from_line(junk), None, "{junk}");
         }

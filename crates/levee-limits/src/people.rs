@@ -71,6 +71,10 @@ pub(super) struct People {
     whos: HashMap<u64, usize>,
     /// Per session, its requests sent to the lane beyond its share, not ended yet.
     overflow: HashMap<u64, usize>,
+    /// In a fleet, the session slots the other nodes' last reports say they hold, per
+    /// session and per network: a session's share and a network's cap are the fleet's.
+    whos_elsewhere: HashMap<u64, usize>,
+    nets_elsewhere: HashMap<crate::client_net::ClientNet, usize>,
 }
 
 impl People {
@@ -116,9 +120,40 @@ impl People {
         }
     }
 
-    /// Whether `of` holds less than its network's `cap` and its session's share.
+    /// Whether `of` holds less than its network's `cap` and its session's share, on
+    /// every node of a fleet.
     pub fn under_share(&self, of: SessionOf, cap: usize) -> bool {
-        self.nets.get(&of.net).copied().unwrap_or(0) < cap && self.session_under_share(of)
+        let elsewhere = self.nets_elsewhere.get(&of.net).copied().unwrap_or(0);
+        self.nets.get(&of.net).copied().unwrap_or(0) + elsewhere < cap
+            && self.session_under_share(of)
+    }
+
+    /// The sessions and networks holding the most session slots here (`most` of each).
+    pub fn busiest(&self, most: usize) -> crate::fleet::SessionWork {
+        fn top<K: Copy>(m: &HashMap<K, usize>, most: usize) -> Vec<(K, usize)> {
+            let mut v: Vec<(K, usize)> = m
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, n)| (*k, *n))
+                .collect();
+            v.sort_unstable_by_key(|(_, n)| std::cmp::Reverse(*n));
+            v.truncate(most);
+            v
+        }
+        crate::fleet::SessionWork {
+            whos: top(&self.whos, most),
+            nets: top(&self.nets, most),
+        }
+    }
+
+    /// What the other nodes hold (their last reports, summed); empty alone.
+    pub fn set_elsewhere(
+        &mut self,
+        whos: HashMap<u64, usize>,
+        nets: HashMap<crate::client_net::ClientNet, usize>,
+    ) {
+        self.whos_elsewhere = whos;
+        self.nets_elsewhere = nets;
     }
 
     /// Whether `of`'s session holds less than its share: `SESSION_SLOTS`, one while it
@@ -130,7 +165,8 @@ impl People {
             n if n <= PAGE_LOAD_OVERFLOW => 1,
             _ => 0,
         };
-        self.whos.get(&of.who).copied().unwrap_or(0) < share
+        let elsewhere = self.whos_elsewhere.get(&of.who).copied().unwrap_or(0);
+        self.whos.get(&of.who).copied().unwrap_or(0) + elsewhere < share
     }
 
     pub fn overflow_started(&mut self, who: u64) {

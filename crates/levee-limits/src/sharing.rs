@@ -88,6 +88,7 @@ impl Limiter {
                 false => 0,
             },
             nets: st.lane.busiest(REPORT_NETS),
+            sessions: st.people.busiest(REPORT_NETS),
         };
         let (want, capacity) = match &st.fleet {
             Some(f) => {
@@ -142,6 +143,15 @@ impl Limiter {
         f.lease_until = Instant::now() + LEASE;
         f.nodes = peers.len() + 1;
         f.held_elsewhere = peers.iter().map(Peer::held).sum();
+        let (mut whos, mut session_nets) = (HashMap::new(), HashMap::new());
+        for p in &peers {
+            for &(who, n) in &p.report.sessions.whos {
+                *whos.entry(who).or_default() += n;
+            }
+            for &(net, n) in &p.report.sessions.nets {
+                *session_nets.entry(net).or_default() += n;
+            }
+        }
         f.in_use_elsewhere = peers.iter().map(|p| p.report.in_use).sum();
         inner.elsewhere.store(f.in_use_elsewhere, Ordering::Relaxed);
         f.people_waiting_elsewhere = peers.iter().map(|p| p.report.people_waiting).sum();
@@ -157,6 +167,7 @@ impl Limiter {
         f.peers = peers;
         st.limit = grant;
         st.lane.set_elsewhere(nets, waiting, parts);
+        st.people.set_elsewhere(whos, session_nets);
         inner.limit.store(grant, Ordering::Relaxed);
         st.grant(worker::id(), inner.reserved, &inner.lane);
         Applied { nudge, rejoined }
@@ -200,6 +211,7 @@ impl Limiter {
         st.limit = limit;
         st.lane
             .set_elsewhere(HashMap::new(), HashSet::new(), HashMap::new());
+        st.people.set_elsewhere(HashMap::new(), HashMap::new());
         inner.limit.store(limit, Ordering::Relaxed);
         st.grant(worker::id(), inner.reserved, &inner.lane);
         fell
@@ -374,6 +386,51 @@ mod tests {
         let first = l.acquire(Class::Shared).await.unwrap();
         let second = l.acquire(Class::Shared).await.unwrap();
         assert_eq!((first.in_flight, second.in_flight), (16, 17));
+    }
+
+    /// One session replayed through every node (a stolen cookie): its two session slots
+    /// are the fleet's, so a node where another holds them sends its request to the lane
+    /// (anonymous work of its network), as one node would.
+    #[tokio::test]
+    async fn a_sessions_share_is_the_fleets() {
+        let l = Limiter::new(
+            Mode::Fixed(8),
+            0.25,
+            100,
+            Duration::from_secs(10),
+            LaneConfig::OPEN,
+        );
+        l.join_fleet();
+        let of = crate::SessionOf {
+            net: net("127.1.0.1"),
+            who: 0xbeef,
+        };
+        // Alone: its first request is a person's.
+        let first = l.acquire(Class::Session(of)).await.unwrap();
+        assert_eq!(l.stats().over_share.load(Ordering::Relaxed), 0);
+        let said = l.fleet_ask("b").report.sessions;
+        assert_eq!(said.whos, vec![(0xbeef, 1)], "reported to the others");
+        drop(first);
+        // Node a holds its two.
+        l.apply_fleet(
+            "b",
+            4,
+            vec![peer("a", 4, 2, "2 0 0 0  who:beef=2,net:127.1.0.0/24=2")],
+        );
+        let second = l.acquire(Class::Session(of)).await.unwrap();
+        assert_eq!(
+            l.stats().over_share.load(Ordering::Relaxed),
+            1,
+            "sent to the lane"
+        );
+        drop(second);
+        // Another session of another network is a person's as ever.
+        let other = crate::SessionOf {
+            net: net("127.9.0.1"),
+            who: 7,
+        };
+        let _third = l.acquire(Class::Session(other)).await.unwrap();
+        assert_eq!(l.stats().over_share.load(Ordering::Relaxed), 1);
     }
 
     #[test]
