@@ -57,4 +57,10 @@ pub use keys::shown as url_for_logs;
 pub use lock::{Lock, LockGuard};
 pub use stats::RedisStats;
 pub use target::Mode;
+
+/// Whether `urls` name a shared tier levee can reach (one server, Sentinel, a Cluster),
+/// without connecting: what `levee serve --check` and startup refuse.
+pub fn check_urls(urls: &[String]) -> Result<(), RedisError> {
+    target::Target::parse(urls).map(|_| ())
+}
 pub use tier::{OnProof, Redis};

@@ -113,6 +113,8 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             || e.is::<cmd::doctor::DoctorUsage>()
             // A certificate or key file that cannot be used: the configuration's.
             || e.is::<levee_tls::Error>()
+            // A Redis URL levee cannot read (`serve --check`).
+            || e.is::<levee_redis::RedisError>()
             || matches!(
                 e.downcast_ref::<levee_proxy::ServeError>(),
                 Some(

@@ -205,6 +205,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         if !pairs.is_empty() {
             levee_tls::CertStore::load(&pairs, levee_tls::Settings::default())?;
         }
+        // A Redis URL levee cannot read is the configuration's error (exit 2), not Redis
+        // being down.
+        if !settings.cache.redis.is_empty() {
+            levee_redis::check_urls(&settings.cache.redis)?;
+        }
         print_settings(&settings);
         print_fleets(&settings);
         return Ok(ExitCode::SUCCESS);

@@ -442,3 +442,27 @@ async fn sentinel_a_primary_the_sentinels_no_longer_name_is_left() {
     .await;
     assert_eq!(n[0].metric("levee_redis_failovers_total").await, 1.0);
 }
+
+#[test]
+fn serve_check_refuses_a_redis_url_it_cannot_read() {
+    for (urls, says) in [
+        (
+            vec!["redis+sentinel://127.0.0.1:26379"],
+            "no primary's name",
+        ),
+        (
+            vec!["redis://127.0.0.1:6379", "redis+unix:///tmp/redis.sock"],
+            "Cluster's",
+        ),
+    ] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_levee"));
+        cmd.args(["serve", "--check", "--backend", "http://127.0.0.1:9"]);
+        for u in &urls {
+            cmd.args(["--cache-redis", u]);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{urls:?}: {err}");
+        assert!(err.contains(says), "{urls:?}: {err}");
+    }
+}
