@@ -94,13 +94,9 @@ function request()
   end
   return wrk.format("GET", prefix .. math.random(1, n), headers)
 end
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT rps=%.1f p50_us=%d p99_us=%d requests=%d sockerr=%d status_err=%d\n",
-    summary.requests / (summary.duration / 1e6), latency:percentile(50.0), latency:percentile(99.0),
-    summary.requests, e.connect + e.read + e.write + e.timeout, e.status))
-end
 EOF
+# done(): lib.sh's report.lua (the RESULT line).
+cat "$WORK/report.lua" >>"$WORK/shared.lua"
 
 cat >"$WORK/small.toml" <<EOF
 [cache]

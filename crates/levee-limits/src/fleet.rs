@@ -76,7 +76,7 @@ impl SessionWork {
             .take(2 * REPORT_NETS)
         {
             let (key, n) = item.split_once('=')?;
-            let n: usize = n.parse().ok()?;
+            let n = count(n)?;
             if let Some(who) = key.strip_prefix("who:") {
                 out.whos.push((u64::from_str_radix(who, 16).ok()?, n));
             } else if let Some(net) = key.strip_prefix("net:") {
@@ -135,7 +135,7 @@ impl Report {
             for item in list.split(',').filter(|s| !s.is_empty()).take(REPORT_NETS) {
                 let (net, counts) = item.split_once('=')?;
                 let (fl, w) = counts.split_once(':')?;
-                nets.push((net.parse().ok()?, fl.parse().ok()?, w.parse().ok()?));
+                nets.push((net.parse().ok()?, count(fl)?, count(w)?));
             }
         }
         let sessions = match f.next() {
@@ -153,6 +153,12 @@ impl Report {
             sessions,
         })
     }
+}
+
+/// A count in a report: no backend has a million slots, and a larger number (anyone who
+/// can reach Redis may write there) would overflow the sums over the nodes.
+fn count(s: &str) -> Option<usize> {
+    s.parse().ok().filter(|&n: &usize| n <= 1_000_000)
 }
 
 /// Another node as the last renewal saw it: what it was granted and what it reported.
@@ -345,6 +351,8 @@ mod tests {
             "1 2 3 4 5 6 x=1",
             "1 2 3 4 5 6  who:zz=1",
             "1 2 3 4 5 6  other:1=1",
+            "1 2 3 4 5 6 127.2.0.0/24=99999999999:0",
+            "1 2 3 4 5 6  who:beef=18446744073709551615",
         ] {
             assert_eq!(Report::from_line(junk), None, "{junk}");
         }
