@@ -52,11 +52,17 @@ pub struct Report {
     pub sessions: SessionWork,
 }
 
-/// Session slots held, per session (its hash) and per client network.
+/// Session slots held, per session (its hash) and per client network; and the sessions
+/// with requests beyond their share.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionWork {
     pub whos: Vec<(u64, usize)>,
     pub nets: Vec<(ClientNet, usize)>,
+    /// Per session, the most requests it had beyond its share at once (in the lane)
+    /// since the last report: a script's or a replay's overflow is lasting, a page
+    /// load's is a moment, so the peak, not a snapshot that a lane refusing at once
+    /// would leave near zero on every node.
+    pub overflow: Vec<(u64, usize)>,
 }
 
 impl SessionWork {
@@ -65,6 +71,25 @@ impl SessionWork {
         let whos = self.whos.iter().map(|(w, n)| format!("who:{w:x}={n}"));
         let nets = self.nets.iter().map(|(c, n)| format!("net:{c}={n}"));
         whos.chain(nets).collect::<Vec<_>>().join(",")
+    }
+
+    /// `over:HEX=n`, comma-separated: a field of its own, after the one a node of the
+    /// version before reads (it refuses an item it does not know).
+    fn overflow_field(&self) -> String {
+        let over = self.overflow.iter().map(|(w, n)| format!("over:{w:x}={n}"));
+        over.collect::<Vec<_>>().join(",")
+    }
+
+    /// Reads [`SessionWork::overflow_field`]; None for anything else.
+    fn overflow_from_field(field: &str) -> Option<Vec<(u64, usize)>> {
+        let items = field.split(',').filter(|s| !s.is_empty()).take(REPORT_NETS);
+        items
+            .map(|item| {
+                let (key, n) = item.split_once('=')?;
+                let who = key.strip_prefix("over:")?;
+                Some((u64::from_str_radix(who, 16).ok()?, count(n)?))
+            })
+            .collect()
     }
 
     /// Reads [`SessionWork::to_field`]; None for anything else.
@@ -104,10 +129,10 @@ impl Report {
             .iter()
             .map(|(n, f, w)| format!("{n}={f}:{w}"))
             .collect();
-        // The sessions' field last: a node of the version before reads the seven
-        // fields it knows and leaves the rest.
+        // The sessions' fields last: a node of a version before reads the fields it
+        // knows and leaves the rest.
         format!(
-            "{} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {}",
             self.in_use,
             self.capacity,
             self.people,
@@ -115,7 +140,8 @@ impl Report {
             self.anonymous,
             self.lane_cap,
             nets.join(","),
-            self.sessions.to_field()
+            self.sessions.to_field(),
+            self.sessions.overflow_field()
         )
     }
 
@@ -138,10 +164,13 @@ impl Report {
                 nets.push((net.parse().ok()?, count(fl)?, count(w)?));
             }
         }
-        let sessions = match f.next() {
+        let mut sessions = match f.next() {
             Some(field) => SessionWork::from_field(field)?,
             None => SessionWork::default(),
         };
+        if let Some(field) = f.next() {
+            sessions.overflow = SessionWork::overflow_from_field(field)?;
+        }
         Some(Report {
             in_use,
             capacity,
@@ -326,15 +355,21 @@ mod tests {
             sessions: SessionWork {
                 whos: vec![(0xbeef, 2)],
                 nets: vec![(ClientNet::of("127.1.0.3".parse().unwrap(), 24, 56), 3)],
+                overflow: vec![(0xbeef, 5)],
             },
         };
         let line = r.to_line();
         assert_eq!(
             line,
-            "3 4 1 1 40 0 127.2.0.0/24=2:38 who:beef=2,net:127.1.0.0/24=3"
+            "3 4 1 1 40 0 127.2.0.0/24=2:38 who:beef=2,net:127.1.0.0/24=3 over:beef=5"
         );
         assert_eq!(Report::from_line(&line), Some(r));
-        // A report of the version before (no sessions' field) still reads.
+        // A report of a version before (no overflow field, no sessions' field) still
+        // reads.
+        assert_eq!(
+            Report::from_line("3 4 1 1 40 0 127.2.0.0/24=2:38 who:beef=2").map(|r| r.sessions.whos),
+            Some(vec![(0xbeef, 2)])
+        );
         assert_eq!(
             Report::from_line("3 4 1 1 40 0 127.2.0.0/24=2:38").map(|r| r.sessions),
             Some(SessionWork::default())
@@ -353,6 +388,8 @@ mod tests {
             "1 2 3 4 5 6  other:1=1",
             "1 2 3 4 5 6 127.2.0.0/24=99999999999:0",
             "1 2 3 4 5 6  who:beef=18446744073709551615",
+            "1 2 3 4 5 6   who:beef=1",
+            "1 2 3 4 5 6   over:beef=9999999",
         ] {
             assert_eq!(Report::from_line(junk), None, "{junk}");
         }

@@ -71,10 +71,21 @@ pub(super) struct People {
     whos: HashMap<u64, usize>,
     /// Per session, its requests sent to the lane beyond its share, not ended yet.
     overflow: HashMap<u64, usize>,
-    /// In a fleet, the session slots the other nodes' last reports say they hold, per
-    /// session and per network: a session's share and a network's cap are the fleet's.
-    whos_elsewhere: HashMap<u64, usize>,
-    nets_elsewhere: HashMap<crate::client_net::ClientNet, usize>,
+    /// Per session, the most it had in `overflow` at once since the last report.
+    overflow_peak: HashMap<u64, usize>,
+    /// In a fleet, what the other nodes' last reports say: a session's share and a
+    /// network's cap are the fleet's.
+    elsewhere: Elsewhere,
+}
+
+/// The other nodes' session work, summed over their last reports.
+#[derive(Default)]
+pub(super) struct Elsewhere {
+    /// Session slots held, per session and per client network.
+    pub whos: HashMap<u64, usize>,
+    pub nets: HashMap<crate::client_net::ClientNet, usize>,
+    /// Per session, its requests beyond its share (the peak each node reported).
+    pub overflow: HashMap<u64, usize>,
 }
 
 impl People {
@@ -123,13 +134,15 @@ impl People {
     /// Whether `of` holds less than its network's `cap` and its session's share, on
     /// every node of a fleet.
     pub fn under_share(&self, of: SessionOf, cap: usize) -> bool {
-        let elsewhere = self.nets_elsewhere.get(&of.net).copied().unwrap_or(0);
+        let elsewhere = self.elsewhere.nets.get(&of.net).copied().unwrap_or(0);
         self.nets.get(&of.net).copied().unwrap_or(0) + elsewhere < cap
             && self.session_under_share(of)
     }
 
-    /// The sessions and networks holding the most session slots here (`most` of each).
-    pub fn busiest(&self, most: usize) -> crate::fleet::SessionWork {
+    /// The sessions and networks holding the most session slots here, and the sessions
+    /// with the most requests beyond their share since the last report (`most` of
+    /// each); from now on the peaks count from what is beyond now.
+    pub fn busiest(&mut self, most: usize) -> crate::fleet::SessionWork {
         fn top<K: Copy>(m: &HashMap<K, usize>, most: usize) -> Vec<(K, usize)> {
             let mut v: Vec<(K, usize)> = m
                 .iter()
@@ -140,37 +153,40 @@ impl People {
             v.truncate(most);
             v
         }
-        crate::fleet::SessionWork {
+        let work = crate::fleet::SessionWork {
             whos: top(&self.whos, most),
             nets: top(&self.nets, most),
-        }
+            overflow: top(&self.overflow_peak, most),
+        };
+        self.overflow_peak.clone_from(&self.overflow);
+        work
     }
 
     /// What the other nodes hold (their last reports, summed); empty alone.
-    pub fn set_elsewhere(
-        &mut self,
-        whos: HashMap<u64, usize>,
-        nets: HashMap<crate::client_net::ClientNet, usize>,
-    ) {
-        self.whos_elsewhere = whos;
-        self.nets_elsewhere = nets;
+    pub fn set_elsewhere(&mut self, elsewhere: Elsewhere) {
+        self.elsewhere = elsewhere;
     }
 
     /// Whether `of`'s session holds less than its share: `SESSION_SLOTS`, one while it
     /// has a page load's worth of requests in the lane beyond them, none while it has
-    /// more.
+    /// more; on every node of a fleet (a session replayed through N nodes overflows a
+    /// little on each, and a lot in all).
     pub fn session_under_share(&self, of: SessionOf) -> bool {
-        let share = match self.overflow.get(&of.who).copied().unwrap_or(0) {
+        let get = |m: &HashMap<u64, usize>| m.get(&of.who).copied().unwrap_or(0);
+        let share = match get(&self.overflow) + get(&self.elsewhere.overflow) {
             0 => SESSION_SLOTS,
             n if n <= PAGE_LOAD_OVERFLOW => 1,
             _ => 0,
         };
-        let elsewhere = self.whos_elsewhere.get(&of.who).copied().unwrap_or(0);
-        self.whos.get(&of.who).copied().unwrap_or(0) + elsewhere < share
+        get(&self.whos) + get(&self.elsewhere.whos) < share
     }
 
     pub fn overflow_started(&mut self, who: u64) {
-        *self.overflow.entry(who).or_default() += 1;
+        let n = self.overflow.entry(who).or_default();
+        *n += 1;
+        let n = *n;
+        let peak = self.overflow_peak.entry(who).or_default();
+        *peak = n.max(*peak);
     }
 
     pub fn overflow_ended(&mut self, who: u64) {

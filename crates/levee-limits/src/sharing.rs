@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use crate::client_net::ClientNet;
 use crate::fleet::{allocate, water_fill, FleetState, NetWork, Peer, Report, LEASE, REPORT_NETS};
 use crate::lane::share_of;
+use crate::people::Elsewhere;
 use crate::{worker, Limiter};
 
 /// The fleet as one node sees it, for `/metrics`, `serve --check` and the dashboard.
@@ -73,7 +74,7 @@ impl Limiter {
     /// [`allocate`] over every node's last report (the fleet decides the same
     /// everywhere; Redis only ever grants what no other node holds).
     pub fn fleet_ask(&self, me: &str) -> Ask {
-        let st = self.inner.lock();
+        let mut st = self.inner.lock();
         let queued = st.people.queued();
         let people_in_flight = st.in_use.saturating_sub(st.lane.in_use);
         let lingering = usize::from(st.people_busy(self.inner.lane.people_linger));
@@ -143,13 +144,17 @@ impl Limiter {
         f.lease_until = Instant::now() + LEASE;
         f.nodes = peers.len() + 1;
         f.held_elsewhere = peers.iter().map(Peer::held).sum();
-        let (mut whos, mut session_nets) = (HashMap::new(), HashMap::new());
+        let mut sessions = Elsewhere::default();
         for p in &peers {
-            for &(who, n) in &p.report.sessions.whos {
-                *whos.entry(who).or_default() += n;
+            let s = &p.report.sessions;
+            for &(who, n) in &s.whos {
+                *sessions.whos.entry(who).or_default() += n;
             }
-            for &(net, n) in &p.report.sessions.nets {
-                *session_nets.entry(net).or_default() += n;
+            for &(net, n) in &s.nets {
+                *sessions.nets.entry(net).or_default() += n;
+            }
+            for &(who, n) in &s.overflow {
+                *sessions.overflow.entry(who).or_default() += n;
             }
         }
         f.in_use_elsewhere = peers.iter().map(|p| p.report.in_use).sum();
@@ -167,7 +172,7 @@ impl Limiter {
         f.peers = peers;
         st.limit = grant;
         st.lane.set_elsewhere(nets, waiting, parts);
-        st.people.set_elsewhere(whos, session_nets);
+        st.people.set_elsewhere(sessions);
         inner.limit.store(grant, Ordering::Relaxed);
         st.grant(worker::id(), inner.reserved, &inner.lane);
         Applied { nudge, rejoined }
@@ -211,7 +216,7 @@ impl Limiter {
         st.limit = limit;
         st.lane
             .set_elsewhere(HashMap::new(), HashSet::new(), HashMap::new());
-        st.people.set_elsewhere(HashMap::new(), HashMap::new());
+        st.people.set_elsewhere(Elsewhere::default());
         inner.limit.store(limit, Ordering::Relaxed);
         st.grant(worker::id(), inner.reserved, &inner.lane);
         fell
@@ -431,6 +436,42 @@ mod tests {
         };
         let _third = l.acquire(Class::Session(other)).await.unwrap();
         assert_eq!(l.stats().over_share.load(Ordering::Relaxed), 1);
+    }
+
+    /// A session replayed from many connections through every node overflows its share
+    /// a little on each (a lane that refuses at once keeps each node's count low) and a
+    /// lot in all: from the others' reports it keeps no person's slot on any node.
+    #[tokio::test]
+    async fn a_session_overflowing_through_the_fleet_keeps_no_slot_anywhere() {
+        let l = Limiter::new(
+            Mode::Fixed(8),
+            0.25,
+            100,
+            Duration::from_secs(10),
+            LaneConfig::OPEN,
+        );
+        l.join_fleet();
+        let of = crate::SessionOf {
+            net: net("127.1.0.1"),
+            who: 0xbeef,
+        };
+        let over = || l.stats().over_share.load(Ordering::Relaxed);
+        // Two overflowing on each of three other nodes: six beyond its share in all.
+        let others: Vec<Peer> = ["a", "c", "d"]
+            .map(|n| peer(n, 2, 2, "0 0 2 0   over:beef=2"))
+            .into();
+        l.apply_fleet("b", 2, others.clone());
+        let first = l.acquire(Class::Session(of)).await.unwrap();
+        assert_eq!(over(), 1, "to the lane, not a person's slot");
+        drop(first);
+        // The overflow seen here is reported as its peak since the last report, though
+        // it ended before the report.
+        assert_eq!(l.fleet_ask("b").report.sessions.overflow, vec![(0xbeef, 1)]);
+        assert_eq!(l.fleet_ask("b").report.sessions.overflow, vec![]);
+        // The others' overflow ended: its share is back.
+        l.apply_fleet("b", 2, ["a", "c"].map(|n| peer(n, 2, 0, "0 0 0 0 ")).into());
+        let _second = l.acquire(Class::Session(of)).await.unwrap();
+        assert_eq!(over(), 1, "a person's slot again");
     }
 
     #[test]
