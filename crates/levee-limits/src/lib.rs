@@ -32,6 +32,7 @@ pub mod fleet;
 mod governor;
 mod gradient;
 mod lane;
+mod overflow;
 mod people;
 mod refusal;
 mod sharing;
@@ -299,7 +300,7 @@ impl Inner {
             return (class, None);
         };
         let mut st = self.lock();
-        if st.people.session_under_share(of) {
+        if st.people.session_arrival_under_share(of) {
             return (class, None);
         }
         st.people.overflow_started(of.who);
@@ -374,10 +375,11 @@ impl Inner {
         let (tx, rx) = oneshot::channel();
         st.arrivals += 1;
         let arrival = st.arrivals;
-        let local = &mut st.people.threads[thread];
         match class {
-            Class::Session(of) => local.sessions.push_back(SessionWaiter { arrival, tx, of }),
-            _ => local.shared.push_back((arrival, tx)),
+            Class::Session(of) => st
+                .people
+                .queue_session(thread, SessionWaiter { arrival, tx, of }),
+            _ => st.people.threads[thread].shared.push_back((arrival, tx)),
         }
         Ok(Some(Wait::People(rx)))
     }

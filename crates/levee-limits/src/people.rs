@@ -12,10 +12,12 @@
 //! waiters beyond `cap` (the lane's network share of the limit) go after theirs.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
 
 use tokio::sync::oneshot;
 
 use super::class::SessionOf;
+use super::overflow::Overflows;
 
 pub(super) type Queue = VecDeque<(u64, oneshot::Sender<()>)>;
 
@@ -69,10 +71,13 @@ pub(super) struct People {
     /// Session slots in flight per client network and per session.
     nets: HashMap<crate::client_net::ClientNet, usize>,
     whos: HashMap<u64, usize>,
-    /// Per session, its requests sent to the lane beyond its share, not ended yet.
-    overflow: HashMap<u64, usize>,
-    /// Per session, the most it had in `overflow` at once since the last report.
-    overflow_peak: HashMap<u64, usize>,
+    /// Per session, its requests waiting for a session slot: they are part of its
+    /// share, or 16 connections replaying one session would all queue as a person's
+    /// while it held none yet, and take slot after slot.
+    whos_waiting: HashMap<u64, usize>,
+    /// Per session, its requests sent to the lane beyond its share: running, or
+    /// started lately.
+    pub overflow: Overflows,
     /// In a fleet, what the other nodes' last reports say: a session's share and a
     /// network's cap are the fleet's.
     elsewhere: Elsewhere,
@@ -84,7 +89,7 @@ pub(super) struct Elsewhere {
     /// Session slots held, per session and per client network.
     pub whos: HashMap<u64, usize>,
     pub nets: HashMap<crate::client_net::ClientNet, usize>,
-    /// Per session, its requests beyond its share (the peak each node reported).
+    /// Per session, its requests beyond its share, running or started lately.
     pub overflow: HashMap<u64, usize>,
 }
 
@@ -105,6 +110,22 @@ impl People {
 
     pub fn sessions_waiting(&self) -> bool {
         self.threads.iter().any(|l| !l.sessions.is_empty())
+    }
+
+    /// A session's request waits for a slot on `thread`.
+    pub fn queue_session(&mut self, thread: usize, waiter: SessionWaiter) {
+        *self.whos_waiting.entry(waiter.of.who).or_default() += 1;
+        self.local(thread).sessions.push_back(waiter);
+    }
+
+    /// A session's request no longer waits (granted or gone).
+    fn session_unqueued(&mut self, who: u64) {
+        if let Some(n) = self.whos_waiting.get_mut(&who) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.whos_waiting.remove(&who);
+            }
+        }
     }
 
     /// A session's slot taken.
@@ -139,10 +160,10 @@ impl People {
             && self.session_under_share(of)
     }
 
-    /// The sessions and networks holding the most session slots here, and the sessions
-    /// with the most requests beyond their share since the last report (`most` of
-    /// each); from now on the peaks count from what is beyond now.
-    pub fn busiest(&mut self, most: usize) -> crate::fleet::SessionWork {
+    /// The sessions (their slots and waiters) and networks holding the most session
+    /// slots here, and the sessions with the most requests beyond their share lately
+    /// (`most` of each).
+    pub fn busiest(&self, most: usize) -> crate::fleet::SessionWork {
         fn top<K: Copy>(m: &HashMap<K, usize>, most: usize) -> Vec<(K, usize)> {
             let mut v: Vec<(K, usize)> = m
                 .iter()
@@ -153,13 +174,15 @@ impl People {
             v.truncate(most);
             v
         }
-        let work = crate::fleet::SessionWork {
-            whos: top(&self.whos, most),
+        let mut claims = self.whos.clone();
+        for (who, n) in &self.whos_waiting {
+            *claims.entry(*who).or_default() += n;
+        }
+        crate::fleet::SessionWork {
+            whos: top(&claims, most),
             nets: top(&self.nets, most),
-            overflow: top(&self.overflow_peak, most),
-        };
-        self.overflow_peak.clone_from(&self.overflow);
-        work
+            overflow: self.overflow.busiest(most, Instant::now()),
+        }
     }
 
     /// What the other nodes hold (their last reports, summed); empty alone.
@@ -167,35 +190,47 @@ impl People {
         self.elsewhere = elsewhere;
     }
 
-    /// Whether `of`'s session holds less than its share: `SESSION_SLOTS`, one while it
-    /// has a page load's worth of requests in the lane beyond them, none while it has
-    /// more; on every node of a fleet (a session replayed through N nodes overflows a
-    /// little on each, and a lot in all).
+    /// Whether `of`'s session holds less than its share (`session_share`): which of the
+    /// waiters a freed slot goes to first.
     pub fn session_under_share(&self, of: SessionOf) -> bool {
+        self.session_holds(of, false) < session_share(self.session_overflow(of))
+    }
+
+    /// Whether a new request of `of`'s session is a person's: its slots are fewer than
+    /// its share, and so are its slots and its requests already waiting for one
+    /// together, but for a page load's overflow while it has sent nothing beyond its
+    /// share lately (a browser's page load into a full backend waits as a person's; a
+    /// script's or a replay's stream, overflowing on and on, does not).
+    pub fn session_arrival_under_share(&self, of: SessionOf) -> bool {
+        let overflow = self.session_overflow(of);
+        let share = session_share(overflow);
+        let page_load = if overflow == 0 { PAGE_LOAD_OVERFLOW } else { 0 };
+        self.session_holds(of, false) < share
+            && self.session_holds(of, true) < share + page_load
+    }
+
+    /// The session's requests beyond its share, running or started lately, on every
+    /// node of a fleet (a session replayed through N nodes overflows a little on each,
+    /// and a lot in all).
+    fn session_overflow(&self, of: SessionOf) -> usize {
+        let elsewhere = self.elsewhere.overflow.get(&of.who).copied().unwrap_or(0);
+        self.overflow.seen(of.who, Instant::now()) + elsewhere
+    }
+
+    /// The session slots `of`'s session holds on every node (the other nodes' slots and
+    /// waiters as last reported), with its waiters here if `waiting`.
+    fn session_holds(&self, of: SessionOf, waiting: bool) -> usize {
         let get = |m: &HashMap<u64, usize>| m.get(&of.who).copied().unwrap_or(0);
-        let share = match get(&self.overflow) + get(&self.elsewhere.overflow) {
-            0 => SESSION_SLOTS,
-            n if n <= PAGE_LOAD_OVERFLOW => 1,
-            _ => 0,
-        };
-        get(&self.whos) + get(&self.elsewhere.whos) < share
+        let here = get(&self.whos) + if waiting { get(&self.whos_waiting) } else { 0 };
+        here + get(&self.elsewhere.whos)
     }
 
     pub fn overflow_started(&mut self, who: u64) {
-        let n = self.overflow.entry(who).or_default();
-        *n += 1;
-        let n = *n;
-        let peak = self.overflow_peak.entry(who).or_default();
-        *peak = n.max(*peak);
+        self.overflow.started(who, Instant::now());
     }
 
     pub fn overflow_ended(&mut self, who: u64) {
-        if let Some(n) = self.overflow.get_mut(&who) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.overflow.remove(&who);
-            }
-        }
+        self.overflow.ended(who);
     }
 
     /// Takes the chosen waiter out of its queue.
@@ -203,6 +238,7 @@ impl People {
         let local = self.threads.get_mut(p.thread)?;
         if p.session {
             let w = local.sessions.remove(p.at)?;
+            self.session_unqueued(w.of.who);
             Some((w.tx, Some(w.of)))
         } else {
             let (_, tx) = local.shared.remove(p.at)?;
@@ -293,10 +329,30 @@ impl People {
     pub fn remove_closed(&mut self, thread: usize, session: bool) {
         let local = self.local(thread);
         if session {
-            local.sessions.retain(|w| !w.tx.is_closed());
+            let mut gone = Vec::new();
+            local.sessions.retain(|w| {
+                let open = !w.tx.is_closed();
+                if !open {
+                    gone.push(w.of.who);
+                }
+                open
+            });
+            for who in gone {
+                self.session_unqueued(who);
+            }
         } else {
             local.shared.retain(|(_, tx)| !tx.is_closed());
         }
+    }
+}
+
+/// A session's share of the session class: `SESSION_SLOTS`, one while it has a page
+/// load's worth of requests beyond them (`overflow`), none while it has more.
+fn session_share(overflow: usize) -> usize {
+    match overflow {
+        0 => SESSION_SLOTS,
+        n if n <= PAGE_LOAD_OVERFLOW => 1,
+        _ => 0,
     }
 }
 
@@ -314,9 +370,7 @@ mod tests {
 
     fn queue(p: &mut People, thread: usize, arrival: u64, s: SessionOf) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        p.local(thread)
-            .sessions
-            .push_back(SessionWaiter { arrival, tx, of: s });
+        p.queue_session(thread, SessionWaiter { arrival, tx, of: s });
         rx
     }
 
@@ -371,13 +425,49 @@ mod tests {
         // More at once than a browser sends: none as a person's.
         p.overflow_started(replayed.who);
         assert!(!p.session_under_share(replayed));
-        // Its overflow ends: its share is back.
+        // Its overflow ends: remembered a while (a replay's requests refused at once
+        // run for no time), then its share is back.
         for _ in 0..=PAGE_LOAD_OVERFLOW {
             p.overflow_ended(replayed.who);
         }
+        assert!(!p.session_under_share(replayed));
+        p.overflow.forget_recent();
         assert!(p.session_under_share(replayed));
         p.session_admitted(replayed);
         assert!(p.session_under_share(replayed), "two again");
+    }
+
+    #[test]
+    fn a_page_load_into_a_full_backend_waits_as_a_persons_a_stream_does_not() {
+        let mut p = People::default();
+        let editor = of("127.3.0.1", 9);
+        // Six at once, none admitted yet: all a person's.
+        let _page: Vec<_> = (0..6)
+            .map(|i| {
+                assert!(p.session_arrival_under_share(editor), "request {i}");
+                queue(&mut p, 0, i, editor)
+            })
+            .collect();
+        // The seventh is beyond a page load: to the lane, and from then on the
+        // session's share counts what it sent beyond.
+        assert!(!p.session_arrival_under_share(editor));
+        p.overflow_started(editor.who);
+        p.overflow_ended(editor.who);
+        let _served: Vec<_> = (0..6)
+            .map(|_| {
+                p.take(Pick {
+                    thread: 0,
+                    session: true,
+                    at: 0,
+                })
+            })
+            .collect();
+        assert!(
+            p.session_arrival_under_share(editor),
+            "one, within its share"
+        );
+        p.session_admitted(editor);
+        assert!(!p.session_arrival_under_share(editor));
     }
 
     #[test]

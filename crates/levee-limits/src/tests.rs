@@ -557,7 +557,8 @@ async fn a_session_beyond_its_share_is_anonymous_work_of_its_network() {
     let fourth = l.acquire(session()).await.unwrap();
     assert_eq!(stats.over_share.load(Ordering::Relaxed), 2);
     drop((fourth, third));
-    // No overflow left: two again.
+    // No overflow left, and none lately: two again.
+    l.inner.lock().people.overflow.forget_recent();
     let again = l.acquire(session()).await.unwrap();
     assert_eq!(stats.in_flight[1].load(Ordering::Relaxed), 2, "session");
     drop((second, again));
@@ -568,4 +569,47 @@ async fn a_session_beyond_its_share_is_anonymous_work_of_its_network() {
     });
     let _s = l.acquire(other).await.unwrap();
     assert_eq!(stats.in_flight[1].load(Ordering::Relaxed), 1);
+}
+
+/// A session replayed by 16 connections while the backend is full: its requests that
+/// wait for a slot are part of its share, so a page load's worth (six) queue as a
+/// person's and the others go to the lane (before, all 16 queued as a person's while it
+/// held none yet, and took slot after slot as they freed).
+#[tokio::test]
+async fn a_sessions_waiting_requests_count_in_its_share() {
+    let l = Arc::new(Limiter::new(
+        Mode::Fixed(1),
+        0.0,
+        100,
+        ms(2000),
+        lanes(1.0, 1.0, ms(2000)),
+    ));
+    let full = l.acquire(Class::Shared).await.unwrap();
+    let replay: Vec<_> = (0..16)
+        .map(|_| {
+            let l = l.clone();
+            tokio::spawn(async move { l.acquire(session()).await.map(drop) })
+        })
+        .collect();
+    let stats = l.stats();
+    let arrived = || {
+        stats.over_share.load(Ordering::Relaxed) as usize + stats.queued[1].load(Ordering::Relaxed)
+    };
+    while arrived() < 16 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        stats.queued[1].load(Ordering::Relaxed),
+        6,
+        "a person's: six"
+    );
+    assert_eq!(
+        stats.over_share.load(Ordering::Relaxed),
+        10,
+        "the lane: the rest"
+    );
+    drop(full);
+    for r in replay {
+        let _ = r.await.unwrap();
+    }
 }
