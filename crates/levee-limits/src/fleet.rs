@@ -44,6 +44,10 @@ pub struct Report {
     /// While this node's people have work: what their latency lets anonymous work hold
     /// of the fleet's capacity (governor.rs); 0: no cut.
     pub lane_cap: usize,
+    /// The same in thousandths of a slot, below one slot too (a duty cycle): the
+    /// fleet's lane is one lane, whose cap is what the nodes' people's latency says on
+    /// average, shared by the nodes with anonymous work (sharing.rs); 0: none.
+    pub lane_milli: usize,
     /// The busiest client networks of the lane: in flight, waiting.
     pub nets: Vec<NetWork>,
     /// The sessions holding the most session slots here, and the client networks whose
@@ -132,7 +136,7 @@ impl Report {
         // The sessions' fields last: a node of a version before reads the fields it
         // knows and leaves the rest.
         format!(
-            "{} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {}",
             self.in_use,
             self.capacity,
             self.people,
@@ -141,7 +145,8 @@ impl Report {
             self.lane_cap,
             nets.join(","),
             self.sessions.to_field(),
-            self.sessions.overflow_field()
+            self.sessions.overflow_field(),
+            self.lane_milli
         )
     }
 
@@ -171,6 +176,10 @@ impl Report {
         if let Some(field) = f.next() {
             sessions.overflow = SessionWork::overflow_from_field(field)?;
         }
+        let lane_milli = match f.next() {
+            Some(n) => count(n)?,
+            None => 0,
+        };
         Some(Report {
             in_use,
             capacity,
@@ -178,6 +187,7 @@ impl Report {
             people_waiting,
             anonymous,
             lane_cap,
+            lane_milli,
             nets,
             sessions,
         })
@@ -287,6 +297,9 @@ pub(crate) struct FleetState {
     pub in_use_elsewhere: usize,
     /// People's work waiting on other nodes.
     pub people_waiting_elsewhere: usize,
+    /// Some other node's people have work (in flight, waiting, or lately): the lane
+    /// here keeps to its share as if they were this node's.
+    pub people_elsewhere: bool,
     /// Some node (this one included) wanted more than it was granted.
     pub contended: bool,
     /// What this node held at its last renewal.
@@ -315,6 +328,7 @@ impl FleetState {
             held_elsewhere: 0,
             in_use_elsewhere: 0,
             people_waiting_elsewhere: 0,
+            people_elsewhere: false,
             contended: false,
             held: 0,
             alone: false,
@@ -351,6 +365,7 @@ mod tests {
             people_waiting: 1,
             anonymous: 40,
             lane_cap: 0,
+            lane_milli: 350,
             nets: vec![(ClientNet::of("127.2.0.9".parse().unwrap(), 24, 56), 2, 38)],
             sessions: SessionWork {
                 whos: vec![(0xbeef, 2)],
@@ -361,7 +376,7 @@ mod tests {
         let line = r.to_line();
         assert_eq!(
             line,
-            "3 4 1 1 40 0 127.2.0.0/24=2:38 who:beef=2,net:127.1.0.0/24=3 over:beef=5"
+            "3 4 1 1 40 0 127.2.0.0/24=2:38 who:beef=2,net:127.1.0.0/24=3 over:beef=5 350"
         );
         assert_eq!(Report::from_line(&line), Some(r));
         // A report of a version before (no overflow field, no sessions' field) still
@@ -390,6 +405,7 @@ mod tests {
             "1 2 3 4 5 6  who:beef=18446744073709551615",
             "1 2 3 4 5 6   who:beef=1",
             "1 2 3 4 5 6   over:beef=9999999",
+            "1 2 3 4 5 6    0.5",
         ] {
             assert_eq!(Report::from_line(junk), None, "{junk}");
         }

@@ -55,6 +55,10 @@ const WINDOW_SAMPLES: usize = 256;
 
 pub(super) struct Governor {
     cap: f64,
+    /// In a fleet while people have work on some node: this node's part of the fleet's
+    /// cap (sharing.rs), below `cap` when the other nodes' lanes take the rest: one
+    /// lane's worth for the whole fleet, not one per node.
+    fleet: Option<f64>,
     /// Recent windows' average people's latency, seconds.
     history: VecDeque<f64>,
     window_start: Instant,
@@ -79,6 +83,7 @@ impl Governor {
     pub fn new() -> Governor {
         Governor {
             cap: f64::MAX,
+            fleet: None,
             history: VecDeque::with_capacity(HISTORY),
             window_start: Instant::now(),
             samples: Vec::with_capacity(16),
@@ -93,13 +98,30 @@ impl Governor {
 
     /// The lane's cap now, within `most` (its share of the limit).
     pub fn cap(&self, most: usize) -> usize {
-        (self.cap.floor() as usize).clamp(1, most.max(1))
+        (self.effective().floor() as usize).clamp(1, most.max(1))
     }
 
     /// The share of one slot's time the lane may use while people have work: below 1
     /// only when the cap is.
     pub fn duty(&self) -> f64 {
-        self.cap.clamp(FLOOR, 1.0)
+        self.effective().clamp(FLOOR, 1.0)
+    }
+
+    /// What this node's own judgment allows, within `most`: what it tells the fleet.
+    pub fn own(&self, most: usize) -> f64 {
+        self.cap.min(most.max(1) as f64)
+    }
+
+    /// This node's part of the fleet's cap (None: alone, or no node's people busy).
+    pub fn set_fleet(&mut self, part: Option<f64>) {
+        self.fleet = part.map(|p| p.max(FLOOR));
+        if self.effective() >= 1.0 {
+            self.rest_until = None;
+        }
+    }
+
+    fn effective(&self) -> f64 {
+        self.fleet.map_or(self.cap, |f| f.min(self.cap))
     }
 
     /// Whether the lane's slot is resting at `now` (a cap below one slot).

@@ -205,8 +205,7 @@ impl People {
         let overflow = self.session_overflow(of);
         let share = session_share(overflow);
         let page_load = if overflow == 0 { PAGE_LOAD_OVERFLOW } else { 0 };
-        self.session_holds(of, false) < share
-            && self.session_holds(of, true) < share + page_load
+        self.session_holds(of, false) < share && self.session_holds(of, true) < share + page_load
     }
 
     /// The session's requests beyond its share, running or started lately, on every

@@ -77,15 +77,21 @@ impl Limiter {
         let st = self.inner.lock();
         let queued = st.people.queued();
         let people_in_flight = st.in_use.saturating_sub(st.lane.in_use);
-        let lingering = usize::from(st.people_busy(self.inner.lane.people_linger));
+        let lingering = usize::from(st.people_busy_here(self.inner.lane.people_linger));
+        let governed = lingering > 0 && self.inner.lane.governed;
+        let most = self.inner.lane.cap(st.share_base());
         let report = Report {
             in_use: st.in_use,
             capacity: st.capacity,
             people: (people_in_flight + queued).max(lingering),
             people_waiting: queued,
             anonymous: st.lane.in_use + st.lane.waiting,
-            lane_cap: match lingering > 0 && self.inner.lane.governed {
+            lane_cap: match governed {
                 true => st.governor.lane_cap(&self.inner.lane, st.share_base()),
+                false => 0,
+            },
+            lane_milli: match governed {
+                true => (st.governor.own(most) * 1000.0).round().max(1.0) as usize,
                 false => 0,
             },
             nets: st.lane.busiest(REPORT_NETS),
@@ -120,6 +126,11 @@ impl Limiter {
         // Everything in flight here, and everything waiting (`Report::demand`).
         let own_demand = in_use + people_waiting + st.lane.waiting;
         let st_nets = st.lane.busiest(REPORT_NETS);
+        let own_lane = OwnLane {
+            judged: (st.people_busy_here(inner.lane.people_linger) && inner.lane.governed)
+                .then(|| st.governor.own(inner.lane.cap(st.share_base()))),
+            anonymous: st.lane.in_use + st.lane.waiting,
+        };
         let Some(f) = st.fleet.as_mut() else {
             return Applied::default();
         };
@@ -160,6 +171,12 @@ impl Limiter {
         f.in_use_elsewhere = peers.iter().map(|p| p.report.in_use).sum();
         inner.elsewhere.store(f.in_use_elsewhere, Ordering::Relaxed);
         f.people_waiting_elsewhere = peers.iter().map(|p| p.report.people_waiting).sum();
+        f.people_elsewhere = peers.iter().any(|p| p.report.people > 0);
+        let lane_part = fleet_lane_part(&own_lane, &peers);
+        let lane_elsewhere = (
+            peers.iter().any(|p| p.report.anonymous > 0),
+            peers.iter().any(|p| p.report.nets.iter().any(|n| n.2 > 0)),
+        );
         f.contended = own_demand > grant || peers.iter().any(|p| p.report.demand() > p.grant);
         let held = grant.max(in_use);
         let freed = held < f.held;
@@ -173,6 +190,15 @@ impl Limiter {
         st.limit = grant;
         st.lane.set_elsewhere(nets, waiting, parts);
         st.people.set_elsewhere(sessions);
+        st.governor.set_fleet(lane_part);
+        // The other nodes' lanes load the backend this node's people use: their work
+        // is evidence for this node's judgment of the lane (governor.rs).
+        if lane_elsewhere.0 {
+            st.governor.lane_active();
+        }
+        if lane_elsewhere.1 {
+            st.governor.pressed();
+        }
         inner.limit.store(grant, Ordering::Relaxed);
         st.grant(worker::id(), inner.reserved, &inner.lane);
         Applied { nudge, rejoined }
@@ -217,6 +243,7 @@ impl Limiter {
         st.lane
             .set_elsewhere(HashMap::new(), HashSet::new(), HashMap::new());
         st.people.set_elsewhere(Elsewhere::default());
+        st.governor.set_fleet(None);
         inner.limit.store(limit, Ordering::Relaxed);
         st.grant(worker::id(), inner.reserved, &inner.lane);
         fell
@@ -235,6 +262,37 @@ impl Limiter {
             alone: f.alone,
         })
     }
+}
+
+/// This node's lane at a renewal: its own judgment of what the lane may hold while
+/// its people have work (None: no people here, or not governed), and its anonymous
+/// work in flight and waiting.
+struct OwnLane {
+    judged: Option<f64>,
+    anonymous: usize,
+}
+
+/// This node's part of the fleet's lane while people have work anywhere: the nodes'
+/// judgments averaged (each is the same backend seen through its own people's
+/// requests; the least of them would squeeze a fleet below what one node gives), shared
+/// by anonymous work in flight and waiting. None while no node judges (no people).
+fn fleet_lane_part(own: &OwnLane, peers: &[Peer]) -> Option<f64> {
+    let judged: Vec<f64> = peers
+        .iter()
+        .map(|p| p.report.lane_milli)
+        .filter(|&m| m > 0)
+        .map(|m| m as f64 / 1000.0)
+        .chain(own.judged)
+        .collect();
+    if judged.is_empty() {
+        return None;
+    }
+    let cap = judged.iter().sum::<f64>() / judged.len() as f64;
+    let all = own.anonymous + peers.iter().map(|p| p.report.anonymous).sum::<usize>();
+    Some(match all {
+        0 => cap,
+        _ => cap * own.anonymous as f64 / all as f64,
+    })
 }
 
 /// Node `me`'s part of each network's fleet-wide share `net_cap`, for every network
@@ -471,6 +529,64 @@ mod tests {
         l.inner.lock().people.overflow.forget_recent();
         let _second = l.acquire(Class::Session(of)).await.unwrap();
         assert_eq!(over(), 1, "a person's slot again");
+    }
+
+    /// A node with no person of its own, while another node's editor works: its lane
+    /// keeps to its part of the fleet's (the other node judged half a slot), as if the
+    /// editor were its own; with no person anywhere it takes what is free.
+    #[tokio::test]
+    async fn another_nodes_people_hold_this_nodes_lane_to_its_part() {
+        let l = Limiter::new(
+            Mode::Fixed(8),
+            0.0,
+            100,
+            Duration::from_secs(10),
+            LaneConfig {
+                share: 0.5,
+                network_share: 1.0,
+                wait: Duration::from_secs(2),
+                people_linger: Duration::from_millis(100),
+                governed: true,
+            },
+        );
+        l.join_fleet();
+        let crawler = || Class::Anonymous(net("127.2.0.1"));
+        l.apply_fleet("b", 4, vec![peer("a", 4, 1, "1 0 0 0    500")]);
+        assert_eq!(
+            l.fleet_ask("b").report.lane_milli,
+            0,
+            "no judgment of its own"
+        );
+        let first = l.acquire(crawler()).await.unwrap();
+        let second = tokio::time::timeout(Duration::from_millis(50), l.acquire(crawler())).await;
+        assert!(second.is_err(), "waits: one slot of the lane at most");
+        drop(first);
+        // Nobody's people at work: work-conserving.
+        l.apply_fleet("b", 4, vec![peer("a", 4, 0, "0 0 0 0 ")]);
+        let _a = l.acquire(crawler()).await.unwrap();
+        let _b = tokio::time::timeout(Duration::from_millis(50), l.acquire(crawler()))
+            .await
+            .expect("a second slot at once")
+            .unwrap();
+    }
+
+    #[test]
+    fn the_fleets_lane_is_the_nodes_judgment_averaged_and_shared_by_demand() {
+        let own = OwnLane {
+            judged: Some(0.2),
+            anonymous: 1,
+        };
+        let peers = [peer("a", 4, 1, "1 0 3 0    600")];
+        let part = fleet_lane_part(&own, &peers).unwrap();
+        assert!(
+            (part - 0.1).abs() < 1e-9,
+            "0.4 on average, a quarter here: {part}"
+        );
+        let idle = OwnLane {
+            judged: None,
+            anonymous: 0,
+        };
+        assert_eq!(fleet_lane_part(&idle, &[peer("a", 4, 0, "0 0 3 0 ")]), None);
     }
 
     #[test]

@@ -40,7 +40,17 @@ impl State {
     /// People's work in flight, waiting, or seen within `linger`: the lane keeps to
     /// its share, so that the next editor's request or reader's revalidation finds a
     /// free slot rather than waiting for a crawler's request to end.
+    /// In a fleet, another node's people count too (they use the same backend).
     pub(crate) fn people_busy(&self, linger: Duration) -> bool {
+        self.people_busy_here(linger)
+            || self
+                .fleet
+                .as_ref()
+                .is_some_and(|f| !f.alone && f.people_elsewhere)
+    }
+
+    /// `people_busy` on this node alone: what it tells the fleet.
+    pub(crate) fn people_busy_here(&self, linger: Duration) -> bool {
         self.in_use > self.lane.in_use
             || self.people.queued() > 0
             || self.people_seen.is_some_and(|t| t.elapsed() < linger)
