@@ -108,8 +108,10 @@ impl Governor {
     }
 
     /// What this node's own judgment allows, within `most`: what it tells the fleet.
-    pub fn own(&self, most: usize) -> f64 {
-        self.cap.min(most.max(1) as f64)
+    /// None before it has judged a window of people's requests (a node whose people
+    /// are readers' revalidations has no judgment to add to the fleet's).
+    pub fn own(&self, most: usize) -> Option<f64> {
+        (!self.history.is_empty()).then(|| self.cap.min(most.max(1) as f64))
     }
 
     /// This node's part of the fleet's cap (None: alone, or no node's people busy).

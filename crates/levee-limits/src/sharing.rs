@@ -90,9 +90,9 @@ impl Limiter {
                 true => st.governor.lane_cap(&self.inner.lane, st.share_base()),
                 false => 0,
             },
-            lane_milli: match governed {
-                true => (st.governor.own(most) * 1000.0).round().max(1.0) as usize,
-                false => 0,
+            lane_milli: match (governed, st.governor.own(most)) {
+                (true, Some(own)) => (own * 1000.0).round().max(1.0) as usize,
+                _ => 0,
             },
             nets: st.lane.busiest(REPORT_NETS),
             sessions: st.people.busiest(REPORT_NETS),
@@ -128,7 +128,8 @@ impl Limiter {
         let st_nets = st.lane.busiest(REPORT_NETS);
         let own_lane = OwnLane {
             judged: (st.people_busy_here(inner.lane.people_linger) && inner.lane.governed)
-                .then(|| st.governor.own(inner.lane.cap(st.share_base()))),
+                .then(|| st.governor.own(inner.lane.cap(st.share_base())))
+                .flatten(),
             anonymous: st.lane.in_use + st.lane.waiting,
         };
         let Some(f) = st.fleet.as_mut() else {
@@ -552,11 +553,16 @@ mod tests {
         l.join_fleet();
         let crawler = || Class::Anonymous(net("127.2.0.1"));
         l.apply_fleet("b", 4, vec![peer("a", 4, 1, "1 0 0 0    500")]);
+        // A reader's revalidation here is people's work, but no judgment of their
+        // latency (only sessions' times are): nothing to add to the fleet's.
+        let revalidation = l.acquire(Class::Shared).await.unwrap();
+        let said = l.fleet_ask("b").report;
         assert_eq!(
-            l.fleet_ask("b").report.lane_milli,
-            0,
+            (said.people, said.lane_milli),
+            (1, 0),
             "no judgment of its own"
         );
+        drop(revalidation);
         let first = l.acquire(crawler()).await.unwrap();
         let second = tokio::time::timeout(Duration::from_millis(50), l.acquire(crawler())).await;
         assert!(second.is_err(), "waits: one slot of the lane at most");

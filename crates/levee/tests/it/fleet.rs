@@ -46,6 +46,7 @@ impl<R> Fleet<R> {
             .map(|_| {
                 levee!()
                     .backend(&origin.url())
+                    .debug_headers()
                     .args(&args)
                     .config(&format!("[limits]\n{limits}"))
                     .start()
@@ -90,11 +91,13 @@ fn origin_of_work(arrivals: Arc<Mutex<Vec<(String, Instant)>>>) -> Origin {
             .header("cache-control", "no-store")
             .delay(Duration::from_millis(ms));
         if r.path == "/login" {
+            // `/login?as=NAME` logs NAME in; `ed` by default.
+            let name = r.uri.split("as=").nth(1).unwrap_or("ed");
             reply = Reply::status(302)
                 .header("location", "/")
                 .header(
                     "set-cookie",
-                    "PHPSESSID=person-ed-5f0d8c2e9a7b41e3; path=/; HttpOnly",
+                    &format!("PHPSESSID=person-{name}-5f0d8c2e9a7b41e3; path=/; HttpOnly"),
                 )
                 .header("cache-control", "no-store");
         }
@@ -111,10 +114,26 @@ fn keep_asking(
     path: String,
     stop: Arc<AtomicBool>,
 ) {
+    keep_asking_as(set, addr, from, path, None, stop);
+}
+
+/// [`keep_asking`] with `cookie`, if any.
+fn keep_asking_as(
+    set: &mut JoinSet<Vec<u16>>,
+    addr: SocketAddr,
+    from: IpAddr,
+    path: String,
+    cookie: Option<String>,
+    stop: Arc<AtomicBool>,
+) {
     set.spawn(async move {
         let mut statuses = Vec::new();
         while !stop.load(Ordering::SeqCst) && statuses.len() < 200 {
-            let r = Req::get(&path).send_from(addr, from).await;
+            let mut req = Req::get(&path);
+            if let Some(c) = &cookie {
+                req = req.header("cookie", c);
+            }
+            let r = req.send_from(addr, from).await;
             if r.status != 200 {
                 // A refused client comes back a moment later, not in a busy loop.
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -123,6 +142,54 @@ fn keep_asking(
         }
         statuses
     });
+}
+
+/// Waits until `check` holds, at most `limit`; fails the test with `what` otherwise.
+pub(crate) async fn within<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Logs `name` in through `node` (the backend gives out its session, proven on every
+/// node through Redis); its cookie.
+async fn log_in(node: &Levee, nodes: &[Levee], name: &str) -> String {
+    let login = Req::post(&format!("/login?as={name}"), "user=x")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send_from(node.addr(), ip(8, 1))
+        .await;
+    assert_eq!(login.status, 302, "{}", login.summary());
+    let cookie = format!("PHPSESSID=person-{name}-5f0d8c2e9a7b41e3");
+    for n in nodes {
+        within(
+            Duration::from_secs(5),
+            "the proof to reach every node",
+            || {
+                let cookie = cookie.clone();
+                async move {
+                    let r = Req::get("/whoami").header("cookie", &cookie).send(n).await;
+                    r.reason() == "session-cookie:PHPSESSID"
+                }
+            },
+        )
+        .await;
+    }
+    cookie
+}
+
+/// A metric summed over the nodes.
+async fn fleet_metric(nodes: &[Levee], name: &str) -> f64 {
+    let mut sum = 0.0;
+    for n in nodes {
+        sum += n.metric_sum(name).await;
+    }
+    sum
 }
 
 async fn statuses(set: &mut JoinSet<Vec<u16>>) -> Vec<u16> {
@@ -301,6 +368,72 @@ async fn a_crawler_network_split_over_three_nodes_holds_its_share_of_the_fleet()
         "the crawler's network ran {crawler} of {} pages ({:.0}%); its share is 25% of the fleet",
         later.len(),
         part * 100.0
+    );
+}
+
+/// One logged-in session replayed by 24 connections of one /24, 8 through each of 3
+/// nodes (a stolen cookie in a crawler's hands), while an editor works on one node: the
+/// session's requests beyond its share are anonymous work, held to the lane's share,
+/// and past its first burst it holds no slot as a person's on any node (its waiters
+/// count in its share; its overflow, running or lately refused, is the fleet's).
+/// Before, each node gave it a person's two slots whenever its lane had just refused
+/// the rest: the replay held most of the backend as people's work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_replayed_through_three_nodes_holds_no_persons_slot() {
+    let Fleet {
+        redis: _redis,
+        arrivals,
+        origin,
+        nodes,
+    } = Fleet::start(
+        3,
+        "backend_max_concurrency = 6\nbackend_anonymous_wait = \"10s\"",
+    )
+    .await;
+    let editor = log_in(&nodes[0], &nodes, "ed").await;
+    let replayed = log_in(&nodes[1], &nodes, "rep").await;
+    const SESSION: &str = "levee_backend_admitted_total{class=\"session\"}";
+    let before = fleet_metric(&nodes, SESSION).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut editing = JoinSet::new();
+    let path = "/edit?ms=50".to_string();
+    let (a, ed_stop) = (nodes[0].addr(), stop.clone());
+    keep_asking_as(&mut editing, a, ip(9, 1), path, Some(editor), ed_stop);
+    let mut set = JoinSet::new();
+    for (k, node) in nodes.iter().enumerate() {
+        for c in 0..8u8 {
+            let path = format!("/replay/{k}-{c}?ms=300");
+            let from = ip(2, 8 * k as u8 + c + 1);
+            let cookie = Some(replayed.clone());
+            keep_asking_as(&mut set, node.addr(), from, path, cookie, stop.clone());
+        }
+    }
+    // 150 of the replay's pages: 7.5 s of the backend's 6 slots.
+    let replay_pages = || {
+        let arrived = arrivals.lock().unwrap();
+        arrived
+            .iter()
+            .filter(|(p, _)| p.starts_with("/replay/"))
+            .count()
+    };
+    assert!(levee_test::eventually(Duration::from_secs(40), || replay_pages() >= 150).await);
+    stop.store(true, Ordering::SeqCst);
+    let replay = statuses(&mut set).await;
+    let edits = statuses(&mut editing).await;
+    assert!(edits.iter().all(|s| *s == 200), "the editor got {edits:?}");
+    assert!(
+        replay.iter().all(|s| [200, 429, 503].contains(s)),
+        "replay: {replay:?}"
+    );
+    assert!(origin.max_in_flight() <= 6, "{}", origin.max_in_flight());
+    // Every editor request was a person's; the rest of the session class's admissions
+    // were the replay's.
+    let as_person = fleet_metric(&nodes, SESSION).await - before - edits.len() as f64;
+    let over = fleet_metric(&nodes, "levee_backend_sessions_over_share_total").await;
+    assert!(
+        as_person <= 30.0 && over >= 150.0,
+        "the replay ran {as_person} requests as a person's ({over} beyond its share) of its {} pages",
+        replay_pages()
     );
 }
 

@@ -6,9 +6,11 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use levee_test::{levee, Levee, Origin, RedisCluster, RedisSentinel, Reply, Req, Resp};
+
+use crate::fleet::within;
 
 const SESSION: &str = "PHPSESSID=5b1e0c9d8a7f6e5d4c3b2a1908f7e6d5";
 
@@ -85,18 +87,6 @@ async fn cached(levee: &Levee, path: &str) -> http::StatusCode {
         .send(levee)
         .await
         .status
-}
-
-async fn within<F, Fut>(limit: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// A miss on `a` is a hit on `b` with one backend request.
