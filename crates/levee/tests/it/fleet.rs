@@ -114,21 +114,21 @@ fn keep_asking(
     path: String,
     stop: Arc<AtomicBool>,
 ) {
-    keep_asking_as(set, addr, from, path, None, stop);
+    keep_asking_as(set, (addr, from), path, None, 200, stop);
 }
 
-/// [`keep_asking`] with `cookie`, if any.
+/// [`keep_asking`] with `cookie`, if any, at most `most` times.
 fn keep_asking_as(
     set: &mut JoinSet<Vec<u16>>,
-    addr: SocketAddr,
-    from: IpAddr,
+    (addr, from): (SocketAddr, IpAddr),
     path: String,
     cookie: Option<String>,
+    most: usize,
     stop: Arc<AtomicBool>,
 ) {
     set.spawn(async move {
         let mut statuses = Vec::new();
-        while !stop.load(Ordering::SeqCst) && statuses.len() < 200 {
+        while !stop.load(Ordering::SeqCst) && statuses.len() < most {
             let mut req = Req::get(&path);
             if let Some(c) = &cookie {
                 req = req.header("cookie", c);
@@ -387,7 +387,9 @@ async fn a_session_replayed_through_three_nodes_holds_no_persons_slot() {
         nodes,
     } = Fleet::start(
         3,
-        "backend_max_concurrency = 6\nbackend_anonymous_wait = \"10s\"",
+        // The lane at its share beside the editor, not as people's latency would have
+        // it on a loaded test machine: the replay's pages come at a steady pace.
+        "backend_max_concurrency = 6\nbackend_anonymous_adaptive = false",
     )
     .await;
     let editor = log_in(&nodes[0], &nodes, "ed").await;
@@ -397,15 +399,17 @@ async fn a_session_replayed_through_three_nodes_holds_no_persons_slot() {
     let stop = Arc::new(AtomicBool::new(false));
     let mut editing = JoinSet::new();
     let path = "/edit?ms=50".to_string();
-    let (a, ed_stop) = (nodes[0].addr(), stop.clone());
-    keep_asking_as(&mut editing, a, ip(9, 1), path, Some(editor), ed_stop);
+    let (a, ed_stop) = ((nodes[0].addr(), ip(9, 1)), stop.clone());
+    keep_asking_as(&mut editing, a, path, Some(editor), 2000, ed_stop);
     let mut set = JoinSet::new();
     for (k, node) in nodes.iter().enumerate() {
         for c in 0..8u8 {
             let path = format!("/replay/{k}-{c}?ms=300");
-            let from = ip(2, 8 * k as u8 + c + 1);
+            // Until the end: a replay that dwindles is a smaller script, whose share
+            // comes back.
+            let to = (node.addr(), ip(2, 8 * k as u8 + c + 1));
             let cookie = Some(replayed.clone());
-            keep_asking_as(&mut set, node.addr(), from, path, cookie, stop.clone());
+            keep_asking_as(&mut set, to, path, cookie, 2000, stop.clone());
         }
     }
     // 150 of the replay's pages: 7.5 s of the backend's 6 slots.
@@ -427,11 +431,13 @@ async fn a_session_replayed_through_three_nodes_holds_no_persons_slot() {
     );
     assert!(origin.max_in_flight() <= 6, "{}", origin.max_in_flight());
     // Every editor request was a person's; the rest of the session class's admissions
-    // were the replay's.
+    // were the replay's: its first burst's (a page load's worth may wait on each node),
+    // then none. Here 6-14; 29-42 before, each node giving it a slot or two whenever
+    // its lane had just refused the rest.
     let as_person = fleet_metric(&nodes, SESSION).await - before - edits.len() as f64;
     let over = fleet_metric(&nodes, "levee_backend_sessions_over_share_total").await;
     assert!(
-        as_person <= 30.0 && over >= 150.0,
+        as_person <= 20.0 && over >= 150.0,
         "the replay ran {as_person} requests as a person's ({over} beyond its share) of its {} pages",
         replay_pages()
     );
