@@ -173,7 +173,7 @@ impl Limiter {
         inner.elsewhere.store(f.in_use_elsewhere, Ordering::Relaxed);
         f.people_waiting_elsewhere = peers.iter().map(|p| p.report.people_waiting).sum();
         f.people_elsewhere = peers.iter().any(|p| p.report.people > 0);
-        let lane_part = fleet_lane_part(&own_lane, &peers);
+        let lane_part = fleet_lane_part(me, &own_lane, &peers);
         let lane_elsewhere = (
             peers.iter().any(|p| p.report.anonymous > 0),
             peers.iter().any(|p| p.report.nets.iter().any(|n| n.2 > 0)),
@@ -273,11 +273,14 @@ struct OwnLane {
     anonymous: usize,
 }
 
-/// This node's part of the fleet's lane while people have work anywhere: the nodes'
+/// Node `me`'s part of the fleet's lane while people have work anywhere: the nodes'
 /// judgments averaged (each is the same backend seen through its own people's
 /// requests; the least of them would squeeze a fleet below what one node gives), shared
-/// by anonymous work in flight and waiting. None while no node judges (no people).
-fn fleet_lane_part(own: &OwnLane, peers: &[Peer]) -> Option<f64> {
+/// by anonymous work in flight and waiting: whole slots by demand, every node in the
+/// order of its name, and what is left of a slot to the first node that asks for more
+/// (fractions on every node would each be rounded down: two nodes' 1.5 slots run 1
+/// each, a third less than one node's 3). None while no node judges (no people).
+fn fleet_lane_part(me: &str, own: &OwnLane, peers: &[Peer]) -> Option<f64> {
     let judged: Vec<f64> = peers
         .iter()
         .map(|p| p.report.lane_milli)
@@ -289,11 +292,28 @@ fn fleet_lane_part(own: &OwnLane, peers: &[Peer]) -> Option<f64> {
         return None;
     }
     let cap = judged.iter().sum::<f64>() / judged.len() as f64;
-    let all = own.anonymous + peers.iter().map(|p| p.report.anonymous).sum::<usize>();
-    Some(match all {
-        0 => cap,
-        _ => cap * own.anonymous as f64 / all as f64,
-    })
+    let mut nodes: Vec<(&str, usize)> = peers
+        .iter()
+        .map(|p| (p.node.as_str(), p.report.anonymous))
+        .chain(std::iter::once((me, own.anonymous)))
+        .collect();
+    nodes.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let at = nodes.iter().position(|(n, _)| *n == me)?;
+    let demand: Vec<usize> = nodes.iter().map(|(_, d)| *d).collect();
+    if demand.iter().all(|&d| d == 0) {
+        return Some(cap);
+    }
+    let whole = cap.floor() as usize;
+    let parts = water_fill(&demand, whole);
+    let rest_to = (0..demand.len())
+        .find(|&i| demand[i] > parts[i])
+        .or_else(|| (0..demand.len()).find(|&i| demand[i] > 0));
+    let rest = if rest_to == Some(at) {
+        cap - whole as f64
+    } else {
+        0.0
+    };
+    Some(parts[at] as f64 + rest)
 }
 
 /// Node `me`'s part of each network's fleet-wide share `net_cap`, for every network
@@ -578,21 +598,28 @@ mod tests {
 
     #[test]
     fn the_fleets_lane_is_the_nodes_judgment_averaged_and_shared_by_demand() {
-        let own = OwnLane {
-            judged: Some(0.2),
-            anonymous: 1,
+        let part = |me: &str, judged, anonymous, peers: &[Peer]| {
+            fleet_lane_part(me, &OwnLane { judged, anonymous }, peers).unwrap()
         };
-        let peers = [peer("a", 4, 1, "1 0 3 0    600")];
-        let part = fleet_lane_part(&own, &peers).unwrap();
-        assert!(
-            (part - 0.1).abs() < 1e-9,
-            "0.4 on average, a quarter here: {part}"
-        );
+        // 0.2 here, 0.6 there: 0.4 in all, to the first node that asks (by name).
+        let a = [peer("a", 4, 1, "1 0 3 0    600")];
+        assert!((part("b", Some(0.2), 1, &a) - 0.0).abs() < 1e-9);
+        let c = [peer("c", 4, 1, "1 0 3 0    600")];
+        assert!((part("b", Some(0.2), 1, &c) - 0.4).abs() < 1e-9);
+        // 3.0 on average over two nodes asking alike: 2 and 1, not 1.5 each rounded
+        // down to 1 each.
+        let c = [peer("c", 4, 1, "1 0 3 0    3000")];
+        let b = [peer("b", 4, 1, "1 0 3 0    3000")];
+        let (pb, pc) = (part("b", Some(3.0), 3, &c), part("c", Some(3.0), 3, &b));
+        assert_eq!((pb, pc), (2.0, 1.0));
         let idle = OwnLane {
             judged: None,
             anonymous: 0,
         };
-        assert_eq!(fleet_lane_part(&idle, &[peer("a", 4, 0, "0 0 3 0 ")]), None);
+        assert_eq!(
+            fleet_lane_part("b", &idle, &[peer("a", 4, 0, "0 0 3 0 ")]),
+            None
+        );
     }
 
     #[test]
