@@ -100,10 +100,13 @@ impl Limiter {
         let (want, capacity) = match &st.fleet {
             Some(f) => {
                 let want = share_for(me, &report, &f.peers, self.inner.lane.share);
-                // Back from running alone: the others' leases may have lapsed meanwhile
-                // though they still have work in flight; no more than it has until
-                // they have renewed.
-                let back = !f.alone && f.changed_at.is_some_and(|t| t.elapsed() < LEASE);
+                // Running alone, or back from it: the others' leases may have lapsed
+                // meanwhile (Redis stopped: its clock jumps, and every lease has run
+                // out at the first renewal after) though they still have their part
+                // in flight; no more than it has until they have renewed. The first
+                // ask that reaches Redis is made while still alone: asking the whole
+                // share then gave the backend 8 at once from a fleet of 6.
+                let back = f.alone || f.changed_at.is_some_and(|t| t.elapsed() < LEASE);
                 let want = if back { want.min(st.limit) } else { want };
                 (want, fleet_capacity(st.capacity, &f.peers))
             }
@@ -664,8 +667,8 @@ mod tests {
         assert_eq!(l.limit(), 6, "alone as far as it knows");
     }
 
-    #[test]
-    fn without_redis_a_node_keeps_its_grant_then_takes_its_part_never_more() {
+    #[tokio::test]
+    async fn without_redis_a_node_keeps_its_grant_then_takes_its_part_never_more() {
         let l = limiter(6);
         l.join_fleet();
         l.apply_fleet(
@@ -684,6 +687,22 @@ mod tests {
         assert!(!l.fleet_unreachable());
         assert_eq!(l.limit(), 2, "capacity / 3 nodes, never the whole");
         assert!(l.fleet_stats().unwrap().alone);
+        // Its first ask when Redis answers again, with work waiting beyond its part: no
+        // more than its part (the others still have theirs in flight).
+        let held = [
+            l.acquire(Class::Shared).await.unwrap(),
+            l.acquire(Class::Shared).await.unwrap(),
+        ];
+        let waiting = tokio::spawn({
+            let l = l.clone();
+            async move { l.acquire(Class::Shared).await.map(drop) }
+        });
+        tokio::time::timeout(Duration::from_secs(1), l.fleet_wake().notified())
+            .await
+            .unwrap();
+        assert_eq!(l.fleet_ask("b").want, 2, "its part, not the whole");
+        drop(held);
+        waiting.await.unwrap().unwrap();
         // Back: no more than it has for a lease's time.
         let applied = l.apply_fleet("b", 1, vec![]);
         assert!(applied.rejoined);
