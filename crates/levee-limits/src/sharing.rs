@@ -9,7 +9,10 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 use crate::client_net::ClientNet;
-use crate::fleet::{allocate, water_fill, FleetState, NetWork, Peer, Report, LEASE, REPORT_NETS};
+use crate::fleet::{
+    allocate, fleet_lane_part, water_fill, FleetState, NetWork, OwnLane, Peer, Report, LEASE,
+    REPORT_NETS,
+};
 use crate::lane::share_of;
 use crate::people::Elsewhere;
 use crate::{worker, Limiter};
@@ -266,57 +269,6 @@ impl Limiter {
             alone: f.alone,
         })
     }
-}
-
-/// This node's lane at a renewal: its own judgment of what the lane may hold while
-/// its people have work (None: no people here, or not governed), and its anonymous
-/// work in flight and waiting.
-struct OwnLane {
-    judged: Option<f64>,
-    anonymous: usize,
-}
-
-/// Node `me`'s part of the fleet's lane while people have work anywhere: the nodes'
-/// judgments averaged (each is the same backend seen through its own people's
-/// requests; the least of them would squeeze a fleet below what one node gives), shared
-/// by anonymous work in flight and waiting: whole slots by demand, every node in the
-/// order of its name, and what is left of a slot to the first node that asks for more
-/// (fractions on every node would each be rounded down: two nodes' 1.5 slots run 1
-/// each, a third less than one node's 3). None while no node judges (no people).
-fn fleet_lane_part(me: &str, own: &OwnLane, peers: &[Peer]) -> Option<f64> {
-    let judged: Vec<f64> = peers
-        .iter()
-        .map(|p| p.report.lane_milli)
-        .filter(|&m| m > 0)
-        .map(|m| m as f64 / 1000.0)
-        .chain(own.judged)
-        .collect();
-    if judged.is_empty() {
-        return None;
-    }
-    let cap = judged.iter().sum::<f64>() / judged.len() as f64;
-    let mut nodes: Vec<(&str, usize)> = peers
-        .iter()
-        .map(|p| (p.node.as_str(), p.report.anonymous))
-        .chain(std::iter::once((me, own.anonymous)))
-        .collect();
-    nodes.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let at = nodes.iter().position(|(n, _)| *n == me)?;
-    let demand: Vec<usize> = nodes.iter().map(|(_, d)| *d).collect();
-    if demand.iter().all(|&d| d == 0) {
-        return Some(cap);
-    }
-    let whole = cap.floor() as usize;
-    let parts = water_fill(&demand, whole);
-    let rest_to = (0..demand.len())
-        .find(|&i| demand[i] > parts[i])
-        .or_else(|| (0..demand.len()).find(|&i| demand[i] > 0));
-    let rest = if rest_to == Some(at) {
-        cap - whole as f64
-    } else {
-        0.0
-    };
-    Some(parts[at] as f64 + rest)
 }
 
 /// Node `me`'s part of each network's fleet-wide share `net_cap`, for every network
@@ -597,32 +549,6 @@ mod tests {
             .await
             .expect("a second slot at once")
             .unwrap();
-    }
-
-    #[test]
-    fn the_fleets_lane_is_the_nodes_judgment_averaged_and_shared_by_demand() {
-        let part = |me: &str, judged, anonymous, peers: &[Peer]| {
-            fleet_lane_part(me, &OwnLane { judged, anonymous }, peers).unwrap()
-        };
-        // 0.2 here, 0.6 there: 0.4 in all, to the first node that asks (by name).
-        let a = [peer("a", 4, 1, "1 0 3 0    600")];
-        assert!((part("b", Some(0.2), 1, &a) - 0.0).abs() < 1e-9);
-        let c = [peer("c", 4, 1, "1 0 3 0    600")];
-        assert!((part("b", Some(0.2), 1, &c) - 0.4).abs() < 1e-9);
-        // 3.0 on average over two nodes asking alike: 2 and 1, not 1.5 each rounded
-        // down to 1 each.
-        let c = [peer("c", 4, 1, "1 0 3 0    3000")];
-        let b = [peer("b", 4, 1, "1 0 3 0    3000")];
-        let (pb, pc) = (part("b", Some(3.0), 3, &c), part("c", Some(3.0), 3, &b));
-        assert_eq!((pb, pc), (2.0, 1.0));
-        let idle = OwnLane {
-            judged: None,
-            anonymous: 0,
-        };
-        assert_eq!(
-            fleet_lane_part("b", &idle, &[peer("a", 4, 0, "0 0 3 0 ")]),
-            None
-        );
     }
 
     #[test]
