@@ -103,14 +103,19 @@ impl Limiter {
         let (want, capacity) = match &st.fleet {
             Some(f) => {
                 let want = share_for(me, &report, &f.peers, self.inner.lane.share);
-                // Running alone, or back from it: the others' leases may have lapsed
-                // meanwhile (Redis stopped: its clock jumps, and every lease has run
-                // out at the first renewal after) though they still have their part
-                // in flight; no more than it has until they have renewed. The first
-                // ask that reaches Redis is made while still alone: asking the whole
-                // share then gave the backend 8 at once from a fleet of 6.
-                let back = f.alone || f.changed_at.is_some_and(|t| t.elapsed() < LEASE);
-                let want = if back { want.min(st.limit) } else { want };
+                // Running alone: the first ask that reaches Redis again is made while
+                // still alone, when every other lease has run out in Redis's clock
+                // (stopped, it jumps) though the others still have their part in
+                // flight: no more than its part (asking the whole share gave the
+                // backend 8 at once from a fleet of 6). Back from it: no more than it
+                // has until the others have renewed.
+                let back = !f.alone && f.changed_at.is_some_and(|t| t.elapsed() < LEASE);
+                let part = (st.capacity / f.nodes.max(1)).max(1);
+                let want = match (f.alone, back) {
+                    (true, _) => want.min(part),
+                    (false, true) => want.min(st.limit),
+                    (false, false) => want,
+                };
                 (want, fleet_capacity(st.capacity, &f.peers))
             }
             None => (st.capacity, st.capacity),
