@@ -432,11 +432,8 @@ mod tests {
         assert_eq!((first.in_flight, second.in_flight), (16, 17));
     }
 
-    /// One session replayed through every node (a stolen cookie): its two session slots
-    /// are the fleet's, so a node where another holds them sends its request to the lane
-    /// (anonymous work of its network), as one node would.
-    #[tokio::test]
-    async fn a_sessions_share_is_the_fleets() {
+    /// A node of a fleet (8 slots, a quarter to sessions first) and a session (0xbeef).
+    fn session_in_a_fleet() -> (Limiter, crate::SessionOf) {
         let l = Limiter::new(
             Mode::Fixed(8),
             0.25,
@@ -449,6 +446,15 @@ mod tests {
             net: net("127.1.0.1"),
             who: 0xbeef,
         };
+        (l, of)
+    }
+
+    /// One session replayed through every node (a stolen cookie): its two session slots
+    /// are the fleet's, so a node where another holds them sends its request to the lane
+    /// (anonymous work of its network), as one node would.
+    #[tokio::test]
+    async fn a_sessions_share_is_the_fleets() {
+        let (l, of) = session_in_a_fleet();
         // Alone: its first request is a person's.
         let first = l.acquire(Class::Session(of)).await.unwrap();
         assert_eq!(l.stats().over_share.load(Ordering::Relaxed), 0);
@@ -482,18 +488,7 @@ mod tests {
     /// lot in all: from the others' reports it keeps no person's slot on any node.
     #[tokio::test]
     async fn a_session_overflowing_through_the_fleet_keeps_no_slot_anywhere() {
-        let l = Limiter::new(
-            Mode::Fixed(8),
-            0.25,
-            100,
-            Duration::from_secs(10),
-            LaneConfig::OPEN,
-        );
-        l.join_fleet();
-        let of = crate::SessionOf {
-            net: net("127.1.0.1"),
-            who: 0xbeef,
-        };
+        let (l, of) = session_in_a_fleet();
         let over = || l.stats().over_share.load(Ordering::Relaxed);
         // Two overflowing on each of three other nodes: six beyond its share in all.
         let others: Vec<Peer> = ["a", "c", "d"]

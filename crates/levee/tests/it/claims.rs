@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use levee_test::{levee, Levee, LeveeBuilder, Origin, Reply, Req, Resp};
 use tokio::task::JoinSet;
 
+use crate::fleet::within;
+
 /// The session the site gives at login (long and random, as a real one is).
 const SESSION: &str = "PHPSESSID=3c9e1f7a52d84b06a1e5f9c27d3b8e40";
 
@@ -134,19 +136,6 @@ async fn credentials_count_where_the_backend_asked_for_them_and_accepted_them() 
     assert_eq!(reason_with(&levee, basic).await, "session-or-authorization");
     let other = ("authorization", "Bearer made-up-token-0000000000000");
     assert_eq!(reason_with(&levee, other).await, unproven);
-}
-
-/// Polls `check` until it holds; fails after `limit`.
-async fn within<F, Fut>(limit: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 fn metric_line(metrics: &str, series: &str) -> f64 {
