@@ -47,8 +47,11 @@ const EARLY_CUT: f64 = 0.5;
 const EARLY_EVERY: Duration = Duration::from_millis(100);
 /// The least the lane's cap falls to: a tenth of one slot's time.
 const FLOOR: f64 = 0.1;
-/// Below one slot the cap climbs back by this much a window (a slot at a time above).
+/// Below one slot the cap climbs back by this much a `WINDOW` (a slot at a time above).
 const STEP_BELOW_ONE: f64 = 0.1;
+/// The most steps one window climbs, however long it took to gather: people back
+/// after a pause have not proved the backend has room for more than that.
+const MAX_STEPS: f64 = 4.0;
 /// People's request times kept per window for its median; more are not kept (the
 /// median of the first ones stands for the window).
 const WINDOW_SAMPLES: usize = 256;
@@ -178,7 +181,14 @@ impl Governor {
         if self.lane_active && avg > best * TOLERANCE {
             self.cap = (self.cap.min(most.max(1) as f64) * CUT).max(FLOOR);
         } else if self.pressed {
-            self.cap += if self.cap < 1.0 { STEP_BELOW_ONE } else { 1.0 };
+            // A step per `WINDOW` of time, not per window judged: a node with one
+            // editor takes twice as long to gather a window as a node with two, and
+            // must not give the lane back half as fast (a fleet of such nodes ran its
+            // lane below one node's).
+            let windows = (now.duration_since(self.window_start).as_secs_f64()
+                / WINDOW.as_secs_f64())
+            .clamp(1.0, MAX_STEPS);
+            self.cap += windows * if self.cap < 1.0 { STEP_BELOW_ONE } else { 1.0 };
             if self.cap >= 1.0 {
                 self.rest_until = None;
             }
@@ -279,6 +289,34 @@ mod tests {
         assert_eq!(g.duty(), 1.0);
         window(&mut g, ms(50), &mut now);
         assert_eq!(g.cap(8), 2);
+    }
+
+    #[test]
+    fn the_cap_climbs_by_time_not_by_windows() {
+        let mut g = Governor::new();
+        let mut now = Instant::now();
+        for _ in 0..6 {
+            window(&mut g, ms(50), &mut now);
+        }
+        for _ in 0..4 {
+            window(&mut g, ms(90), &mut now);
+        }
+        assert_eq!(g.cap(8), 1);
+        // Fewer people: a window of four requests takes a whole second, two WINDOWs.
+        g.lane_active();
+        g.pressed();
+        for _ in 0..MIN_SAMPLES {
+            now += 2 * WINDOW / MIN_SAMPLES;
+            g.sample(ms(50), 8, now);
+        }
+        assert_eq!(g.cap(8), 3, "two slots for two WINDOWs' time");
+        // A long pause is not proof of more room than MAX_STEPS.
+        g.pressed();
+        for _ in 0..MIN_SAMPLES {
+            now += 10 * WINDOW;
+            g.sample(ms(50), 8, now);
+        }
+        assert_eq!(g.cap(8), 7);
     }
 
     #[test]
