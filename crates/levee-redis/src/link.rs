@@ -9,7 +9,7 @@
 //! The subscription ending (Redis closed the connection, or was killed),
 //! three unanswered checks in a row (Redis hung) or a request's failed command that a
 //! check confirms mean "down": requests stop asking Redis at once, and the task
-//! reconnects after 1 s, doubling to 30 s for one server, to 2 s through Sentinel or
+//! reconnects after 1 s, then every 2 s for one server, 250 ms doubling to 2 s through Sentinel or
 //! to a Cluster, whose failovers take seconds. Down and back, and every change of
 //! primary, are each logged once. The task ends when the last `Redis` clone is dropped.
 
@@ -26,7 +26,10 @@ use crate::target::{self, Connected, Mode, Target};
 use crate::{fleet, sessions, sync};
 
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Within a fleet's lease (3 s) of Redis being back: the other nodes take back the part
+/// of a node that has not renewed, while that node, still alone, runs on it. At 30 s a
+/// node came back seconds after the others and the backend got more than the fleet's 6.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Through Sentinel or to a Cluster, a lost primary is replaced within seconds: levee
 /// asks again soon and often.
 const HA_FIRST_BACKOFF: Duration = Duration::from_millis(250);

@@ -38,7 +38,7 @@ const MAX_WRITES_IN_FLIGHT: usize = 64;
 
 impl Redis {
     /// Checks the configuration, then connects in the background (and reconnects,
-    /// forever, with a backoff of 1 s doubling to 30 s): Redis being down at start is
+    /// forever, with a backoff of 1 s, then 2 s): Redis being down at start is
     /// not an error. `on_ban` is called for every ban made by another node (published,
     /// or found in Redis on each (re)connection and not seen before), on the task that
     /// reads them: it must not block.

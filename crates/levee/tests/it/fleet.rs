@@ -582,6 +582,43 @@ async fn with_redis_stopped_each_node_runs_on_its_part_and_shares_again_after() 
     );
 }
 
+/// Redis down long enough for a reconnect's backoff to grow, then back (empty): every
+/// node shares again within seconds. Alone, a node runs on its part while the nodes
+/// already back take that part again; one that reconnected up to 30 s late gave the
+/// backend its part twice over for that long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_redis_restarts_every_node_shares_again_within_seconds() {
+    let Fleet {
+        mut redis, nodes, ..
+    } = Fleet::start(3, "backend_max_concurrency = 6").await;
+    for node in &nodes {
+        node.wait_metric_within("levee_fleet_nodes", Duration::from_secs(10), |v| v == 3.0)
+            .await;
+    }
+    redis.stop();
+    let stopped = Instant::now();
+    for node in &nodes {
+        node.wait_metric_within("levee_fleet_alone", Duration::from_secs(8), |v| v == 1.0)
+            .await;
+    }
+    // Long enough for a backoff doubling from 1 s to wait 16 s (after 1, 2, 4, 8 s).
+    levee_test::eventually(Duration::from_secs(18), || {
+        stopped.elapsed() >= Duration::from_secs(16)
+    })
+    .await;
+    redis.restart();
+    let back = Instant::now();
+    for node in &nodes {
+        node.wait_metric_within("levee_fleet_alone", Duration::from_secs(40), |v| v == 0.0)
+            .await;
+    }
+    assert!(
+        back.elapsed() <= Duration::from_secs(6),
+        "the last node shared again {:?} after Redis restarted",
+        back.elapsed()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_and_metrics_show_the_fleet() {
     let bin = levee_test::require!(levee_test::tools::CHROMIUM);
