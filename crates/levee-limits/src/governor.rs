@@ -308,11 +308,33 @@ mod tests {
 
     /// A window of people's requests of `latency`, the lane active and pressed.
     fn window(g: &mut Governor, latency: Duration, now: &mut Instant) {
-        g.lane_active();
-        g.pressed();
-        for _ in 0..MIN_SAMPLES {
-            *now += WINDOW / MIN_SAMPLES;
-            g.sample(latency, 8, *now);
+        requests(
+            g,
+            &[latency; MIN_SAMPLES as usize],
+            WINDOW / MIN_SAMPLES,
+            8,
+            true,
+            now,
+        );
+    }
+
+    /// People's requests of `latencies`, one each `every`, within a lane's share of
+    /// `most`; the lane active and pressed when `busy`.
+    fn requests(
+        g: &mut Governor,
+        latencies: &[Duration],
+        every: Duration,
+        most: usize,
+        busy: bool,
+        now: &mut Instant,
+    ) {
+        if busy {
+            g.lane_active();
+            g.pressed();
+        }
+        for &latency in latencies {
+            *now += every;
+            g.sample(latency, most, *now);
         }
     }
 
@@ -364,12 +386,8 @@ mod tests {
         assert_eq!(g.cap(8), 8);
         // One request in eight takes four times as long: the median is as ever.
         for _ in 0..2 {
-            g.lane_active();
-            g.pressed();
-            for latency in [ms(200), ms(50), ms(50), ms(50)] {
-                now += WINDOW / MIN_SAMPLES;
-                g.sample(latency, 8, now);
-            }
+            let one_slow = [ms(200), ms(50), ms(50), ms(50)];
+            requests(&mut g, &one_slow, WINDOW / MIN_SAMPLES, 8, true, &mut now);
             window(&mut g, ms(50), &mut now);
         }
         assert_eq!(g.cap(8), 5, "cut by a third");
@@ -391,23 +409,21 @@ mod tests {
         }
         let before = g.cap;
         // Fewer people: a window of four requests takes a whole second, two WINDOWs.
-        g.lane_active();
-        g.pressed();
-        for _ in 0..MIN_SAMPLES {
-            now += 2 * WINDOW / MIN_SAMPLES;
-            g.sample(ms(50), 100, now);
-        }
+        let quick = [ms(50); MIN_SAMPLES as usize];
+        requests(
+            &mut g,
+            &quick,
+            2 * WINDOW / MIN_SAMPLES,
+            100,
+            true,
+            &mut now,
+        );
         assert!(
             (g.cap - before - 2.0).abs() < 1e-9,
             "two slots for two WINDOWs"
         );
         // A long pause is not proof of more room than MAX_STEPS.
-        g.lane_active();
-        g.pressed();
-        for _ in 0..MIN_SAMPLES {
-            now += 10 * WINDOW;
-            g.sample(ms(50), 100, now);
-        }
+        requests(&mut g, &quick, 10 * WINDOW, 100, true, &mut now);
         assert!((g.cap - before - 2.0 - MAX_STEPS).abs() < 1e-9);
     }
 
@@ -475,20 +491,13 @@ mod tests {
         }
         // The site's own: one answer of 3 s (a slow page) among three quick ones, the
         // lane idle.
+        let one_slow = [ms(3000), ms(50), ms(50), ms(50)];
         for _ in 0..60 {
-            for latency in [ms(3000), ms(50), ms(50), ms(50)] {
-                now += WINDOW / MIN_SAMPLES;
-                g.sample(latency, 8, now);
-            }
+            requests(&mut g, &one_slow, WINDOW / MIN_SAMPLES, 8, false, &mut now);
         }
         // The same beside the lane's work.
         for _ in 0..10 {
-            g.lane_active();
-            g.pressed();
-            for latency in [ms(3000), ms(50), ms(50), ms(50)] {
-                now += WINDOW / MIN_SAMPLES;
-                g.sample(latency, 8, now);
-            }
+            requests(&mut g, &one_slow, WINDOW / MIN_SAMPLES, 8, true, &mut now);
         }
         assert_eq!(g.cap(8), 8);
     }
