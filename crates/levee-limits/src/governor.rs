@@ -20,6 +20,9 @@
 //! times are samples: a revalidation takes its URL's time, and one slow URL is no slow
 //! backend.
 //!
+//! A cap the lane does not reach is unproven and falls to what it held (`VALID_LEAST`):
+//! a storm starts from the lane's fair-weather use and climbs as people allow.
+//!
 //! Below one slot the cap is a duty cycle: one crawler's page running beside people's
 //! still takes a core of a two-core machine (php-fpm and the database), so at a cap of
 //! 0.25 the lane's one slot rests three times as long as its last request held it
@@ -72,6 +75,13 @@ const TAIL_MARGIN: f64 = 0.03;
 /// How fast the site's own share of slow people's requests is learnt (per request seen
 /// while the lane is idle).
 const OWN_SLOW_RATE: f64 = 0.02;
+/// A cap the lane did not reach in a window is unproven: it falls to what the lane
+/// held plus one, at least `VALID_LEAST` (as TCP's congestion window decays while a
+/// connection sends less than it allows, RFC 2861). Otherwise a lane that carried one
+/// reader's miss at a time in fair weather still allowed its whole share when a storm
+/// arrived, and 8 crawlers' pages took the 4 workers before people's latency could
+/// say anything: the editors' slowest requests of a storm were in its first seconds.
+const VALID_LEAST: usize = 2;
 
 pub(super) struct Governor {
     cap: f64,
@@ -97,6 +107,8 @@ pub(super) struct Governor {
     pressed: bool,
     /// The lane had work in flight in this window.
     lane_active: bool,
+    /// The most slots the lane held at once in this window.
+    peak: usize,
     /// While the cap is below one slot: the lane admits nothing before this.
     rest_until: Option<Instant>,
     /// The last early cut.
@@ -106,6 +118,8 @@ pub(super) struct Governor {
 impl Governor {
     /// Starts at the whole share: a site with one editor at work and no storm must not
     /// serve its anonymous misses one at a time until people's latency proves it may.
+    /// The first window the lane does not use it all brings it down to what the lane
+    /// held (`VALID_LEAST`).
     pub fn new() -> Governor {
         Governor {
             cap: f64::MAX,
@@ -119,6 +133,7 @@ impl Governor {
             own_slow: 0.0,
             pressed: false,
             lane_active: false,
+            peak: 0,
             rest_until: None,
             cut_at: None,
         }
@@ -179,9 +194,15 @@ impl Governor {
         self.lane_active = true;
     }
 
+    /// The lane admitted a request and holds `in_use` slots now.
+    pub fn lane_admitted(&mut self, in_use: usize) {
+        self.lane_active = true;
+        self.peak = self.peak.max(in_use);
+    }
+
     /// One people's request held its slot for `held`; `most` is the lane's share of
-    /// the limit now.
-    pub fn sample(&mut self, held: Duration, most: usize, now: Instant) {
+    /// the limit now, `lane_in_use` the slots the lane holds now.
+    pub fn sample(&mut self, held: Duration, most: usize, lane_in_use: usize, now: Instant) {
         let held = held.as_secs_f64();
         if self.samples.len() < WINDOW_SAMPLES {
             self.samples.push(held);
@@ -210,7 +231,15 @@ impl Governor {
             .cut_at
             .is_none_or(|t| now.duration_since(t) >= EARLY_EVERY);
         if self.lane_active && self.slow_run >= EARLY_RUN && early_due {
-            self.cap = (self.cap.min(most.max(1) as f64) * EARLY_CUT).max(FLOOR);
+            let was = self.cap.min(most.max(1) as f64);
+            self.cap = (was * EARLY_CUT).max(FLOOR);
+            tracing::debug!(
+                was,
+                cap = self.cap,
+                held,
+                best,
+                "lane cut: people's requests slow in a row"
+            );
             self.cut_at = Some(now);
             self.latest.clear();
         }
@@ -220,7 +249,17 @@ impl Governor {
         let avg = median(&mut self.samples);
         let (tail_slow, tail_quiet) = self.tail();
         if self.lane_active && (avg > best * TOLERANCE || tail_slow) {
-            self.cap = (self.cap.min(most.max(1) as f64) * CUT).max(FLOOR);
+            let was = self.cap.min(most.max(1) as f64);
+            self.cap = (was * CUT).max(FLOOR);
+            tracing::debug!(
+                was,
+                cap = self.cap,
+                median = avg,
+                best,
+                tail_slow,
+                own_slow = self.own_slow,
+                "lane cut"
+            );
             self.latest.clear();
         } else if self.pressed && tail_quiet {
             // A step per `WINDOW` of time, not per window judged: a node with one
@@ -231,8 +270,23 @@ impl Governor {
                 / WINDOW.as_secs_f64())
             .clamp(1.0, MAX_STEPS);
             self.cap += windows * if self.cap < 1.0 { STEP_BELOW_ONE } else { 1.0 };
+            tracing::debug!(
+                cap = self.cap.min(most.max(1) as f64),
+                median = avg,
+                best,
+                "lane climbs"
+            );
             if self.cap >= 1.0 {
                 self.rest_until = None;
+            }
+        } else if !self.pressed {
+            let held = self.peak.max(lane_in_use);
+            let valid = held.saturating_add(1).max(VALID_LEAST) as f64;
+            if valid < self.cap.min(most.max(1) as f64) {
+                self.cap = valid;
+                // What people's requests said beside a lane that held more is not
+                // evidence for the next load: it climbs on fresh requests.
+                self.latest.clear();
             }
         }
         self.cap = self.cap.min(most.max(1) as f64);
@@ -245,6 +299,7 @@ impl Governor {
         self.count = 0;
         self.pressed = false;
         self.lane_active = false;
+        self.peak = lane_in_use;
     }
 }
 
@@ -256,7 +311,9 @@ impl Governor {
         let seen = self.latest.len();
         let slow = self.latest.iter().filter(|s| **s).count();
         let allowed = ((self.own_slow + TAIL_MARGIN) * seen as f64).floor() as usize;
-        let own = (self.own_slow * seen as f64).floor() as usize;
+        // Half the margin: a site whose own share is a whole number of them (one
+        // slow page in four) climbs at exactly that share.
+        let own = ((self.own_slow + TAIL_MARGIN / 2.0) * seen as f64).floor() as usize;
         (slow > allowed.max(1), seen >= TAIL_FRESH && slow <= own)
     }
 }
@@ -319,7 +376,7 @@ mod tests {
     }
 
     /// People's requests of `latencies`, one each `every`, within a lane's share of
-    /// `most`; the lane active and pressed when `busy`.
+    /// `most`; the lane active, pressed and holding its share when `busy`, else idle.
     fn requests(
         g: &mut Governor,
         latencies: &[Duration],
@@ -334,7 +391,7 @@ mod tests {
         }
         for &latency in latencies {
             *now += every;
-            g.sample(latency, most, *now);
+            g.sample(latency, most, if busy { most } else { 0 }, *now);
         }
     }
 
@@ -465,20 +522,20 @@ mod tests {
         g.lane_active();
         for _ in 0..EARLY_RUN - 1 {
             now += ms(10);
-            g.sample(ms(150), 8, now);
+            g.sample(ms(150), 8, 0, now);
         }
         assert_eq!(g.cap(8), 8, "slow answers, not yet a slow backend");
         now += ms(10);
-        g.sample(ms(150), 8, now);
+        g.sample(ms(150), 8, 0, now);
         assert_eq!(g.cap(8), 4, "halved by a run three times as slow");
         now += ms(10);
-        g.sample(ms(150), 8, now);
+        g.sample(ms(150), 8, 0, now);
         assert_eq!(g.cap(8), 4, "not twice within EARLY_EVERY");
         now += EARLY_EVERY;
-        g.sample(ms(150), 8, now);
+        g.sample(ms(150), 8, 0, now);
         assert_eq!(g.cap(8), 2);
         now += ms(10);
-        g.sample(ms(90), 8, now);
+        g.sample(ms(90), 8, 0, now);
         assert_eq!(g.cap(8), 2, "within twice the reference: no early cut");
     }
 
@@ -495,9 +552,12 @@ mod tests {
         for _ in 0..60 {
             requests(&mut g, &one_slow, WINDOW / MIN_SAMPLES, 8, false, &mut now);
         }
-        // The same beside the lane's work.
+        // The lane idle that long held its cap to what it used (VALID_LEAST).
+        assert_eq!(g.cap(8), VALID_LEAST);
+        // The same beside the lane's work: never cut (a cut leaves 1), and it climbs.
         for _ in 0..10 {
             requests(&mut g, &one_slow, WINDOW / MIN_SAMPLES, 8, true, &mut now);
+            assert!(g.cap(8) >= VALID_LEAST, "cut to {}", g.cap(8));
         }
         assert_eq!(g.cap(8), 8);
     }
@@ -509,12 +569,48 @@ mod tests {
         for _ in 0..4 {
             window(&mut g, ms(50), &mut now);
         }
-        let before = g.cap(8);
-        // Slow, but the lane had nothing in flight: not the crawlers' doing.
-        for _ in 0..MIN_SAMPLES {
+        assert_eq!(g.cap(8), 8);
+        // Slow, but the lane had nothing in flight: not the crawlers' doing. A cut
+        // would leave 5; the lane's unused cap falls to what it held, VALID_LEAST
+        // (after a window that began with the 8 it held).
+        for _ in 0..2 * MIN_SAMPLES {
             now += WINDOW;
-            g.sample(ms(500), 8, now);
+            g.sample(ms(500), 8, 0, now);
         }
-        assert_eq!(g.cap(8), before);
+        assert_eq!(g.cap(8), VALID_LEAST);
+    }
+
+    #[test]
+    fn a_cap_the_lane_did_not_use_falls_to_what_it_held_and_climbs_when_pressed() {
+        let mut g = Governor::new();
+        let mut now = Instant::now();
+        for _ in 0..6 {
+            window(&mut g, ms(50), &mut now);
+        }
+        assert_eq!(g.cap(8), 8);
+        // The storm's 8 end with the window: the next began with them in flight.
+        requests(&mut g, &[ms(50); 4], WINDOW / 4, 8, false, &mut now);
+        assert_eq!(g.cap(8), 8);
+        // Fair weather: readers' misses, three at once at most, never held back.
+        g.lane_admitted(3);
+        requests(&mut g, &[ms(50); 4], WINDOW / 4, 8, false, &mut now);
+        assert_eq!(g.cap(8), 4, "what the lane held, and one more");
+        // It holds 4 through a window and admits none: still in use, nothing falls.
+        requests(&mut g, &[ms(50); 3], WINDOW / 4, 8, false, &mut now);
+        g.sample(ms(50), 8, 4, now + WINDOW / 4);
+        now += WINDOW / 4;
+        assert_eq!(g.cap(8), 4);
+        // A storm: the lane pressed at 4 while people stay quick. It climbs once
+        // TAIL_FRESH people's requests beside it have shown nothing slow.
+        let mut climbed_after = 0;
+        while g.cap(8) == 4 {
+            window(&mut g, ms(50), &mut now);
+            climbed_after += MIN_SAMPLES as usize;
+        }
+        assert_eq!(climbed_after, TAIL_FRESH);
+        for _ in 0..4 {
+            window(&mut g, ms(50), &mut now);
+        }
+        assert_eq!(g.cap(8), 8);
     }
 }

@@ -332,7 +332,8 @@ impl Inner {
         st.in_use += 1;
         st.people.local(waiter.thread).in_use += 1;
         st.lane.admit(net, Instant::now());
-        st.governor.lane_active();
+        let held = st.lane.in_use;
+        st.governor.lane_admitted(held);
         true
     }
 
@@ -400,7 +401,8 @@ impl Inner {
             st.in_use += 1;
             st.people.threads[thread].in_use += 1;
             st.lane.admit(net, now);
-            st.governor.lane_active();
+            let held = st.lane.in_use;
+            st.governor.lane_admitted(held);
             return Ok(None);
         }
         if !may_take {
@@ -476,7 +478,8 @@ impl Inner {
             if matches!(class, Class::Session(_)) && !held.is_zero() {
                 // In a fleet the cut is the fleet's (fleet.rs): of its capacity.
                 let most = self.lane.cap(st.share_base());
-                st.governor.sample(held, most, now);
+                let lane = st.lane.in_use;
+                st.governor.sample(held, most, lane, now);
             }
         }
         if st.fleet.as_ref().is_some_and(|f| f.contended) {

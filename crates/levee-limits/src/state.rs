@@ -128,7 +128,8 @@ impl State {
             self.in_use += 1;
             self.people.local(w.thread).in_use += 1;
             self.lane.admit(net, now);
-            self.governor.lane_active();
+            let held = self.lane.in_use;
+            self.governor.lane_admitted(held);
         }
         true
     }
