@@ -362,9 +362,18 @@ pub(crate) struct FleetState {
     /// time after either, it neither takes more than it had (the others may still hold
     /// what they had, or have not renewed yet).
     pub changed_at: Option<Instant>,
+    /// Shared again after running alone: the nodes it knew before (this one included).
+    /// Until as many are back, or `BACK_MOST` has passed, it takes no more than it has:
+    /// a node still alone runs on its part, and one back late (a reconnect under load)
+    /// found the first back holding that part too (the backend got 7 of a fleet's 6).
+    pub known_before: usize,
     /// The other nodes, as last seen: what this node's next request is computed from.
     pub peers: Vec<Peer>,
 }
+
+/// The longest a node back from running alone waits for the nodes it knew before to
+/// be back too: a node that died meanwhile has its part taken after this.
+pub const BACK_MOST: Duration = Duration::from_secs(9);
 
 impl FleetState {
     /// Before the first renewal: one slot, for a lease's time. A new node starts small
@@ -384,6 +393,7 @@ impl FleetState {
             held: 0,
             alone: false,
             changed_at: None,
+            known_before: 1,
             peers: Vec::new(),
         }
     }

@@ -36,7 +36,7 @@ use super::lane::{Lane, LaneConfig};
 use std::time::{Duration, Instant};
 
 /// A window ends after this long and at least `MIN_SAMPLES` people's requests.
-const WINDOW: Duration = Duration::from_millis(500);
+pub(super) const WINDOW: Duration = Duration::from_millis(500);
 const MIN_SAMPLES: u32 = 4;
 /// Windows whose best average is people's reference latency (~30 s or more): long
 /// enough that a storm does not become the reference before it ends.

@@ -473,9 +473,14 @@ impl Inner {
                 st.governor.lane_active();
             }
             // People's latency is a session's: a revalidation's time is its URL's (one
-            // slow page is no slow backend). A slot given back unused (held zero) says
-            // nothing.
-            if matches!(class, Class::Session(_)) && !held.is_zero() {
+            // slow page is no slow backend), a script's or a replay's is its own (a
+            // session replayed through a node without editors set that node's lane by
+            // the replay's pages). A slot given back unused (held zero) says nothing.
+            let person = match class {
+                Class::Session(of) => !st.people.scripted(of),
+                _ => false,
+            };
+            if person && !held.is_zero() {
                 // In a fleet the cut is the fleet's (fleet.rs): of its capacity.
                 let most = self.lane.cap(st.share_base());
                 let lane = st.lane.in_use;

@@ -208,6 +208,12 @@ impl People {
         self.session_holds(of, false) < share && self.session_holds(of, true) < share + page_load
     }
 
+    /// Whether `of`'s session sends more beyond its share than a browser's page load,
+    /// lately, on any node: a script or a replay, whose times are not people's.
+    pub fn scripted(&self, of: SessionOf) -> bool {
+        session_share(self.session_overflow(of)) == 0
+    }
+
     /// The session's requests beyond its share, running or started lately, on every
     /// node of a fleet (a session replayed through N nodes overflows a little on each,
     /// and a lot in all).

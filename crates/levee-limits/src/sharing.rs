@@ -10,8 +10,8 @@ use tokio::sync::Notify;
 
 use crate::client_net::ClientNet;
 use crate::fleet::{
-    allocate, fleet_lane_part, water_fill, FleetState, NetWork, OwnLane, Peer, Report, LEASE,
-    REPORT_NETS,
+    allocate, fleet_lane_part, water_fill, FleetState, NetWork, OwnLane, Peer, Report, BACK_MOST,
+    LEASE, REPORT_NETS,
 };
 use crate::lane::share_of;
 use crate::people::Elsewhere;
@@ -109,7 +109,10 @@ impl Limiter {
                 // flight: no more than its part (asking the whole share gave the
                 // backend 8 at once from a fleet of 6). Back from it: no more than it
                 // has until the others have renewed.
-                let back = !f.alone && f.changed_at.is_some_and(|t| t.elapsed() < LEASE);
+                let back = !f.alone
+                    && f.changed_at.is_some_and(|t| {
+                        t.elapsed() < LEASE || (t.elapsed() < BACK_MOST && f.nodes < f.known_before)
+                    });
                 let part = (st.capacity / f.nodes.max(1)).max(1);
                 let want = match (f.alone, back) {
                     (true, _) => want.min(part),
@@ -165,6 +168,7 @@ impl Limiter {
         );
         f.grant = grant;
         f.lease_until = Instant::now() + LEASE;
+        let known = f.nodes;
         f.nodes = peers.len() + 1;
         f.held_elsewhere = peers.iter().map(Peer::held).sum();
         let mut sessions = Elsewhere::default();
@@ -196,6 +200,7 @@ impl Limiter {
         let rejoined = std::mem::take(&mut f.alone);
         if rejoined {
             f.changed_at = Some(Instant::now());
+            f.known_before = known;
         }
         let nudge = (freed && f.contended) || (people_waiting > 0 && in_use >= grant);
         f.peers = peers;
@@ -633,5 +638,37 @@ mod tests {
         let applied = l.apply_fleet("b", 1, vec![]);
         assert!(applied.rejoined);
         assert_eq!(l.fleet_ask("b").want, 1);
+        // After it too while the two others it knew are not back: one of them may
+        // still run alone on its part. Work here wants a second slot.
+        let _one = l.acquire(Class::Shared).await.unwrap();
+        let _two = tokio::spawn({
+            let l = l.clone();
+            async move { l.acquire(Class::Shared).await.map(drop) }
+        });
+        tokio::time::timeout(Duration::from_secs(1), l.fleet_wake().notified())
+            .await
+            .unwrap();
+        let back_at = |ago| l.inner.lock().fleet.as_mut().unwrap().changed_at = Some(ago);
+        back_at(Instant::now() - LEASE);
+        l.apply_fleet("b", 1, vec![peer("a", 1, 1, "0 0 1 0 ")]);
+        assert_eq!(l.fleet_ask("b").want, 1, "a is back, c not yet");
+        l.apply_fleet(
+            "b",
+            1,
+            vec![peer("a", 1, 1, "0 0 1 0 "), peer("c", 1, 1, "0 0 1 0 ")],
+        );
+        assert!(
+            l.fleet_ask("b").want > 1,
+            "every node back: by demand again"
+        );
+        // A node that never comes back (it died meanwhile) holds nothing after BACK_MOST.
+        l.apply_fleet("b", 1, vec![peer("a", 1, 1, "0 0 1 0 ")]);
+        back_at(Instant::now() - LEASE);
+        assert_eq!(l.fleet_ask("b").want, 1);
+        back_at(Instant::now() - BACK_MOST);
+        assert!(
+            l.fleet_ask("b").want > 1,
+            "c's part is taken after BACK_MOST"
+        );
     }
 }

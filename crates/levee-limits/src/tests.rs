@@ -1,3 +1,4 @@
+use super::governor::WINDOW as GOVERNOR_WINDOW;
 use super::gradient::{MIN_SAMPLES, WINDOW};
 use super::*;
 
@@ -612,4 +613,50 @@ async fn a_sessions_waiting_requests_count_in_its_share() {
     for r in replay {
         let _ = r.await.unwrap();
     }
+}
+
+/// A session sending far beyond its share (a script, a replay) is not people: its
+/// requests' times do not judge the lane (a replay through a node without editors set
+/// that node's lane by the replay's own pages).
+#[tokio::test]
+async fn a_scripted_sessions_times_are_not_peoples() {
+    let l = Limiter::new(
+        Mode::Fixed(16),
+        0.0,
+        100,
+        ms(2000),
+        lanes(0.5, 1.0, ms(2000)),
+    );
+    // The governor judges a window once it has lasted WINDOW (its clock is the real
+    // one) and holds MIN_SAMPLES of people's times.
+    let start = Instant::now();
+    while start.elapsed() <= GOVERNOR_WINDOW {
+        tokio::time::sleep(ms(20)).await;
+    }
+    let replayed = [
+        l.acquire(session()).await.unwrap(),
+        l.acquire(session()).await.unwrap(),
+    ];
+    let mut beyond = Vec::new();
+    for _ in 0..=super::people::PAGE_LOAD_OVERFLOW {
+        beyond.push(l.acquire(session()).await.unwrap());
+    }
+    assert!(l.inner.lock().people.scripted(match session() {
+        Class::Session(of) => of,
+        _ => unreachable!(),
+    }));
+    drop(replayed);
+    // A person's two.
+    let person = Class::Session(super::SessionOf {
+        net: crate::client_net::ClientNet::of("127.1.0.9".parse().unwrap(), 24, 56),
+        who: 2,
+    });
+    for _ in 0..2 {
+        drop(l.acquire(person).await.unwrap());
+    }
+    assert_eq!(
+        l.inner.lock().governor.own(8),
+        None,
+        "two people's times are no window; the replay's two were not counted"
+    );
 }
