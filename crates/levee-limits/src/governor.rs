@@ -154,7 +154,7 @@ impl Governor {
     /// None before it has judged a window of people's requests (a node whose people
     /// are readers' revalidations has no judgment to add to the fleet's).
     pub fn own(&self, most: usize) -> Option<f64> {
-        (!self.history.is_empty()).then(|| self.cap.min(most.max(1) as f64))
+        (!self.history.is_empty()).then(|| self.within(most))
     }
 
     /// This node's part of the fleet's cap (None: alone, or no node's people busy).
@@ -163,6 +163,11 @@ impl Governor {
         if self.effective() >= 1.0 {
             self.rest_until = None;
         }
+    }
+
+    /// The cap within the lane's share of the limit (`most`, at least one slot).
+    fn within(&self, most: usize) -> f64 {
+        self.cap.min(most.max(1) as f64)
     }
 
     fn effective(&self) -> f64 {
@@ -231,7 +236,7 @@ impl Governor {
             .cut_at
             .is_none_or(|t| now.duration_since(t) >= EARLY_EVERY);
         if self.lane_active && self.slow_run >= EARLY_RUN && early_due {
-            let was = self.cap.min(most.max(1) as f64);
+            let was = self.within(most);
             self.cap = (was * EARLY_CUT).max(FLOOR);
             tracing::debug!(
                 was,
@@ -249,7 +254,7 @@ impl Governor {
         let avg = median(&mut self.samples);
         let (tail_slow, tail_quiet) = self.tail();
         if self.lane_active && (avg > best * TOLERANCE || tail_slow) {
-            let was = self.cap.min(most.max(1) as f64);
+            let was = self.within(most);
             self.cap = (was * CUT).max(FLOOR);
             tracing::debug!(
                 was,
@@ -270,26 +275,21 @@ impl Governor {
                 / WINDOW.as_secs_f64())
             .clamp(1.0, MAX_STEPS);
             self.cap += windows * if self.cap < 1.0 { STEP_BELOW_ONE } else { 1.0 };
-            tracing::debug!(
-                cap = self.cap.min(most.max(1) as f64),
-                median = avg,
-                best,
-                "lane climbs"
-            );
+            tracing::debug!(cap = self.within(most), median = avg, best, "lane climbs");
             if self.cap >= 1.0 {
                 self.rest_until = None;
             }
         } else if !self.pressed {
             let held = self.peak.max(lane_in_use);
             let valid = held.saturating_add(1).max(VALID_LEAST) as f64;
-            if valid < self.cap.min(most.max(1) as f64) {
+            if valid < self.within(most) {
                 self.cap = valid;
                 // What people's requests said beside a lane that held more is not
                 // evidence for the next load: it climbs on fresh requests.
                 self.latest.clear();
             }
         }
-        self.cap = self.cap.min(most.max(1) as f64);
+        self.cap = self.within(most);
         if self.history.len() == HISTORY {
             self.history.pop_front();
         }

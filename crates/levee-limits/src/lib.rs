@@ -331,9 +331,7 @@ impl Inner {
         }
         st.in_use += 1;
         st.people.local(waiter.thread).in_use += 1;
-        st.lane.admit(net, Instant::now());
-        let held = st.lane.in_use;
-        st.governor.lane_admitted(held);
+        st.admit_lane(net, Instant::now());
         true
     }
 
@@ -400,9 +398,7 @@ impl Inner {
         if st.in_use < st.room() && may_take && st.lane.may_admit_now(net, net_cap) {
             st.in_use += 1;
             st.people.threads[thread].in_use += 1;
-            st.lane.admit(net, now);
-            let held = st.lane.in_use;
-            st.governor.lane_admitted(held);
+            st.admit_lane(net, now);
             return Ok(None);
         }
         if !may_take {
@@ -476,10 +472,7 @@ impl Inner {
             // slow page is no slow backend), a script's or a replay's is its own (a
             // session replayed through a node without editors set that node's lane by
             // the replay's pages). A slot given back unused (held zero) says nothing.
-            let person = match class {
-                Class::Session(of) => !st.people.scripted(of),
-                _ => false,
-            };
+            let person = matches!(class, Class::Session(of) if !st.people.scripted(of));
             if person && !held.is_zero() {
                 // In a fleet the cut is the fleet's (fleet.rs): of its capacity.
                 let most = self.lane.cap(st.share_base());

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::client_net::ClientNet;
 use crate::fleet::FleetState;
 use crate::governor::Governor;
 use crate::lane::{Grant, Lane, LaneConfig};
@@ -66,6 +67,12 @@ impl State {
         self.in_use >= self.limit && self.fleet.as_ref().is_none_or(|f| f.full(self.in_use))
     }
 
+    /// The lane admits a request of `net`, and the governor learns what it holds.
+    pub(crate) fn admit_lane(&mut self, net: ClientNet, now: Instant) {
+        self.lane.admit(net, now);
+        self.governor.lane_admitted(self.lane.in_use);
+    }
+
     /// How many may be at the backend now: the limit, less while probing.
     pub(crate) fn room(&self) -> usize {
         self.probe.map_or(self.limit, |p| p.min(self.limit))
@@ -127,9 +134,7 @@ impl State {
         if w.tx.send(Grant::Slot).is_ok() {
             self.in_use += 1;
             self.people.local(w.thread).in_use += 1;
-            self.lane.admit(net, now);
-            let held = self.lane.in_use;
-            self.governor.lane_admitted(held);
+            self.admit_lane(net, now);
         }
         true
     }

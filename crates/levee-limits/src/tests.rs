@@ -360,11 +360,15 @@ async fn futures_take(l: &Limiter, p: Class, n: usize) -> Vec<BackendSlot> {
     v
 }
 
-fn session() -> Class {
-    Class::Session(super::SessionOf {
+fn session_of() -> super::SessionOf {
+    super::SessionOf {
         net: crate::client_net::ClientNet::of("127.1.0.1".parse().unwrap(), 24, 56),
         who: 1,
-    })
+    }
+}
+
+fn session() -> Class {
+    Class::Session(session_of())
 }
 
 fn anon(addr: &str) -> Class {
@@ -641,10 +645,7 @@ async fn a_scripted_sessions_times_are_not_peoples() {
     for _ in 0..=super::people::PAGE_LOAD_OVERFLOW {
         beyond.push(l.acquire(session()).await.unwrap());
     }
-    assert!(l.inner.lock().people.scripted(match session() {
-        Class::Session(of) => of,
-        _ => unreachable!(),
-    }));
+    assert!(l.inner.lock().people.scripted(session_of()));
     drop(replayed);
     // A person's two.
     let person = Class::Session(super::SessionOf {
