@@ -344,6 +344,23 @@ impl Governor {
             && !(people_busy && cfg.governed && self.resting(now))
     }
 
+    /// Whether people's latency (or, in a fleet, the other nodes' people) holds the
+    /// lane below its share now: a waiter whose wait runs out then is refused, not let
+    /// in beside people (`Inner::admit_late`).
+    pub fn holds_back(
+        &self,
+        cfg: &LaneConfig,
+        lane: &Lane,
+        limit: usize,
+        people_busy: bool,
+        now: Instant,
+    ) -> bool {
+        people_busy
+            && cfg.governed
+            && self.effective() < cfg.cap(limit) as f64
+            && !self.lane_open(cfg, lane, limit, people_busy, now)
+    }
+
     /// The slots the lane serves its queue with now, a fraction while its governed
     /// cap is below one: what its waiters' expected wait is reckoned on.
     pub fn lane_slots(&self, cfg: &LaneConfig, limit: usize, people_busy: bool) -> f64 {
@@ -352,6 +369,14 @@ impl Governor {
             (true, true) => self.lane_cap(cfg, limit) as f64 * self.duty(),
             (true, false) => self.lane_cap(cfg, limit) as f64,
         }
+    }
+}
+
+#[cfg(test)]
+impl Governor {
+    /// The cap as if people's latency had brought it to `cap`.
+    pub(super) fn set_cap(&mut self, cap: f64) {
+        self.cap = cap.max(FLOOR);
     }
 }
 

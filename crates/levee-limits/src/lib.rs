@@ -314,8 +314,12 @@ impl Inner {
 
     /// A lane waiter whose wait ran out: it gets a slot after all if one was granted
     /// meanwhile, or if the backend is not truly saturated (`State::saturated`: the lane
-    /// held it back for people's linger or its share, with slots to spare). False:
-    /// refuse it.
+    /// held it back for people's linger or its share, with slots to spare), unless
+    /// people's latency holds the lane below its share (governor.rs). Their cut is the
+    /// backend's room as people feel it, which levee's slots do not show (php-fpm behind
+    /// nginx, two cores): let in whenever their waits ran out, a storm's waiters came
+    /// in at once, 5 to 8 crawlers' pages every few seconds beside the editors', and
+    /// those were the editors' slowest requests (issue 51). False: refuse it.
     fn admit_late(&self, waiter: &mut Waiter) -> bool {
         let (Wait::Lane(rx), Class::Anonymous(net)) = (&mut waiter.wait, waiter.class) else {
             return false;
@@ -326,12 +330,19 @@ impl Inner {
             return true;
         }
         st.lane.remove_closed(net);
-        if st.in_use >= st.limit || st.saturated() {
+        let now = Instant::now();
+        let people_busy = st.people_busy(self.lane.people_linger);
+        if st.in_use >= st.limit
+            || st.saturated()
+            || st
+                .governor
+                .holds_back(&self.lane, &st.lane, st.limit, people_busy, now)
+        {
             return false;
         }
         st.in_use += 1;
         st.people.local(waiter.thread).in_use += 1;
-        st.admit_lane(net, Instant::now());
+        st.admit_lane(net, now);
         true
     }
 
