@@ -355,10 +355,13 @@ impl Governor {
         people_busy: bool,
         now: Instant,
     ) -> bool {
-        people_busy
-            && cfg.governed
-            && self.effective() < cfg.cap(limit) as f64
-            && !self.lane_open(cfg, lane, limit, people_busy, now)
+        people_busy && self.cut(cfg, limit) && !self.lane_open(cfg, lane, limit, people_busy, now)
+    }
+
+    /// Whether people's latency (or the fleet's part) has the lane's cap below its
+    /// share of `limit`.
+    pub fn cut(&self, cfg: &LaneConfig, limit: usize) -> bool {
+        cfg.governed && self.effective() < cfg.cap(limit) as f64
     }
 
     /// The slots the lane serves its queue with now, a fraction while its governed

@@ -244,16 +244,17 @@ impl Lane {
         });
     }
 
-    /// Waiters the lane can serve within half of `wait` on `slots` slots at its recent
-    /// pace, at most `max`: the other half is for the pace's ups and downs, so that a
-    /// waiter is served, not refused late.
-    fn bound(&self, max: usize, wait: Duration, slots: f64) -> usize {
+    /// How many may wait: strictly, the waiters the lane can serve within half of
+    /// `wait` on `slots` slots at its recent pace, at most `max` (the other half is for
+    /// the pace's ups and downs, so that a waiter is served, not refused late); else
+    /// `max`.
+    pub fn bound(&self, max: usize, wait: Duration, slots: f64, strict: bool) -> usize {
         match self.service {
-            Some(s) if s > 0.0 && self.samples >= LEARNING => {
+            Some(s) if strict && s > 0.0 && self.samples >= LEARNING => {
                 let n = (wait.as_secs_f64() / 2.0 / s * slots).floor();
                 (n as usize).clamp(1, max.max(1))
             }
-            _ => max,
+            _ => max.max(1),
         }
     }
 
@@ -263,18 +264,22 @@ impl Lane {
         Duration::from_secs_f64((s * (self.waiting + 1) as f64 / slots.max(0.01)).min(3600.0))
     }
 
-    /// Queues a request of `net`, or says why not. `slots`: what the lane may hold now.
-    /// `strict` (the backend is truly saturated): its network's share and the bound of
-    /// what the lane can serve within `wait` hold; else only `max` does.
-    #[allow(clippy::too_many_arguments)]
+    /// Whether a request of `net` would be refused rather than queued (`arrive`, but
+    /// for a lighter network pushing a heavier one's waiter out).
+    pub fn refuses(&self, net: ClientNet, net_cap: usize, bound: usize, strict: bool) -> bool {
+        let queued = self.nets.get(&net).map_or(0, |n| n.queue.len());
+        (strict && queued >= net_cap && self.others_wait(net)) || self.waiting >= bound
+    }
+
+    /// Queues a request of `net`, or says why not. `strict` (the backend is truly
+    /// saturated, or people's latency holds the lane): its network's share holds;
+    /// `bound` (`Lane::bound`) is how many may wait.
     pub fn arrive(
         &mut self,
         net: ClientNet,
         waiter: LaneWaiter,
         net_cap: usize,
-        max: usize,
-        wait: Duration,
-        slots: f64,
+        bound: usize,
         strict: bool,
         now: Instant,
     ) -> Arrival {
@@ -285,10 +290,6 @@ impl Lane {
         if strict && queued >= net_cap && self.others_wait(net) {
             return Arrival::NetworkOverShare;
         }
-        let bound = match strict {
-            true => self.bound(max, wait, slots),
-            false => max.max(1),
-        };
         if self.waiting >= bound && !self.displace_heavier(net, usage, now) {
             return Arrival::Full;
         }
@@ -397,11 +398,34 @@ impl Lane {
 }
 
 #[cfg(test)]
+impl Lane {
+    /// The lane as if it had learnt a pace of `slot_time` per request.
+    pub(crate) fn learnt(&mut self, slot_time: Duration) {
+        self.service = Some(slot_time.as_secs_f64());
+        self.samples = LEARNING;
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     fn net(a: &str) -> ClientNet {
         ClientNet::of(a.parse().unwrap(), 24, 56)
+    }
+
+    /// `Lane::arrive` of a strict lane with room for 100 waiters at most.
+    fn arrive(
+        lane: &mut Lane,
+        net: ClientNet,
+        w: LaneWaiter,
+        net_cap: usize,
+        wait: Duration,
+        slots: f64,
+        now: Instant,
+    ) -> Arrival {
+        let bound = lane.bound(100, wait, slots, true);
+        lane.arrive(net, w, net_cap, bound, true, now)
     }
 
     fn waiter() -> (LaneWaiter, oneshot::Receiver<Grant>) {
@@ -434,27 +458,21 @@ mod tests {
         for _ in 0..2 {
             let (w, rx) = waiter();
             keep.push(rx);
-            assert_eq!(
-                lane.arrive(a, w, 2, 100, wait, 4.0, true, now),
-                Arrival::Queued
-            );
+            assert_eq!(arrive(&mut lane, a, w, 2, wait, 4.0, now), Arrival::Queued);
         }
         // Alone, it may queue more: nobody else wants the lane.
         let (w, rx) = waiter();
         keep.push(rx);
-        assert_eq!(
-            lane.arrive(a, w, 2, 100, wait, 4.0, true, now),
-            Arrival::Queued
-        );
+        assert_eq!(arrive(&mut lane, a, w, 2, wait, 4.0, now), Arrival::Queued);
         let (w, _rx2) = waiter();
         assert_eq!(
-            lane.arrive(net("127.3.0.1"), w, 2, 100, wait, 4.0, true, now),
+            arrive(&mut lane, net("127.3.0.1"), w, 2, wait, 4.0, now),
             Arrival::Queued
         );
         // Now another network waits: beyond its share, refused at once.
         let (w, _rx) = waiter();
         assert_eq!(
-            lane.arrive(a, w, 2, 100, wait, 4.0, true, now),
+            arrive(&mut lane, a, w, 2, wait, 4.0, now),
             Arrival::NetworkOverShare
         );
     }
@@ -470,9 +488,9 @@ mod tests {
         }
         let wait = Duration::from_secs(2);
         let (w, _a) = waiter();
-        lane.arrive(crawler, w, 4, 100, wait, 4.0, true, now);
+        arrive(&mut lane, crawler, w, 4, wait, 4.0, now);
         let (w, _b) = waiter();
-        lane.arrive(reader, w, 4, 100, wait, 4.0, true, now);
+        arrive(&mut lane, reader, w, 4, wait, 4.0, now);
         assert_eq!(lane.next(4, 0, now).map(|(n, _)| n), Some(reader));
         assert_eq!(lane.next(4, 0, now).map(|(n, _)| n), Some(crawler));
         assert!(lane.next(4, 0, now).is_none());
@@ -494,12 +512,12 @@ mod tests {
         let wait = Duration::from_secs(4);
         let (w, mut first) = waiter();
         assert_eq!(
-            lane.arrive(crawler, w, 8, 100, wait, 1.0, true, now),
+            arrive(&mut lane, crawler, w, 8, wait, 1.0, now),
             Arrival::Queued
         );
         let (w, mut second) = waiter();
         assert_eq!(
-            lane.arrive(crawler, w, 8, 100, wait, 1.0, true, now),
+            arrive(&mut lane, crawler, w, 8, wait, 1.0, now),
             Arrival::Queued
         );
         // As used as the crawler, no one: refused.
@@ -509,13 +527,13 @@ mod tests {
         lane.admit(other, now);
         lane.admit(other, now);
         assert_eq!(
-            lane.arrive(other, w, 8, 100, wait, 1.0, true, now),
+            arrive(&mut lane, other, w, 8, wait, 1.0, now),
             Arrival::Full
         );
         // A reader that never used it: the crawler's newest waiter makes room.
         let (w, _reader) = waiter();
         assert_eq!(
-            lane.arrive(net("127.9.0.1"), w, 8, 100, wait, 1.0, true, now),
+            arrive(&mut lane, net("127.9.0.1"), w, 8, wait, 1.0, now),
             Arrival::Queued
         );
         assert_eq!(second.try_recv(), Ok(Grant::Displaced));
@@ -524,14 +542,14 @@ mod tests {
         // The crawler used it once more than a newcomer: its last waiter makes room.
         let (w, _fresh) = waiter();
         assert_eq!(
-            lane.arrive(net("127.10.0.1"), w, 8, 100, wait, 1.0, true, now),
+            arrive(&mut lane, net("127.10.0.1"), w, 8, wait, 1.0, now),
             Arrival::Queued
         );
         assert_eq!(first.try_recv(), Ok(Grant::Displaced));
         // Now every waiter's network weighs what a newcomer's would: no churn.
         let (w, _r) = waiter();
         assert_eq!(
-            lane.arrive(net("127.11.0.1"), w, 8, 100, wait, 1.0, true, now),
+            arrive(&mut lane, net("127.11.0.1"), w, 8, wait, 1.0, now),
             Arrival::Full
         );
         assert_eq!(lane.waiting, 2);

@@ -241,6 +241,23 @@ impl Limiter {
         self.inner.lock().saturated()
     }
 
+    /// Would `class` be refused at once, without a wait? A peek, for work a refused
+    /// request would waste: the fleet's fill lock in Redis (levee-tiers), taken and
+    /// freed, two round trips for each of a crawler's thousands of refusals a second.
+    /// People's requests never are: the lane never refuses them.
+    pub fn refuses_now(&self, class: Class) -> bool {
+        let Class::Anonymous(net) = class else {
+            return false;
+        };
+        let inner = &self.inner;
+        let st = inner.lock();
+        let view = st.lane_view(&inner.lane, net, Instant::now());
+        let bound = st
+            .lane
+            .bound(inner.max_waiting, inner.lane.wait, view.slots, view.strict);
+        !view.admit && st.lane.refuses(net, view.net_cap, bound, view.strict)
+    }
+
     /// The lane's settings.
     pub fn lane(&self) -> &LaneConfig {
         &self.inner.lane
@@ -399,54 +416,29 @@ impl Inner {
     fn arrive_lane(&self, thread: usize, net: ClientNet) -> Result<Option<Wait>, Refused> {
         let mut st = self.lock();
         st.people.local(thread);
-        let limit = st.limit;
-        let net_cap = self.lane.net_cap(st.share_base());
-        let people_busy = st.people_busy(self.lane.people_linger);
         let now = Instant::now();
-        let may_take = st
-            .governor
-            .lane_open(&self.lane, &st.lane, limit, people_busy, now);
-        if st.in_use < st.room() && may_take && st.lane.may_admit_now(net, net_cap) {
+        let view = st.lane_view(&self.lane, net, now);
+        if view.admit {
             st.in_use += 1;
             st.people.threads[thread].in_use += 1;
             st.admit_lane(net, now);
             return Ok(None);
         }
-        if !may_take {
+        if !view.may_take {
             st.governor.pressed();
         }
         if st.fleet.is_some() {
             self.fleet_wake.notify_one();
         }
-        // Refused for its network's share or the queue's bound only when the backend is
-        // truly saturated, or when the slots left are people's: people have work and
-        // the lane holds all it may beside them. With room to spare it waits (up to
-        // `max_waiting`).
-        // A probe of the adaptive limit (gradient.rs) holds admissions back without the
-        // backend being saturated: its waiters are still bounded by what the lane can
-        // serve in time, so that they are refused at once rather than after the whole
-        // wait.
-        let strict = st.saturated()
-            || (people_busy && !may_take)
-            || (st.probe.is_some() && st.in_use >= st.room());
         let (tx, rx) = oneshot::channel();
-        // Its waiters are served at this node's pace: its limit (in a fleet its share,
-        // at least one slot: a share of none grows at the next renewal).
-        let slots = st
-            .governor
-            .lane_slots(&self.lane, limit.max(1), people_busy);
         let waiter = LaneWaiter { thread, tx };
-        let arrival = st.lane.arrive(
-            net,
-            waiter,
-            net_cap,
-            self.max_waiting,
-            self.lane.wait,
-            slots,
-            strict,
-            now,
-        );
-        let expected = st.lane.expected_wait(slots);
+        let bound = st
+            .lane
+            .bound(self.max_waiting, self.lane.wait, view.slots, view.strict);
+        let arrival = st
+            .lane
+            .arrive(net, waiter, view.net_cap, bound, view.strict, now);
+        let expected = st.lane.expected_wait(view.slots);
         drop(st);
         let why = match arrival {
             Arrival::Queued => return Ok(Some(Wait::Lane(rx))),
@@ -616,5 +608,7 @@ impl Drop for BackendSlot {
     }
 }
 
+#[cfg(test)]
+mod held_tests;
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,20 @@ use crate::people::People;
 /// (an eventfd write) and moves the backend connection with it (two epoll_ctl calls),
 /// which cost more than php-fpm's own work for a small page. Its lock is held for a few
 /// instructions per backend request, never on the hit path.
+/// What the lane would do with one more request of a network now.
+pub(crate) struct LaneView {
+    pub(crate) net_cap: usize,
+    /// The lane's cap lets it take a slot now (and its slot is not resting).
+    pub(crate) may_take: bool,
+    /// A slot now, without passing a waiter that should have it.
+    pub(crate) admit: bool,
+    /// Its queue is bounded by what it serves within half its wait (else by
+    /// `max_waiting`).
+    pub(crate) strict: bool,
+    /// The slots its waiters are served on: what their waits are reckoned on.
+    pub(crate) slots: f64,
+}
+
 pub(crate) struct State {
     /// What this node may have at the backend at once: the capacity, or with a fleet
     /// this node's share of it.
@@ -65,6 +79,40 @@ impl State {
     /// room waits for its next renewal instead.
     pub(crate) fn saturated(&self) -> bool {
         self.in_use >= self.limit && self.fleet.as_ref().is_none_or(|f| f.full(self.in_use))
+    }
+
+    /// What the lane would do with a request of `net` now.
+    pub(crate) fn lane_view(&self, cfg: &LaneConfig, net: ClientNet, now: Instant) -> LaneView {
+        let limit = self.limit;
+        let net_cap = cfg.net_cap(self.share_base());
+        let people_busy = self.people_busy(cfg.people_linger);
+        let may_take = self
+            .governor
+            .lane_open(cfg, &self.lane, limit, people_busy, now);
+        // Refused for its network's share or the queue's bound only when the backend is
+        // truly saturated, or when the slots left are people's: people have work and
+        // the lane holds all it may beside them. With room to spare it waits (up to
+        // `max_waiting`).
+        // While people's latency holds the lane below its share, its pace is the
+        // governor's: waiters beyond what it serves in time were let in whenever the
+        // lane opened a moment (a waiter ahead kept the newcomer out) and then waited
+        // out their whole wait, refused late.
+        // A probe of the adaptive limit (gradient.rs) holds admissions back without the
+        // backend being saturated: its waiters are still bounded by what the lane can
+        // serve in time, so that they are refused at once rather than after the whole
+        // wait.
+        let strict = self.saturated()
+            || (people_busy && (!may_take || self.governor.cut(cfg, limit)))
+            || (self.probe.is_some() && self.in_use >= self.room());
+        LaneView {
+            net_cap,
+            may_take,
+            admit: self.in_use < self.room() && may_take && self.lane.may_admit_now(net, net_cap),
+            strict,
+            // Its waiters are served at this node's pace: its limit (in a fleet its
+            // share, at least one slot: a share of none grows at the next renewal).
+            slots: self.governor.lane_slots(cfg, limit.max(1), people_busy),
+        }
     }
 
     /// The lane admits a request of `net`, and the governor learns what it holds.

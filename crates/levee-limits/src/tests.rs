@@ -2,7 +2,7 @@ use super::governor::WINDOW as GOVERNOR_WINDOW;
 use super::gradient::{MIN_SAMPLES, WINDOW};
 use super::*;
 
-fn ms(n: u64) -> Duration {
+pub(super) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
@@ -367,11 +367,11 @@ fn session_of() -> super::SessionOf {
     }
 }
 
-fn session() -> Class {
+pub(super) fn session() -> Class {
     Class::Session(session_of())
 }
 
-fn anon(addr: &str) -> Class {
+pub(super) fn anon(addr: &str) -> Class {
     Class::Anonymous(crate::client_net::ClientNet::of(
         addr.parse().unwrap(),
         24,
@@ -379,7 +379,7 @@ fn anon(addr: &str) -> Class {
     ))
 }
 
-fn lanes(share: f64, network_share: f64, wait: Duration) -> LaneConfig {
+pub(super) fn lanes(share: f64, network_share: f64, wait: Duration) -> LaneConfig {
     LaneConfig {
         share,
         network_share,
@@ -506,46 +506,7 @@ async fn a_lane_waiter_is_refused_after_its_wait() {
     assert_eq!(l.waiting(), 0);
 }
 
-/// With people at work and their latency holding the lane below its share, a lane
-/// waiter whose wait runs out is refused though slots are free: let in, a storm's
-/// waiters came in together beside the editors' requests. With the lane at its share,
-/// the same waiter is let in (nothing refused with slots to spare).
-#[tokio::test]
-async fn a_lane_held_back_for_people_refuses_a_waiter_whose_wait_ran_out() {
-    let l = Limiter::new(
-        Mode::Fixed(8),
-        0.0,
-        100,
-        ms(5000),
-        LaneConfig {
-            people_linger: ms(5000),
-            governed: true,
-            ..lanes(0.5, 1.0, ms(60))
-        },
-    );
-    let _editor = l.acquire(session()).await.unwrap();
-    l.inner.lock().governor.set_cap(1.0);
-    let _crawler = l.acquire(anon("127.2.0.1")).await.unwrap();
-    let r = l.acquire(anon("127.3.0.1")).await;
-    assert_eq!(r.err().map(|r| r.why), Some(Refusal::LaneWait));
-    assert_eq!(l.in_use(), 2, "6 slots free, and still refused");
-    // At its share (4 of 8), the lane's waiter gets a free slot when its wait runs out.
-    l.inner.lock().governor.set_cap(f64::MAX);
-    let mut lane = Vec::new();
-    for i in 0..3 {
-        lane.push(
-            l.acquire(anon(&format!("127.{}.0.1", i + 4)))
-                .await
-                .unwrap(),
-        );
-    }
-    let started = Instant::now();
-    let late = l.acquire(anon("127.9.0.1")).await;
-    assert!(late.is_ok(), "{:?}", late.err().map(|r| r.why));
-    assert!(started.elapsed() >= ms(60), "not after its wait");
-}
-
-async fn eventually_waiting(l: &Limiter, n: usize) {
+pub(super) async fn eventually_waiting(l: &Limiter, n: usize) {
     for _ in 0..500 {
         if l.waiting() >= n {
             return;

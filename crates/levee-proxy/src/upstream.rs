@@ -372,6 +372,11 @@ impl Upstream {
     }
 
     /// Waits for a backend slot, or says at once why there is none.
+    /// Would `class` be refused at once (`Limiter::refuses_now`)?
+    pub fn refuses_now(&self, class: Class) -> bool {
+        self.limiter.refuses_now(class)
+    }
+
     pub async fn slot(&self, class: Class) -> Result<BackendSlot, UpstreamError> {
         self.limiter.acquire(class).await.map_err(|r| match r.why {
             Refusal::QueueFull | Refusal::QueueTimeout => UpstreamError::Overloaded {

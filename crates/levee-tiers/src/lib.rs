@@ -204,13 +204,15 @@ impl Tiers {
 
     /// Looks below memory for `key` before a fill asks the backend. A copy the request
     /// may be served as a hit is promoted and returned; stale copies are left to the
-    /// backend's answer.
+    /// backend's answer. With `claim`, the fill then takes the cluster's lock (or waits
+    /// for the node that holds it); without, it fetches on its own if it gets a slot.
     pub async fn before_fetch(
         &self,
         store: &Store,
         key: &CacheKey,
         req_cc: &CacheControl,
         req_headers: &HeaderMap,
+        claim: bool,
     ) -> Before {
         if let Some(disk) = &self.disk {
             if let Some(found) = disk.get(key).await {
@@ -226,6 +228,9 @@ impl Tiers {
             if let Some(entry) = self.promote_shared(store, found, req_cc, req_headers) {
                 return Before::Found(entry);
             }
+        }
+        if !claim {
+            return Before::Fetch(None);
         }
         match redis.lock(key).await {
             Lock::Acquired(guard) => Before::Fetch(Some(guard)),

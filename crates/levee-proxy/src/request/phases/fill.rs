@@ -252,17 +252,6 @@ async fn run_fill(
 ) {
     let fill = guard.fill().clone();
     let key = guard.key().clone();
-    // Disk, then Redis, then (with Redis) one fetch in the whole cluster: tiers.rs.
-    let mut lock = None;
-    if let Some(tiers) = &shared.tiers {
-        match tiers
-            .before_fetch(&shared.store, &key, &ctx.req_cc, &ctx.req_headers)
-            .await
-        {
-            Before::Found(entry) => return fill.set_head(FillHead::Found(entry)),
-            Before::Fetch(guard) => lock = guard,
-        }
-    }
     let upstream = site.upstream();
     // A revalidation serves everyone who reads the page; a fill of a URL nothing is
     // stored for serves the client that asked, so far (a crawler's random URL looks
@@ -271,6 +260,20 @@ async fn run_fill(
         Some(_) => Class::Shared,
         None => Class::Anonymous(shared.client_net(ctx.conn.peer.ip(), &ctx.req_headers)),
     };
+    // Disk, then Redis, then (with Redis) one fetch in the whole cluster: tiers.rs. A
+    // request the lane refuses at once takes no cluster lock, only to free it: two
+    // Redis round trips for each of a crawler's thousands of refusals a second.
+    let mut lock = None;
+    if let Some(tiers) = &shared.tiers {
+        let claim = !upstream.refuses_now(class);
+        match tiers
+            .before_fetch(&shared.store, &key, &ctx.req_cc, &ctx.req_headers, claim)
+            .await
+        {
+            Before::Found(entry) => return fill.set_head(FillHead::Found(entry)),
+            Before::Fetch(guard) => lock = guard,
+        }
+    }
     let permit = match upstream.slot(class).await {
         Ok(p) => p,
         Err(e) => {
