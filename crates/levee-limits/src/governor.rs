@@ -14,11 +14,13 @@
 //! people's requests over twice their reference, beside the lane's work, more often
 //! than the site gives them with the lane idle, cut it too (`TAIL`): a crawler's page
 //! beside an editor's on two cores left the editors' median as it was and doubled
-//! their slowest 2%. A cut only holds the lane back while people have work, which
-//! costs the lane waiting, never a refusal: refusals and stale pages need the slots
-//! all in use (`State::saturated`), measured, not guessed from latency. Only sessions'
-//! times are samples: a revalidation takes its URL's time, and one slow URL is no slow
-//! backend.
+//! their slowest 2%. A cut only holds the lane back while people have work: its
+//! queue is then what it serves in time at the pace the cut allows, and a waiter whose
+//! wait runs out is refused rather than let in beside people (people feel the room
+//! behind nginx that levee's slots cannot show). With nobody at work, refusals and
+//! stale pages need the slots all in use (`State::saturated`), measured, not guessed
+//! from latency. Only sessions' times are samples: a revalidation takes its URL's
+//! time, and one slow URL is no slow backend.
 //!
 //! A cap the lane does not reach is unproven and falls to what it held (`VALID_LEAST`):
 //! a storm starts from the lane's fair-weather use and climbs as people allow.
