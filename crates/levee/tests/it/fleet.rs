@@ -369,6 +369,22 @@ async fn a_crawler_network_split_over_three_nodes_holds_its_share_of_the_fleet()
         later.len(),
         part * 100.0
     );
+    // A request refused at once took no fill lock in Redis first (two round trips for
+    // each refusal): the nodes' locks are no more than the pages the backend ran.
+    let refused = got.iter().filter(|s| **s == 429).count();
+    let mut locks = 0.0;
+    for node in &nodes {
+        locks += node.metric_sum("levee_redis_locks_acquired_total").await;
+    }
+    assert!(
+        refused > 0,
+        "nothing refused: the check below proves nothing"
+    );
+    assert!(
+        locks <= arrived.len() as f64,
+        "{locks} fill locks for {} backend requests and {refused} refusals",
+        arrived.len()
+    );
 }
 
 /// One logged-in session replayed by 24 connections of one /24, 8 through each of 3
