@@ -346,20 +346,6 @@ impl Governor {
             && !(people_busy && cfg.governed && self.resting(now))
     }
 
-    /// Whether people's latency (or, in a fleet, the other nodes' people) holds the
-    /// lane below its share now: a waiter whose wait runs out then is refused, not let
-    /// in beside people (`Inner::admit_late`).
-    pub fn holds_back(
-        &self,
-        cfg: &LaneConfig,
-        lane: &Lane,
-        limit: usize,
-        people_busy: bool,
-        now: Instant,
-    ) -> bool {
-        people_busy && self.cut(cfg, limit) && !self.lane_open(cfg, lane, limit, people_busy, now)
-    }
-
     /// Whether people's latency (or the fleet's part) has the lane's cap below its
     /// share of `limit`.
     pub fn cut(&self, cfg: &LaneConfig, limit: usize) -> bool {

@@ -4,13 +4,9 @@
 use super::tests::{anon, eventually_waiting, lanes, ms, session};
 use super::*;
 
-/// With people at work and their latency holding the lane below its share, a lane
-/// waiter whose wait runs out is refused though slots are free: let in, a storm's
-/// waiters came in together beside the editors' requests. With the lane at its share,
-/// the same waiter is let in (nothing refused with slots to spare).
-#[tokio::test]
-async fn a_lane_held_back_for_people_refuses_a_waiter_whose_wait_ran_out() {
-    let l = Limiter::new(
+/// A limiter of 8 slots, its lane governed (half of them), people lingering 5 s.
+fn governed(wait: Duration) -> Limiter {
+    Limiter::new(
         Mode::Fixed(8),
         0.0,
         100,
@@ -18,9 +14,18 @@ async fn a_lane_held_back_for_people_refuses_a_waiter_whose_wait_ran_out() {
         LaneConfig {
             people_linger: ms(5000),
             governed: true,
-            ..lanes(0.5, 1.0, ms(60))
+            ..lanes(0.5, 1.0, wait)
         },
-    );
+    )
+}
+
+/// With people at work and their latency holding the lane below its share, a lane
+/// waiter whose wait runs out is refused though slots are free: let in, a storm's
+/// waiters came in together beside the editors' requests. With the lane at its share,
+/// the same waiter is let in (nothing refused with slots to spare).
+#[tokio::test]
+async fn a_lane_held_back_for_people_refuses_a_waiter_whose_wait_ran_out() {
+    let l = governed(ms(60));
     let _editor = l.acquire(session()).await.unwrap();
     l.inner.lock().governor.set_cap(1.0);
     let _crawler = l.acquire(anon("127.2.0.1")).await.unwrap();
@@ -49,17 +54,7 @@ async fn a_lane_held_back_for_people_refuses_a_waiter_whose_wait_ran_out() {
 /// their 2 s and were refused late.
 #[tokio::test]
 async fn while_people_hold_the_lane_back_it_queues_only_what_it_serves_in_time() {
-    let l = Arc::new(Limiter::new(
-        Mode::Fixed(8),
-        0.0,
-        100,
-        ms(5000),
-        LaneConfig {
-            people_linger: ms(5000),
-            governed: true,
-            ..lanes(0.5, 1.0, ms(2000))
-        },
-    ));
+    let l = Arc::new(governed(ms(2000)));
     let _editor = l.acquire(session()).await.unwrap();
     let (tx, _ahead) = tokio::sync::oneshot::channel();
     {

@@ -348,13 +348,10 @@ impl Inner {
         }
         st.lane.remove_closed(net);
         let now = Instant::now();
-        let people_busy = st.people_busy(self.lane.people_linger);
-        if st.in_use >= st.limit
-            || st.saturated()
-            || st
-                .governor
-                .holds_back(&self.lane, &st.lane, st.limit, people_busy, now)
-        {
+        let view = st.lane_view(&self.lane, net, now);
+        // People's latency holds the lane below its share and the lane is not open now.
+        let held_back = view.people_busy && view.cut && !view.may_take;
+        if st.in_use >= st.limit || st.saturated() || held_back {
             return false;
         }
         st.in_use += 1;

@@ -18,6 +18,10 @@ use crate::people::People;
 /// What the lane would do with one more request of a network now.
 pub(crate) struct LaneView {
     pub(crate) net_cap: usize,
+    /// People's work in flight, waiting or lingering (`State::people_busy`).
+    pub(crate) people_busy: bool,
+    /// People's latency (or the fleet's part) has the lane's cap below its share.
+    pub(crate) cut: bool,
     /// The lane's cap lets it take a slot now (and its slot is not resting).
     pub(crate) may_take: bool,
     /// A slot now, without passing a waiter that should have it.
@@ -101,11 +105,14 @@ impl State {
         // backend being saturated: its waiters are still bounded by what the lane can
         // serve in time, so that they are refused at once rather than after the whole
         // wait.
+        let cut = self.governor.cut(cfg, limit);
         let strict = self.saturated()
-            || (people_busy && (!may_take || self.governor.cut(cfg, limit)))
+            || (people_busy && (!may_take || cut))
             || (self.probe.is_some() && self.in_use >= self.room());
         LaneView {
             net_cap,
+            people_busy,
+            cut,
             may_take,
             admit: self.in_use < self.room() && may_take && self.lane.may_admit_now(net, net_cap),
             strict,
