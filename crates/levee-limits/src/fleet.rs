@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use crate::client_net::ClientNet;
 use crate::lane::share_of;
 pub use crate::lane::NetWork;
+pub use crate::people_times::PeopleTimes;
+use crate::people_times::TimesSeen;
 
 /// Networks a report names at most (the busiest): a crawler storm comes from a few,
 /// and a report must stay one short line.
@@ -54,6 +56,12 @@ pub struct Report {
     /// sessions do: a session's share and its network's cap are the fleet's (people.rs),
     /// so that one session replayed through every node holds no more than through one.
     pub sessions: SessionWork,
+    /// This node's latest people's request times: every node's governor judges the
+    /// fleet's people (people_times.rs).
+    pub people_times: PeopleTimes,
+    /// Anonymous work in flight (not waiting): load on the backend this node's people
+    /// use too, where waiting crawlers are none.
+    pub lane_in_flight: usize,
 }
 
 /// Session slots held, per session (its hash) and per client network; and the sessions
@@ -136,7 +144,7 @@ impl Report {
         // The sessions' fields last: a node of a version before reads the fields it
         // knows and leaves the rest.
         format!(
-            "{} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {}",
             self.in_use,
             self.capacity,
             self.people,
@@ -146,7 +154,9 @@ impl Report {
             nets.join(","),
             self.sessions.to_field(),
             self.sessions.overflow_field(),
-            self.lane_milli
+            self.lane_milli,
+            self.people_times.to_field(),
+            self.lane_in_flight
         )
     }
 
@@ -180,6 +190,14 @@ impl Report {
             Some(n) => count(n)?,
             None => 0,
         };
+        let people_times = match f.next() {
+            Some(field) => PeopleTimes::from_field(field)?,
+            None => PeopleTimes::default(),
+        };
+        let lane_in_flight = match f.next() {
+            Some(n) => count(n)?,
+            None => 0,
+        };
         Some(Report {
             in_use,
             capacity,
@@ -190,6 +208,8 @@ impl Report {
             lane_milli,
             nets,
             sessions,
+            people_times,
+            lane_in_flight,
         })
     }
 }
@@ -369,6 +389,10 @@ pub(crate) struct FleetState {
     pub known_before: usize,
     /// The other nodes, as last seen: what this node's next request is computed from.
     pub peers: Vec<Peer>,
+    /// This node's people's request times, for its reports.
+    pub times: PeopleTimes,
+    /// What it has taken of the other nodes' times.
+    pub times_seen: TimesSeen,
 }
 
 /// The longest a node back from running alone waits for the nodes it knew before to
@@ -395,6 +419,8 @@ impl FleetState {
             changed_at: None,
             known_before: 1,
             peers: Vec::new(),
+            times: PeopleTimes::default(),
+            times_seen: TimesSeen::default(),
         }
     }
 
@@ -433,11 +459,16 @@ mod tests {
                 nets: vec![(ClientNet::of("127.1.0.3".parse().unwrap(), 24, 56), 3)],
                 overflow: vec![(0xbeef, 5)],
             },
+            people_times: PeopleTimes {
+                count: 9,
+                micros: vec![41000, 52500],
+            },
+            lane_in_flight: 2,
         };
         let line = r.to_line();
         assert_eq!(
             line,
-            "3 4 1 1 40 0 127.2.0.0/24=2:38 who:beef=2,net:127.1.0.0/24=3 over:beef=5 350"
+            "3 4 1 1 40 0 127.2.0.0/24=2:38 who:beef=2,net:127.1.0.0/24=3 over:beef=5 350 9:41000,52500 2"
         );
         assert_eq!(Report::from_line(&line), Some(r));
         // A report of a version before (no overflow field, no sessions' field) still

@@ -34,6 +34,7 @@ mod gradient;
 mod lane;
 mod overflow;
 mod people;
+mod people_times;
 mod refusal;
 mod sharing;
 mod state;
@@ -478,6 +479,9 @@ impl Inner {
                 let most = self.lane.cap(st.share_base());
                 let lane = st.lane.in_use;
                 st.governor.sample(held, most, lane, now);
+                if let Some(f) = st.fleet.as_mut() {
+                    f.times.push(held);
+                }
             }
         }
         if st.fleet.as_ref().is_some_and(|f| f.contended) {
@@ -605,6 +609,8 @@ impl Drop for BackendSlot {
     }
 }
 
+#[cfg(test)]
+mod fleet_tests;
 #[cfg(test)]
 mod held_tests;
 #[cfg(test)]

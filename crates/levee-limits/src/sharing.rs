@@ -99,6 +99,12 @@ impl Limiter {
             },
             nets: st.lane.busiest(REPORT_NETS),
             sessions: st.people.busiest(REPORT_NETS),
+            people_times: st
+                .fleet
+                .as_ref()
+                .map(|f| f.times.clone())
+                .unwrap_or_default(),
+            lane_in_flight: st.lane.in_use,
         };
         let (want, capacity) = match &st.fleet {
             Some(f) => {
@@ -190,7 +196,7 @@ impl Limiter {
         f.people_elsewhere = peers.iter().any(|p| p.report.people > 0);
         let lane_part = fleet_lane_part(me, &own_lane, &peers);
         let lane_elsewhere = (
-            peers.iter().any(|p| p.report.anonymous > 0),
+            peers.iter().any(|p| p.report.lane_in_flight > 0),
             peers.iter().any(|p| p.report.nets.iter().any(|n| n.2 > 0)),
         );
         f.contended = own_demand > grant || peers.iter().any(|p| p.report.demand() > p.grant);
@@ -209,13 +215,17 @@ impl Limiter {
         st.people.set_elsewhere(sessions);
         st.governor.set_fleet(lane_part);
         // The other nodes' lanes load the backend this node's people use: their work
-        // is evidence for this node's judgment of the lane (governor.rs).
+        // in flight is evidence for this node's judgment of the lane (governor.rs), as
+        // its own is; their waiters load nothing (counted, every window of a storm was
+        // the lane's, where one node's are its own only while a page runs).
         if lane_elsewhere.0 {
             st.governor.lane_active();
         }
         if lane_elsewhere.1 {
             st.governor.pressed();
         }
+        let most = inner.lane.cap(st.share_base());
+        st.judge_fleet_times(most);
         inner.limit.store(grant, Ordering::Relaxed);
         st.grant(worker::id(), inner.reserved, &inner.lane);
         Applied { nudge, rejoined }

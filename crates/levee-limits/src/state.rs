@@ -122,6 +122,22 @@ impl State {
         }
     }
 
+    /// The other nodes' people's request times this node has not judged yet, judged
+    /// as its own (people_times.rs; `most`: the lane's share of the fleet's capacity).
+    pub(crate) fn judge_fleet_times(&mut self, most: usize) {
+        let Some(f) = self.fleet.as_mut() else {
+            return;
+        };
+        let peers = f.peers.iter();
+        let times = f
+            .times_seen
+            .take(peers.map(|p| (p.node.as_str(), &p.report.people_times)));
+        let (lane, now) = (self.lane.in_use, Instant::now());
+        for held in times {
+            self.governor.sample(held, most, lane, now);
+        }
+    }
+
     /// The lane admits a request of `net`, and the governor learns what it holds.
     pub(crate) fn admit_lane(&mut self, net: ClientNet, now: Instant) {
         self.lane.admit(net, now);

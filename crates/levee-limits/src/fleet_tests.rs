@@ -1,0 +1,92 @@
+//! A fleet's node judging the lane by every node's people (people_times.rs, sharing.rs).
+
+use std::time::{Duration, Instant};
+
+use crate::fleet::{Peer, PeopleTimes, Report};
+use crate::{Class, LaneConfig, Limiter, Mode, SessionOf};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Node b's editor has a request in flight, none ended yet; node a's editor's
+/// requests are b's evidence too: quick with no lane at work, b judges the lane
+/// may hold what it held (two slots); three times slower while a's crawlers only
+/// wait, nothing; three times slower beside a's crawlers' pages, b cuts it, as a's
+/// own governor does.
+#[tokio::test]
+async fn a_node_judges_the_lane_by_the_other_nodes_people_too() {
+    let l = Limiter::new(
+        Mode::Fixed(8),
+        0.0,
+        100,
+        Duration::from_secs(10),
+        LaneConfig {
+            share: 0.5,
+            network_share: 1.0,
+            wait: Duration::from_secs(2),
+            people_linger: Duration::from_secs(2),
+            governed: true,
+        },
+    );
+    l.join_fleet();
+    let who = SessionOf {
+        net: crate::ClientNet::of("127.1.0.1".parse().unwrap(), 24, 56),
+        who: 0xbeef,
+    };
+    let _editor = l.acquire(Class::Session(who)).await.unwrap();
+    let mut a = PeopleTimes::default();
+    // `anonymous` of a's lane waiting, `running` of them in flight.
+    let tell = |a: &PeopleTimes, anonymous: usize, running: usize| {
+        let report = Report {
+            capacity: 8,
+            people: 1,
+            anonymous,
+            lane_in_flight: running,
+            people_times: a.clone(),
+            ..Report::default()
+        };
+        let node = "a".to_string();
+        l.apply_fleet(
+            "b",
+            8,
+            vec![Peer {
+                node,
+                grant: 4,
+                report,
+            }],
+        );
+        l.fleet_ask("b").report.lane_milli
+    };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut judged = tell(&a, 0, 0);
+    while judged == 0 {
+        assert!(Instant::now() < deadline, "no judgment from a's people");
+        for _ in 0..4 {
+            a.push(ms(40));
+        }
+        judged = tell(&a, 0, 0);
+        tokio::time::sleep(ms(20)).await;
+    }
+    assert_eq!(judged, 2000, "what the lane held, at least two slots");
+    // a's crawlers only wait (its lane at its cap): no load, whatever a's people's
+    // times say, for a second and more of them.
+    let waiting_until = Instant::now() + Duration::from_millis(1200);
+    while Instant::now() < waiting_until {
+        for _ in 0..4 {
+            a.push(ms(120));
+        }
+        assert_eq!(tell(&a, 8, 0), 2000, "cut by waiters, not work");
+        tokio::time::sleep(ms(20)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while judged == 2000 {
+        assert!(Instant::now() < deadline, "a's slow people did not cut it");
+        for _ in 0..4 {
+            a.push(ms(120));
+        }
+        judged = tell(&a, 8, 1);
+        tokio::time::sleep(ms(20)).await;
+    }
+    assert!(judged < 2000, "{judged}");
+}
