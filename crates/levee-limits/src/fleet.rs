@@ -13,6 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::client_net::ClientNet;
+use crate::governor::FLOOR;
 use crate::lane::share_of;
 pub use crate::lane::NetWork;
 pub use crate::people_times::PeopleTimes;
@@ -342,8 +343,16 @@ pub(crate) fn fleet_lane_part(me: &str, own: &OwnLane, peers: &[Peer]) -> Option
     let rest_to = (0..demand.len())
         .find(|&i| demand[i] > parts[i])
         .or_else(|| (0..demand.len()).find(|&i| demand[i] > 0));
+    // Every other node with anonymous work and no whole slot keeps the floor (its
+    // readers' first visits go through its lane, governor.rs): out of the fleet's cap
+    // while the cap has room for it, not on top of it. Four nodes' floors over one
+    // node's judgment gave four nodes' crawlers twice one node's pages, and editors
+    // over twice their fair weather's p99.
+    let floors = (0..demand.len())
+        .filter(|&i| demand[i] > 0 && parts[i] == 0 && Some(i) != rest_to)
+        .count();
     let rest = if rest_to == Some(at) {
-        cap - whole as f64
+        (cap - whole as f64 - floors as f64 * FLOOR).max(0.0)
     } else {
         0.0
     };
@@ -560,8 +569,14 @@ mod tests {
         // 0.2 here, 0.6 there: 0.4 in all, to the first node that asks (by name).
         let a = [peer("a", "1 8 1 0 3 0    600")];
         assert!((part("b", Some(0.2), 1, &a) - 0.0).abs() < 1e-9);
+        // c keeps its floor (a tenth of a slot) out of them.
         let c = [peer("c", "1 8 1 0 3 0    600")];
-        assert!((part("b", Some(0.2), 1, &c) - 0.4).abs() < 1e-9);
+        assert!((part("b", Some(0.2), 1, &c) - 0.3).abs() < 1e-9);
+        // Four nodes judging the floor: each keeps its floor, the fleet four of them
+        // (the first node's part is lifted to the floor, `Governor::set_fleet`).
+        let floor = ["a", "c", "d"].map(|n| peer(n, "1 8 1 0 3 0    100"));
+        assert_eq!(part("b", Some(0.1), 1, &floor), 0.0);
+        assert_eq!(part("0", Some(0.1), 1, &floor), 0.0);
         // 3.0 on average over two nodes asking alike: 2 and 1, not 1.5 each rounded
         // down to 1 each.
         let c = [peer("c", "1 8 1 0 3 0    3000")];

@@ -55,7 +55,7 @@ const EARLY_RUN: u32 = 2;
 const EARLY_CUT: f64 = 0.5;
 const EARLY_EVERY: Duration = Duration::from_millis(100);
 /// The least the lane's cap falls to: a tenth of one slot's time.
-const FLOOR: f64 = 0.1;
+pub(crate) const FLOOR: f64 = 0.1;
 /// Below one slot the cap climbs back by this much a `WINDOW` (a slot at a time above).
 const STEP_BELOW_ONE: f64 = 0.1;
 /// The most steps one window climbs, however long it took to gather: people back
