@@ -3,11 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::fleet::{Peer, PeopleTimes, Report};
-use crate::{Class, LaneConfig, Limiter, Mode, SessionOf};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use crate::tests::{governed, ms, session};
 
 /// Node b's editor has a request in flight, none ended yet; node a's editor's
 /// requests are b's evidence too: quick with no lane at work, b judges the lane
@@ -16,26 +12,12 @@ fn ms(n: u64) -> Duration {
 /// own governor does.
 #[tokio::test]
 async fn a_node_judges_the_lane_by_the_other_nodes_people_too() {
-    let l = Limiter::new(
-        Mode::Fixed(8),
-        0.0,
-        100,
-        Duration::from_secs(10),
-        LaneConfig {
-            share: 0.5,
-            network_share: 1.0,
-            wait: Duration::from_secs(2),
-            people_linger: Duration::from_secs(2),
-            governed: true,
-        },
-    );
+    let l = governed(ms(2000));
     l.join_fleet();
-    let who = SessionOf {
-        net: crate::ClientNet::of("127.1.0.1".parse().unwrap(), 24, 56),
-        who: 0xbeef,
-    };
-    let _editor = l.acquire(Class::Session(who)).await.unwrap();
+    let _editor = l.acquire(session()).await.unwrap();
     let mut a = PeopleTimes::default();
+    // Four more of a's people's requests, each taking `took`.
+    let more = |a: &mut PeopleTimes, took: Duration| (0..4).for_each(|_| a.push(took));
     // `anonymous` of a's lane waiting, `running` of them in flight.
     let tell = |a: &PeopleTimes, anonymous: usize, running: usize| {
         let report = Report {
@@ -62,9 +44,7 @@ async fn a_node_judges_the_lane_by_the_other_nodes_people_too() {
     let mut judged = tell(&a, 0, 0);
     while judged == 0 {
         assert!(Instant::now() < deadline, "no judgment from a's people");
-        for _ in 0..4 {
-            a.push(ms(40));
-        }
+        more(&mut a, ms(40));
         judged = tell(&a, 0, 0);
         tokio::time::sleep(ms(20)).await;
     }
@@ -73,18 +53,14 @@ async fn a_node_judges_the_lane_by_the_other_nodes_people_too() {
     // times say, for a second and more of them.
     let waiting_until = Instant::now() + Duration::from_millis(1200);
     while Instant::now() < waiting_until {
-        for _ in 0..4 {
-            a.push(ms(120));
-        }
+        more(&mut a, ms(120));
         assert_eq!(tell(&a, 8, 0), 2000, "cut by waiters, not work");
         tokio::time::sleep(ms(20)).await;
     }
     let deadline = Instant::now() + Duration::from_secs(3);
     while judged == 2000 {
         assert!(Instant::now() < deadline, "a's slow people did not cut it");
-        for _ in 0..4 {
-            a.push(ms(120));
-        }
+        more(&mut a, ms(120));
         judged = tell(&a, 8, 1);
         tokio::time::sleep(ms(20)).await;
     }

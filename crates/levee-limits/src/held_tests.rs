@@ -1,23 +1,8 @@
 //! The lane while people's latency holds it below its share (governor.rs): what it
 //! queues, and what becomes of a waiter whose wait runs out.
 
-use super::tests::{anon, eventually_waiting, lanes, ms, session};
+use super::tests::{anon, eventually_waiting, governed, ms, session};
 use super::*;
-
-/// A limiter of 8 slots, its lane governed (half of them), people lingering 5 s.
-fn governed(wait: Duration) -> Limiter {
-    Limiter::new(
-        Mode::Fixed(8),
-        0.0,
-        100,
-        ms(5000),
-        LaneConfig {
-            people_linger: ms(5000),
-            governed: true,
-            ..lanes(0.5, 1.0, wait)
-        },
-    )
-}
 
 /// With people at work and their latency holding the lane below its share, a lane
 /// waiter whose wait runs out is refused though slots are free: let in, a storm's

@@ -379,6 +379,21 @@ pub(super) fn anon(addr: &str) -> Class {
     ))
 }
 
+/// A limiter of 8 slots, its lane governed (half of them), people lingering 5 s.
+pub(super) fn governed(wait: Duration) -> Limiter {
+    Limiter::new(
+        Mode::Fixed(8),
+        0.0,
+        100,
+        ms(5000),
+        LaneConfig {
+            people_linger: ms(5000),
+            governed: true,
+            ..lanes(0.5, 1.0, wait)
+        },
+    )
+}
+
 pub(super) fn lanes(share: f64, network_share: f64, wait: Duration) -> LaneConfig {
     LaneConfig {
         share,
