@@ -90,7 +90,7 @@ pub(super) struct Governor {
     /// In a fleet while people have work on some node: this node's part of the fleet's
     /// cap (sharing.rs), below `cap` when the other nodes' lanes take the rest: one
     /// lane's worth for the whole fleet, not one per node.
-    fleet: Option<f64>,
+    fleet: Option<Part>,
     /// Recent windows' average people's latency, seconds.
     history: VecDeque<f64>,
     window_start: Instant,
@@ -115,6 +115,13 @@ pub(super) struct Governor {
     rest_until: Option<Instant>,
     /// The last early cut.
     cut_at: Option<Instant>,
+}
+
+/// This node's part of the fleet's lane, and its own cap when the part was set.
+#[derive(Clone, Copy)]
+struct Part {
+    part: f64,
+    cap_then: f64,
 }
 
 impl Governor {
@@ -161,7 +168,10 @@ impl Governor {
 
     /// This node's part of the fleet's cap (None: alone, or no node's people busy).
     pub fn set_fleet(&mut self, part: Option<f64>) {
-        self.fleet = part.map(|p| p.max(FLOOR));
+        self.fleet = part.map(|p| Part {
+            part: p.max(FLOOR),
+            cap_then: self.cap,
+        });
         if self.effective() >= 1.0 {
             self.rest_until = None;
         }
@@ -172,8 +182,18 @@ impl Governor {
         self.cap.min(most.max(1) as f64)
     }
 
+    /// In a fleet, this node's part, cut as this node's own cap was cut since the
+    /// renewal that set it (the cut reaches the fleet's average at the next one), not
+    /// the least of the part and its own cap: the part is of the nodes' average, and
+    /// the least of it and one node's judgment ran a two-node fleet's lane 10-30% below
+    /// that average whenever the nodes disagreed, and the crawlers below one node's.
     fn effective(&self) -> f64 {
-        self.fleet.map_or(self.cap, |f| f.min(self.cap))
+        match self.fleet {
+            None => self.cap,
+            // A cap never judged yet (`new`'s) is no measure to cut by.
+            Some(f) if f.cap_then == f64::MAX => f.part,
+            Some(f) => (f.part * (self.cap / f.cap_then).min(1.0)).max(FLOOR),
+        }
     }
 
     /// Whether the lane's slot is resting at `now` (a cap below one slot).
@@ -628,5 +648,26 @@ mod tests {
             window(&mut g, ms(50), &mut now);
         }
         assert_eq!(g.cap(8), 8);
+    }
+
+    #[test]
+    fn a_fleet_part_is_not_cut_to_the_nodes_own_judgment_but_follows_its_cuts() {
+        let mut g = Governor::new();
+        g.set_cap(0.5);
+        // The fleet's average gave this node more than its own judgment: it runs that.
+        g.set_fleet(Some(1.5));
+        assert!((g.effective() - 1.5).abs() < 1e-9, "{}", g.effective());
+        assert_eq!(g.cap(8), 1);
+        assert_eq!(g.duty(), 1.0);
+        // Its own cut halves its part at once, until the next renewal averages it in.
+        g.set_cap(0.25);
+        assert!((g.effective() - 0.75).abs() < 1e-9, "{}", g.effective());
+        g.set_fleet(Some(1.2));
+        assert!((g.effective() - 1.2).abs() < 1e-9, "{}", g.effective());
+        // Climbing alone does not raise the part; never below the floor.
+        g.set_cap(3.0);
+        assert!((g.effective() - 1.2).abs() < 1e-9, "{}", g.effective());
+        g.set_fleet(Some(0.01));
+        assert_eq!(g.duty(), FLOOR);
     }
 }
