@@ -402,6 +402,8 @@ pub(crate) struct FleetState {
     pub times: PeopleTimes,
     /// What it has taken of the other nodes' times.
     pub times_seen: TimesSeen,
+    /// Renewals applied since the node joined: how chatty the fleet is.
+    pub renewals: u64,
 }
 
 /// The longest a node back from running alone waits for the nodes it knew before to
@@ -430,6 +432,7 @@ impl FleetState {
             peers: Vec::new(),
             times: PeopleTimes::default(),
             times_seen: TimesSeen::default(),
+            renewals: 0,
         }
     }
 

@@ -2,8 +2,10 @@
 
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
+
 use crate::fleet::{Peer, PeopleTimes, Report};
-use crate::tests::{governed, ms, session};
+use crate::tests::{anon, governed, ms, session};
 
 /// Node b's editor has a request in flight, none ended yet; node a's editor's
 /// requests are b's evidence too: quick with no lane at work, b judges the lane
@@ -65,4 +67,36 @@ async fn a_node_judges_the_lane_by_the_other_nodes_people_too() {
         tokio::time::sleep(ms(20)).await;
     }
     assert!(judged < 2000, "{judged}");
+}
+
+/// Whether `n` was notified (a permit is stored): polled once, never waited on.
+async fn notified(n: &Notify) -> bool {
+    tokio::time::timeout(Duration::ZERO, n.notified())
+        .await
+        .is_ok()
+}
+
+/// A crawler's request the lane does not admit is demand: the renewal hears of it soon
+/// (`fleet_demand`), not at once as of a person's wait (`fleet_wake`): woken at every
+/// refusal, each node of a storm renewed about 90 times a second.
+#[tokio::test]
+async fn a_refusal_wakes_the_fleet_as_demand_and_a_person_waiting_at_once() {
+    let l = governed(ms(0));
+    l.join_fleet();
+    let (wake, demand) = (l.fleet_wake(), l.fleet_demand());
+    // Its one slot before the first renewal, to a crawler.
+    let _crawling = l.acquire(anon("127.2.0.1")).await.unwrap();
+    notified(&wake).await;
+    notified(&demand).await;
+    assert!(l.acquire(anon("127.3.0.1")).await.is_err());
+    assert!(notified(&demand).await, "a refusal is the fleet's to hear");
+    assert!(!notified(&wake).await, "a refusal is no person's wait");
+    let person = tokio::spawn({
+        let l = l.clone();
+        async move { l.acquire(session()).await.map(drop) }
+    });
+    tokio::time::timeout(Duration::from_secs(1), wake.notified())
+        .await
+        .unwrap();
+    person.abort();
 }

@@ -93,8 +93,12 @@ struct Inner {
     /// nobody uses and decay it to the floor).
     elsewhere: AtomicUsize,
     /// Woken when the fleet's shares should be renewed now rather than at the next
-    /// tick: a person waits here, or a slot freed while some node wants more.
+    /// tick: a person waits here, or the capacity moved.
     fleet_wake: Arc<Notify>,
+    /// Woken when anonymous work wants more than it has, or a slot freed while some
+    /// node wants more: the fleet should hear it soon, but a crawler's thousands of
+    /// refusals a second are no reason to renew every `PACE` (levee-tiers' fleet.rs).
+    fleet_demand: Arc<Notify>,
 }
 
 impl Limiter {
@@ -140,6 +144,7 @@ impl Limiter {
                 adaptive,
                 elsewhere: AtomicUsize::new(0),
                 fleet_wake: Arc::new(Notify::new()),
+                fleet_demand: Arc::new(Notify::new()),
             }),
         }
     }
@@ -426,7 +431,7 @@ impl Inner {
             st.governor.pressed();
         }
         if st.fleet.is_some() {
-            self.fleet_wake.notify_one();
+            self.fleet_demand.notify_one();
         }
         let (tx, rx) = oneshot::channel();
         let waiter = LaneWaiter { thread, tx };
@@ -485,7 +490,7 @@ impl Inner {
             }
         }
         if st.fleet.as_ref().is_some_and(|f| f.contended) {
-            self.fleet_wake.notify_one();
+            self.fleet_demand.notify_one();
         }
         st.grant(thread, self.reserved, &self.lane);
     }

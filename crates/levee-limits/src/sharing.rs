@@ -32,6 +32,8 @@ pub struct FleetStats {
     pub people_waiting: usize,
     /// Redis unreachable past the lease: this node runs on capacity ÷ nodes.
     pub alone: bool,
+    /// Renewals applied since the node joined the fleet.
+    pub renewals: u64,
 }
 
 /// What a node asks of the fleet at a renewal.
@@ -68,9 +70,16 @@ impl Limiter {
         }
     }
 
-    /// Notified when the shares should be renewed now rather than at the next tick.
+    /// Notified when the shares should be renewed now rather than at the next tick: a
+    /// person waits.
     pub fn fleet_wake(&self) -> Arc<Notify> {
         self.inner.fleet_wake.clone()
+    }
+
+    /// Notified when the shares should be renewed soon: anonymous work wants more, or
+    /// a slot freed while some node wants more.
+    pub fn fleet_demand(&self) -> Arc<Notify> {
+        self.inner.fleet_demand.clone()
     }
 
     /// What node `me` reports, and the share it asks for: its part of the capacity by
@@ -174,6 +183,7 @@ impl Limiter {
         );
         f.grant = grant;
         f.lease_until = Instant::now() + LEASE;
+        f.renewals += 1;
         let known = f.nodes;
         f.nodes = peers.len() + 1;
         f.held_elsewhere = peers.iter().map(Peer::held).sum();
@@ -287,6 +297,7 @@ impl Limiter {
             in_flight: st.in_use + if f.alone { 0 } else { f.in_use_elsewhere },
             people_waiting: st.people.queued() + f.people_waiting_elsewhere,
             alone: f.alone,
+            renewals: f.renewals,
         })
     }
 }

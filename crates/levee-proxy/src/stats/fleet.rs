@@ -1,6 +1,7 @@
 //! The fleet as this node sees it (levee-limits' fleet.rs): only with the Redis tier,
 //! where every node shares each backend's capacity.
 
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
@@ -49,4 +50,11 @@ pub(super) fn register_fleet(r: &mut Registry, backends: &[&levee_limits::Limite
         g.set(i64::try_from(value).unwrap_or(i64::MAX));
         r.register(name, help, g);
     }
+    let renewals = Counter::<u64>::default();
+    renewals.inc_by(fleets.iter().map(|s| s.renewals).sum());
+    r.register(
+        "fleet_renewals",
+        "Lease renewals this node made through Redis (about one a second; sooner when a person waits, or anonymous work wants more, at most ten a second)",
+        renewals,
+    );
 }

@@ -325,6 +325,8 @@ async fn a_crawler_network_split_over_three_nodes_holds_its_share_of_the_fleet()
         "backend_max_concurrency = 8\nbackend_network_share = \"25%\"\nbackend_anonymous_wait = \"30s\"",
     )
     .await;
+    let renewed = fleet_metric(&nodes, "levee_fleet_renewals_total").await;
+    let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let mut set = JoinSet::new();
     // The crawler (network 2): four connections to each node. Three other networks,
@@ -384,6 +386,14 @@ async fn a_crawler_network_split_over_three_nodes_holds_its_share_of_the_fleet()
         locks <= arrived.len() as f64,
         "{locks} fill locks for {} backend requests and {refused} refusals",
         arrived.len()
+    );
+    // Refusals are demand, not a person's wait: they renew the shares at most ten
+    // times a second, not at every refusal (each renewal reads every node's report).
+    let renewals = fleet_metric(&nodes, "levee_fleet_renewals_total").await - renewed;
+    let per_node = renewals / 3.0 / started.elapsed().as_secs_f64();
+    assert!(
+        (1.0..=15.0).contains(&per_node),
+        "{per_node:.1} renewals a second per node while {refused} requests were refused"
     );
 }
 
