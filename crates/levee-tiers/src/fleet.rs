@@ -11,7 +11,7 @@ use levee_limits::fleet::{Peer, Report, LEASE, RENEW_EVERY};
 use levee_limits::Limiter;
 use levee_redis::Redis;
 
-/// The least time between two renewals: a storm's every arrival wakes the task, and a
+/// The least time between two renewals when a person waits or a node nudges: a
 /// renewal is a Redis round trip; a person's wait grows by at most this.
 const PACE: Duration = Duration::from_millis(10);
 /// The least time between two renewals for anonymous demand alone. Woken at `PACE` by
