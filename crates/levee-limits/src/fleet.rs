@@ -63,7 +63,14 @@ pub struct Report {
     /// Anonymous work in flight (not waiting): load on the backend this node's people
     /// use too, where waiting crawlers are none.
     pub lane_in_flight: usize,
+    /// 1: anonymous work found no slot free here within `WANTED_LATELY` (the lane
+    /// would take more, though between two pages of a duty cycle it holds none).
+    pub lane_wanted: usize,
 }
+
+// A lane's turned-away work must count for as long as a report can be old, or nodes
+// reading each other's last reports disagree on where the lane's fraction is.
+const _: () = assert!(crate::lane::WANTED_LATELY.as_nanos() >= RENEW_EVERY.as_nanos());
 
 /// Session slots held, per session (its hash) and per client network; and the sessions
 /// with requests beyond their share.
@@ -145,7 +152,7 @@ impl Report {
         // The sessions' fields last: a node of a version before reads the fields it
         // knows and leaves the rest.
         format!(
-            "{} {} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {}",
             self.in_use,
             self.capacity,
             self.people,
@@ -157,7 +164,8 @@ impl Report {
             self.sessions.overflow_field(),
             self.lane_milli,
             self.people_times.to_field(),
-            self.lane_in_flight
+            self.lane_in_flight,
+            self.lane_wanted
         )
     }
 
@@ -199,6 +207,10 @@ impl Report {
             Some(n) => count(n)?,
             None => 0,
         };
+        let lane_wanted = match f.next() {
+            Some(n) => count(n)?.min(1),
+            None => 0,
+        };
         Some(Report {
             in_use,
             capacity,
@@ -211,6 +223,7 @@ impl Report {
             sessions,
             people_times,
             lane_in_flight,
+            lane_wanted,
         })
     }
 }
@@ -301,20 +314,30 @@ pub(crate) fn water_fill(need: &[usize], total: usize) -> Vec<usize> {
 }
 
 /// This node's lane at a renewal: its own judgment of what the lane may hold while
-/// its people have work (None: no people here, or not governed), and its anonymous
-/// work in flight and waiting.
+/// its people have work (None: no people here, or not governed), its anonymous
+/// work in flight and waiting, and whether it turned any away lately.
 pub(crate) struct OwnLane {
     pub judged: Option<f64>,
     pub anonymous: usize,
+    pub wanted: bool,
 }
 
 /// Node `me`'s part of the fleet's lane while people have work anywhere: the nodes'
 /// judgments averaged (each is the same backend seen through its own people's
 /// requests; the least of them would squeeze a fleet below what one node gives), shared
-/// by anonymous work in flight and waiting: whole slots by demand, every node in the
-/// order of its name, and what is left of a slot to the first node that asks for more
-/// (fractions on every node would each be rounded down: two nodes' 1.5 slots run 1
-/// each, a third less than one node's 3). None while no node judges (no people).
+/// by anonymous work in flight and waiting, one more where it was turned away lately:
+/// whole slots by demand, every node in the order of its name, and what is left of a
+/// slot to the first node that asks for more, one with no whole slot first (fractions
+/// on every node would each be rounded down: two nodes' 1.5 slots run 1 each, a third
+/// less than one node's 3; and a part of 1.5 runs 1). None while no node judges (no
+/// people).
+///
+/// Turned away, not only in flight: a lane below one slot holds none most of the time
+/// (it rests between pages), so by what it held at each renewal the fraction went to
+/// whichever node had a page running just then, and each node decided from its own
+/// now and the others' last report: both took it (two pages at once where the fleet
+/// judged one) or neither (the fleet's lane idle), and a node given it late was still
+/// resting a floor's rest (issue 51's two-node storms, crawlers below one node's).
 pub(crate) fn fleet_lane_part(me: &str, own: &OwnLane, peers: &[Peer]) -> Option<f64> {
     let judged: Vec<f64> = peers
         .iter()
@@ -329,8 +352,16 @@ pub(crate) fn fleet_lane_part(me: &str, own: &OwnLane, peers: &[Peer]) -> Option
     let cap = judged.iter().sum::<f64>() / judged.len() as f64;
     let mut nodes: Vec<(&str, usize)> = peers
         .iter()
-        .map(|p| (p.node.as_str(), p.report.anonymous))
-        .chain(std::iter::once((me, own.anonymous)))
+        .map(|p| {
+            (
+                p.node.as_str(),
+                p.report.anonymous + p.report.lane_wanted.min(1),
+            )
+        })
+        .chain(std::iter::once((
+            me,
+            own.anonymous + usize::from(own.wanted),
+        )))
         .collect();
     nodes.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let at = nodes.iter().position(|(n, _)| *n == me)?;
@@ -350,7 +381,8 @@ pub(crate) fn fleet_lane_part(me: &str, own: &OwnLane, peers: &[Peer]) -> Option
     let whole = cap.floor() as usize;
     let parts = water_fill(&demand, whole);
     let rest_to = (0..demand.len())
-        .find(|&i| demand[i] > parts[i])
+        .find(|&i| demand[i] > parts[i] && parts[i] == 0)
+        .or_else(|| (0..demand.len()).find(|&i| demand[i] > parts[i]))
         .or_else(|| (0..demand.len()).find(|&i| demand[i] > 0));
     // Every other node with anonymous work and no whole slot keeps the floor (its
     // readers' first visits go through its lane, governor.rs): out of the fleet's cap
@@ -485,11 +517,12 @@ mod tests {
                 micros: vec![41000, 52500],
             },
             lane_in_flight: 2,
+            lane_wanted: 1,
         };
         let line = r.to_line();
         assert_eq!(
             line,
-            "3 4 1 1 40 0 127.2.0.0/24=2:38 who:beef=2,net:127.1.0.0/24=3 over:beef=5 350 9:41000,52500 2"
+            "3 4 1 1 40 0 127.2.0.0/24=2:38 who:beef=2,net:127.1.0.0/24=3 over:beef=5 350 9:41000,52500 2 1"
         );
         assert_eq!(Report::from_line(&line), Some(r));
         // A report of a version before (no overflow field, no sessions' field) still
@@ -576,7 +609,12 @@ mod tests {
     #[test]
     fn the_fleets_lane_is_the_nodes_judgment_averaged_and_shared_by_demand() {
         let part = |me: &str, judged, anonymous, peers: &[Peer]| {
-            fleet_lane_part(me, &OwnLane { judged, anonymous }, peers).unwrap()
+            let own = OwnLane {
+                judged,
+                anonymous,
+                wanted: false,
+            };
+            fleet_lane_part(me, &own, peers).unwrap()
         };
         // 0.2 here, 0.6 there: 0.4, and a floor over it for two nodes asking, to the
         // first node that asks (by name).
@@ -602,10 +640,44 @@ mod tests {
         let idle = OwnLane {
             judged: None,
             anonymous: 0,
+            wanted: false,
         };
         assert_eq!(
             fleet_lane_part("b", &idle, &[peer("a", "0 8 0 0 3 0 ")]),
             None
         );
+    }
+
+    #[test]
+    fn a_lane_between_its_pages_keeps_its_part_and_a_fraction_goes_where_no_slot_is() {
+        let part = |me: &str, judged, anonymous, wanted, peers: &[Peer]| {
+            let own = OwnLane {
+                judged,
+                anonymous,
+                wanted,
+            };
+            fleet_lane_part(me, &own, peers).unwrap()
+        };
+        // b's lane rests between two pages (none in flight) and turned crawlers away a
+        // moment ago; c has a page running. 0.4 judged, a floor over it: b keeps the
+        // fraction whether or not its page runs now, and c, reading b's report, agrees.
+        let c_running = [peer("c", "1 8 1 0 1 0    400 0: 1 1")];
+        let resting = part("b", Some(0.4), 0, true, &c_running);
+        let running = part("b", Some(0.4), 1, true, &c_running);
+        assert!((resting - 0.4).abs() < 1e-9, "{resting}");
+        assert_eq!(resting, running);
+        let b_resting = [peer("b", "0 8 1 0 0 0    400 0: 0 1")];
+        assert_eq!(part("c", Some(0.4), 1, true, &b_resting), 0.0);
+        // Without its turned-away crawlers b's resting lane would hand it to c.
+        let b_quiet = [peer("b", "0 8 1 0 0 0    400 0: 0 0")];
+        assert!((part("c", Some(0.4), 1, true, &b_quiet) - 0.4).abs() < 1e-9);
+        assert_eq!(part("b", Some(0.4), 0, false, &c_running), 0.0);
+        // 1.5 over two nodes that both want more: 1 and 0.5, not 1.5 on one node (a
+        // part above one slot runs its whole slots only).
+        let c_wants = [peer("c", "1 8 1 0 1 0    1400 0: 1 1")];
+        let b_wants = [peer("b", "1 8 1 0 1 0    1400 0: 1 1")];
+        let pb = part("b", Some(1.4), 1, true, &c_wants);
+        let pc = part("c", Some(1.4), 1, true, &b_wants);
+        assert!(pb == 1.0 && (pc - 0.5).abs() < 1e-9, "{pb} {pc}");
     }
 }

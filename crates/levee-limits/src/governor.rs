@@ -113,6 +113,9 @@ pub(super) struct Governor {
     peak: usize,
     /// While the cap is below one slot: the lane admits nothing before this.
     rest_until: Option<Instant>,
+    /// The lane's last page below one slot: when it ended and how long it held the
+    /// slot, to reckon its rest again when the fleet moves this node's part.
+    last_page: Option<(Instant, Duration)>,
     /// The last early cut.
     cut_at: Option<Instant>,
 }
@@ -144,6 +147,7 @@ impl Governor {
             lane_active: false,
             peak: 0,
             rest_until: None,
+            last_page: None,
             cut_at: None,
         }
     }
@@ -174,7 +178,18 @@ impl Governor {
         });
         if self.effective() >= 1.0 {
             self.rest_until = None;
+        } else if let (Some(_), Some((ended, held))) = (self.rest_until, self.last_page) {
+            // The rest at the duty now: a node given the fleet's fraction was still
+            // resting a floor's rest (nine times its page), one that lost it rested
+            // too little.
+            self.rest_until = Some(ended + self.rest_for(held));
         }
+    }
+
+    /// How long the lane's one slot rests after a page that held it for `held`.
+    fn rest_for(&self, held: Duration) -> Duration {
+        let rest = held.as_secs_f64() * (1.0 / self.duty() - 1.0);
+        Duration::from_secs_f64(rest.clamp(0.0, 60.0))
     }
 
     /// The cap within the lane's share of the limit (`most`, at least one slot).
@@ -204,10 +219,9 @@ impl Governor {
     /// A lane request held its slot for `held` while people had work: below one slot,
     /// the slot rests so that it is busy `duty` of the time.
     pub fn lane_released(&mut self, held: Duration, now: Instant) {
-        let duty = self.duty();
-        if duty < 1.0 && !held.is_zero() {
-            let rest = held.as_secs_f64() * (1.0 / duty - 1.0);
-            self.rest_until = Some(now + Duration::from_secs_f64(rest.min(60.0)));
+        if self.duty() < 1.0 && !held.is_zero() {
+            self.rest_until = Some(now + self.rest_for(held));
+            self.last_page = Some((now, held));
         }
     }
 

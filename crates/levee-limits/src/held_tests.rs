@@ -66,3 +66,21 @@ async fn while_people_hold_the_lane_back_it_queues_only_what_it_serves_in_time()
     );
     second.abort();
 }
+
+/// The fleet moves its lane's fraction from node to node (fleet.rs): a node given it
+/// while its slot rested a floor's rest (nine times its last page) rests only what the
+/// fraction's duty asks, and one that lost it rests the floor's. Without this, the
+/// fraction sat idle for most of a second each time it moved.
+#[test]
+fn a_part_the_fleet_moves_moves_the_slots_rest_with_it() {
+    let mut g = governor::Governor::new();
+    g.set_cap(0.1);
+    g.set_fleet(Some(0.1));
+    let now = Instant::now();
+    g.lane_released(ms(100), now);
+    assert!(g.resting(now + ms(899)));
+    g.set_fleet(Some(0.5));
+    assert!(g.resting(now + ms(99)) && !g.resting(now + ms(101)));
+    g.set_fleet(Some(0.1));
+    assert!(g.resting(now + ms(899)) && !g.resting(now + ms(901)));
+}

@@ -141,13 +141,27 @@ pub(super) struct Lane {
     /// by where the network asks keeps the nodes from all giving it their whole view of
     /// what is left at once (they would, from views a renewal old).
     parts: HashMap<ClientNet, usize>,
+    /// When anonymous work last found no slot free for it (refused or queued): a lane
+    /// that wants more between its pages, as a duty cycle's mostly does (fleet.rs).
+    pub wanted_at: Option<Instant>,
 }
+
+/// How long anonymous work turned away (or queued) still counts as the lane wanting
+/// more: a fleet renewal's time (fleet.rs), so that every node reads the same from
+/// reports at most that old.
+pub(crate) const WANTED_LATELY: Duration = Duration::from_secs(1);
 
 /// Slot times the lane learns its pace from before it predicts waits: one slow first
 /// request (a cold start) must not make it refuse a burst it can serve.
 const LEARNING: u32 = 16;
 
 impl Lane {
+    /// Whether anonymous work found no slot free within `WANTED_LATELY` of `now`.
+    pub fn wanted(&self, now: Instant) -> bool {
+        self.wanted_at
+            .is_some_and(|t| now.saturating_duration_since(t) < WANTED_LATELY)
+    }
+
     /// May the lane take one more slot? Beyond its cap only while people's work is
     /// neither in flight nor waiting.
     pub fn may_take(&self, cap: usize, people_busy: bool) -> bool {

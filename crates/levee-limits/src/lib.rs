@@ -430,6 +430,7 @@ impl Inner {
         if !view.may_take {
             st.governor.pressed();
         }
+        st.lane.wanted_at = Some(now);
         if st.fleet.is_some() {
             self.fleet_demand.notify_one();
         }

@@ -114,6 +114,7 @@ impl Limiter {
                 .map(|f| f.times.clone())
                 .unwrap_or_default(),
             lane_in_flight: st.lane.in_use,
+            lane_wanted: usize::from(st.lane.wanted(Instant::now())),
         };
         let (want, capacity) = match &st.fleet {
             Some(f) => {
@@ -160,6 +161,7 @@ impl Limiter {
                 .then(|| st.governor.own(inner.lane.cap(st.share_base())))
                 .flatten(),
             anonymous: st.lane.in_use + st.lane.waiting,
+            wanted: st.lane.wanted(Instant::now()),
         };
         let Some(f) = st.fleet.as_mut() else {
             return Applied::default();
