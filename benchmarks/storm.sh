@@ -65,7 +65,11 @@
 #        at N=1 too),
 #        WEBSOCKETS=0 (levee: that many idle WebSockets held open through levee, to a
 #        route's echo server, for the whole run; the report says how many were still
-#        answering at its end).
+#        answering at its end),
+#        ACCESS_LOG=0 (1: the site's nginx logs every request the backend got, with its
+#        time, status, whether it carried a session cookie and the user agent, to
+#        benchmarks/out/<run>.access.log: whose work the backend did, and how long it
+#        took, populations apart).
 # Needs: php8.2-fpm php8.2-cli php8.2-mysql mariadb-server mediawiki nginx-light varnish
 #        curl python3 (and redis-server for NODES > 1 or REDIS=1). Targets and binds
 #        127.0.0.0/8 only.
@@ -100,6 +104,7 @@ WEBSOCKETS=${WEBSOCKETS:-0}
 LEVEE_FLAGS=${LEVEE_FLAGS:-}
 NODES=${NODES:-1}
 REDIS=${REDIS:-0}
+ACCESS_LOG=${ACCESS_LOG:-0}
 for n in $NODES; do
     [[ $n =~ ^[1-9][0-9]*$ ]] && [ "$n" -le 16 ] || { echo "NODES: $n is not a node count (1 to 16)" >&2; exit 2; }
 done
@@ -230,9 +235,12 @@ PY
 # expiry; and on STATUS_PORT, which no front is given, php-fpm's status page for the
 # load's sampler, and nginx's own stub_status (the requests in it) (sets SITE_PID).
 start_site() {
-    local dir="$WORK/$1" user_line=""
+    local dir="$WORK/$1" user_line="" access="access_log off;"
     mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && user_line="user root;"
+    [ "$ACCESS_LOG" = 1 ] && access="map \$http_cookie \$storm_session { \"~_session=\" session; default -; }
+    log_format storm '\$msec \$request_time \$status \"\$request_method \$request_uri\" \$storm_session \"\$http_user_agent\"';
+    access_log $dir/access.log storm;"
     cat >"$dir/nginx.conf" <<EOF
 $user_line
 worker_processes 2;
@@ -242,7 +250,7 @@ error_log $dir/error.log warn;
 events { worker_connections 9000; }
 http {
     include /etc/nginx/mime.types;
-    access_log off;
+    $access
     sendfile on;
     $(nginx_temp_paths "$dir")
     server {
@@ -413,6 +421,7 @@ measure() {
     grep -E '^([a-z]|SLOW)' "$WORK/storm-$tag.log" | sed "s/^/  $tag /" >&2
     sed -n 's/^RESULT //p' "$WORK/storm-$tag.log" >"$WORK/$tag.json"
     cp "$WORK/$tag.json" "$OUT_BASE-$tag.json"
+    [ "$ACCESS_LOG" != 1 ] || cp "$WORK/site-$tag/access.log" "$OUT_BASE-$tag.access.log"
     if [[ $2 == levee* ]]; then
         # One node: $tag.metrics as before the fleet; N nodes: $tag-nodeK.metrics each.
         local k at
