@@ -67,7 +67,8 @@
 #        route's echo server, for the whole run; the report says how many were still
 #        answering at its end),
 #        ACCESS_LOG=0 (1: the site's nginx logs every request the backend got, with its
-#        time, status, whether it carried a session cookie and the user agent, to
+#        time, status, whether it carried a session cookie, the user agent and php-fpm's
+#        own time (what of the time was the application's, not the delivery's), to
 #        benchmarks/out/<run>.access.log: whose work the backend did, and how long it
 #        took, populations apart).
 # Needs: php8.2-fpm php8.2-cli php8.2-mysql mariadb-server mediawiki nginx-light varnish
@@ -239,7 +240,7 @@ start_site() {
     mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && user_line="user root;"
     [ "$ACCESS_LOG" = 1 ] && access="map \$http_cookie \$storm_session { \"~_session=\" session; default -; }
-    log_format storm '\$msec \$request_time \$status \"\$request_method \$request_uri\" \$storm_session \"\$http_user_agent\"';
+    log_format storm '\$msec \$request_time \$status \"\$request_method \$request_uri\" \$storm_session \"\$http_user_agent\" \$upstream_response_time';
     access_log $dir/access.log storm;"
     cat >"$dir/nginx.conf" <<EOF
 $user_line
