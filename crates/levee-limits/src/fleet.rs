@@ -63,9 +63,10 @@ pub struct Report {
     /// Anonymous work in flight (not waiting): load on the backend this node's people
     /// use too, where waiting crawlers are none.
     pub lane_in_flight: usize,
-    /// 1: anonymous work found no slot free here within `WANTED_LATELY` (the lane
-    /// would take more, though between two pages of a duty cycle it holds none).
-    pub lane_wanted: usize,
+    /// Anonymous work found no slot free here within `WANTED_LATELY` (the lane would
+    /// take more, though between two pages of a duty cycle it holds none); 1 or 0 on
+    /// the line.
+    pub lane_wanted: bool,
 }
 
 // A lane's turned-away work must count for as long as a report can be old, or nodes
@@ -165,7 +166,7 @@ impl Report {
             self.lane_milli,
             self.people_times.to_field(),
             self.lane_in_flight,
-            self.lane_wanted
+            u8::from(self.lane_wanted)
         )
     }
 
@@ -208,8 +209,8 @@ impl Report {
             None => 0,
         };
         let lane_wanted = match f.next() {
-            Some(n) => count(n)?.min(1),
-            None => 0,
+            Some(n) => count(n)? > 0,
+            None => false,
         };
         Some(Report {
             in_use,
@@ -355,7 +356,7 @@ pub(crate) fn fleet_lane_part(me: &str, own: &OwnLane, peers: &[Peer]) -> Option
         .map(|p| {
             (
                 p.node.as_str(),
-                p.report.anonymous + p.report.lane_wanted.min(1),
+                p.report.anonymous + usize::from(p.report.lane_wanted),
             )
         })
         .chain(std::iter::once((
@@ -517,7 +518,7 @@ mod tests {
                 micros: vec![41000, 52500],
             },
             lane_in_flight: 2,
-            lane_wanted: 1,
+            lane_wanted: true,
         };
         let line = r.to_line();
         assert_eq!(

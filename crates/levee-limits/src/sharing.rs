@@ -114,7 +114,7 @@ impl Limiter {
                 .map(|f| f.times.clone())
                 .unwrap_or_default(),
             lane_in_flight: st.lane.in_use,
-            lane_wanted: usize::from(st.lane.wanted(Instant::now())),
+            lane_wanted: st.lane.wanted(Instant::now()),
         };
         let (want, capacity) = match &st.fleet {
             Some(f) => {
