@@ -243,8 +243,9 @@ pub(crate) fn wait_for<T>(
         match probe() {
             Ok(v) => return v,
             Err(why) if Instant::now() >= deadline => {
+                // The logs first: a CI excerpt keeps a failure's last lines.
                 panic!(
-                    "{what}: not within {timeout:?}; last seen: {why}\n{}",
+                    "{}\n{what}: not within {timeout:?}; last seen: {why}",
                     logs()
                 )
             }

@@ -159,12 +159,17 @@ impl Load {
             let mut i = 0usize;
             while !s.load(Ordering::Relaxed) {
                 let path = &paths[i % paths.len()];
+                // Never a panic here: a failed exchange is one of `bad`, said by
+                // `finish`. A panic on this task would also bury the test's own
+                // message under its backtrace when the test fails and kills the nodes.
                 let r = Req::get(path)
                     .header("host", "site.test")
-                    .send_to(addrs[(i / paths.len() + i) % addrs.len()])
+                    .try_send_to(addrs[(i / paths.len() + i) % addrs.len()])
                     .await;
-                if r.status != 200 || r.text() != format!("page {path}") {
-                    bad.push(format!("{path}: {}", r.summary()));
+                match r {
+                    Some(r) if r.status == 200 && r.text() == format!("page {path}") => {}
+                    Some(r) => bad.push(format!("{path}: {}", r.summary())),
+                    None => bad.push(format!("{path}: no answer")),
                 }
                 n.fetch_add(1, Ordering::Relaxed);
                 i += 1;
@@ -183,11 +188,18 @@ impl Load {
         .await;
     }
 
-    async fn finish(self) -> usize {
+    async fn finish(mut self) -> usize {
         self.stop.store(true, Ordering::Relaxed);
-        let bad = self.task.await.unwrap();
+        let bad = (&mut self.task).await.unwrap();
         assert!(bad.is_empty(), "client errors under load: {bad:?}");
         self.served.load(Ordering::Relaxed)
+    }
+}
+
+/// A test that fails stops its load before its nodes go.
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 
