@@ -70,7 +70,11 @@
 #        time, status, whether it carried a session cookie, the user agent and php-fpm's
 #        own time (what of the time was the application's, not the delivery's), to
 #        benchmarks/out/<run>.access.log: whose work the backend did, and how long it
-#        took, populations apart).
+#        took, populations apart),
+#        PIN=0 (1: the site (MariaDB, php-fpm, its nginx) on CPUs 1 and up, everything
+#        else (the fronts, Redis, the load) on CPU 0, with `taskset`, at every N alike: on
+#        2 shared cores the fleet's processes otherwise slow the wiki's own pages, more
+#        with each node, as a fleet on hosts of its own would not).
 # Needs: php8.2-fpm php8.2-cli php8.2-mysql mariadb-server mediawiki nginx-light varnish
 #        curl python3 (and redis-server for NODES > 1 or REDIS=1). Targets and binds
 #        127.0.0.0/8 only.
@@ -106,6 +110,17 @@ LEVEE_FLAGS=${LEVEE_FLAGS:-}
 NODES=${NODES:-1}
 REDIS=${REDIS:-0}
 ACCESS_LOG=${ACCESS_LOG:-0}
+PIN=${PIN:-0}
+# What starts the site's processes: pinned to CPUs 1.. with PIN=1 (then this script,
+# and all else it starts, to CPU 0).
+SITE_CPU=()
+if [ "$PIN" = 1 ]; then
+    cpus=$(nproc)
+    [ "$cpus" -ge 2 ] || { echo "PIN=1 needs 2 CPUs or more; this machine has $cpus" >&2; exit 2; }
+    command -v taskset >/dev/null || { echo "PIN=1 needs taskset (apt-get install -y util-linux)" >&2; exit 2; }
+    taskset -cp 0 $$ >/dev/null
+    SITE_CPU=(taskset -c "1-$((cpus - 1))")
+fi
 for n in $NODES; do
     [[ $n =~ ^[1-9][0-9]*$ ]] && [ "$n" -le 16 ] || { echo "NODES: $n is not a node count (1 to 16)" >&2; exit 2; }
 done
@@ -186,7 +201,7 @@ for k in $KINDS; do kind_variants "$k" >/dev/null; done
 # start_wiki TAG: a new MediaWiki with php-fpm's status page (sets APP_PID, SOCK,
 # STATUS_SOCK).
 start_wiki() {
-    start_bg "wiki-$1" "$WORK/app" mediawiki
+    start_bg "wiki-$1" "${SITE_CPU[@]}" "$WORK/app" mediawiki
     APP_PID=$BG_PID
     for _ in $(seq 1200); do
         grep -q '^READY' "$WORK/wiki-$1.log" 2>/dev/null && break
@@ -283,7 +298,7 @@ http {
     }
 }
 EOF
-    start_bg "$1" "$(command -v nginx || echo /usr/sbin/nginx)" -e stderr -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;'
+    start_bg "$1" "${SITE_CPU[@]}" "$(command -v nginx || echo /usr/sbin/nginx)" -e stderr -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;'
     SITE_PID=$BG_PID
     wait_port "$2" "$SITE_PID"
     wait_port "$3" "$SITE_PID"
@@ -450,7 +465,7 @@ for k in $KINDS; do
 done
 
 report "# Storm: people first under overload, MediaWiki behind nginx, Varnish, levee ($(date '+%Y-%m-%d %H:%M'))" ""
-report "- command: \`$([ "$QUICK" = 1 ] && echo "QUICK=1 ")FAIR_SECS=$FAIR_SECS STORM_SECS=$STORM_SECS KINDS=\"$KINDS\" VARIANTS=\"$VARIANTS\" FRONTS=\"${FRONTS[*]}\" NODES=\"$NODES\" REDIS=$REDIS ROUNDS=$ROUNDS WEBSOCKETS=$WEBSOCKETS$([ -z "$LEVEE_FLAGS" ] || echo " LEVEE_FLAGS=\"$LEVEE_FLAGS\"") benchmarks/storm.sh\`"
+report "- command: \`$([ "$QUICK" = 1 ] && echo "QUICK=1 ")FAIR_SECS=$FAIR_SECS STORM_SECS=$STORM_SECS KINDS=\"$KINDS\" VARIANTS=\"$VARIANTS\" FRONTS=\"${FRONTS[*]}\" NODES=\"$NODES\" REDIS=$REDIS ROUNDS=$ROUNDS WEBSOCKETS=$WEBSOCKETS$([ "$PIN" = 1 ] && echo " PIN=1")$([ -z "$LEVEE_FLAGS" ] || echo " LEVEE_FLAGS=\"$LEVEE_FLAGS\"") benchmarks/storm.sh\`"
 machine_info
 report "- site: MediaWiki $(dpkg-query -W -f '${Version}' mediawiki 2>/dev/null) from Debian's package, unchanged, on php-fpm $(php -r 'echo PHP_VERSION;') with 4 workers (pm = static) and MariaDB $(mariadbd --version | awk '{print $3}'); nginx (2 workers) with fastcgi_pass to it as MediaWiki's manual configures it. A new wiki, nginx and front for every run" \
     "- fronts: nginx alone; Varnish \`-s malloc,256m\` with the default VCL (\`backend default { .host = \"127.0.0.1\"; .port = \"NGINX\"; }\`); levee \`levee serve --listen 127.0.0.1:PORT --backend http://127.0.0.1:NGINX --preset mediawiki --admin-listen 127.0.0.1:ADMIN\`; a fleet of N nodes (nodes column, NODES=\"$NODES\"): N such processes, each with \`--cache-redis redis://127.0.0.1:REDIS/0\` to one redis-server of the run's own (\`--save '' --appendonly no\`), reader i, editor i (its login and its anonymous check too) and crawler connection i to node i mod N, every page viewed through every node before the clock; one node runs without Redis$([ "$REDIS" = 1 ] && echo " unless REDIS=1 (here: with it)" || echo " (REDIS=1: with it)")" \
